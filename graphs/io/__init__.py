@@ -1,0 +1,94 @@
+"""Reading and writing instances and placements; formats are detected from content.
+
+Loaders are pure functions (path -> object); writers write to a temporary file and
+rename it, so a failed write never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from graphs.errors import InputError
+from graphs.instance import Instance
+from graphs.io.native import instance_from_native, instance_to_native, is_native
+from graphs.io.tarnawski import (instance_from_tarnawski, instance_to_tarnawski, is_split,
+                                 is_tarnawski, placement_from_split, placement_to_split)
+from graphs.placement import Placement
+
+__all__ = ["read_json", "write_json", "load_instance", "save_instance", "load_placement",
+           "placement_from_doc", "placement_to_split"]
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Parse a JSON file; a missing or truncated file gets a one-line :class:`InputError`."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read ({exc.strerror})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = " (file truncated?)" if exc.pos >= len(text.rstrip()) - 1 else ""
+        raise InputError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from None
+
+
+def write_json(path: str | os.PathLike, doc: Any, indent: int | None = 1) -> Path:
+    """Write JSON atomically (temporary file + rename)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(doc, fh, indent=indent, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def load_instance(path: str | os.PathLike) -> Instance:
+    """Load a native or Tarnawski graph file (detected from its fields)."""
+    doc = read_json(path)
+    name = Path(path).stem
+    if is_native(doc):
+        return instance_from_native(doc, source=str(path))
+    if is_tarnawski(doc):
+        return instance_from_tarnawski(doc, name=name, source=str(path))
+    raise InputError(f"{path}: neither a native graph (no 'format' field) nor a Tarnawski input "
+                     "(no 'maxSizePerFPGA'/'nodes')")
+
+
+def save_instance(inst: Instance, path: str | os.PathLike, fmt: str = "native") -> Path:
+    """Write an instance as ``native`` or ``tarnawski`` JSON."""
+    if fmt == "native":
+        return write_json(path, instance_to_native(inst), indent=None)
+    if fmt == "tarnawski":
+        return write_json(path, instance_to_tarnawski(inst))
+    raise InputError(f"unknown graph format {fmt!r}; use 'native' or 'tarnawski'")
+
+
+def placement_from_doc(doc: Any, inst: Instance, source: str = "placement") -> Placement:
+    """A placement from a result JSON (``placement`` key), a Tarnawski split, or a plain
+    ``{node id: device name}`` map."""
+    cluster = inst.require_cluster()
+    if is_split(doc):
+        return placement_from_split(doc, inst)
+    if isinstance(doc, dict) and isinstance(doc.get("placement"), dict):
+        doc = doc["placement"]
+    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+        raise InputError(f"{source}: expected a result JSON, a Tarnawski split or a {{node: device}} map")
+    return Placement.from_mapping(inst.graph, cluster, doc)
+
+
+def load_placement(path: str | os.PathLike, inst: Instance) -> Placement:
+    """Load any placement file (see :func:`placement_from_doc`)."""
+    return placement_from_doc(read_json(path), inst, source=str(path))

@@ -1,0 +1,93 @@
+"""Placements (node -> device) and schedules (placement + start times + device order)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from graphs.cluster import Cluster
+from graphs.errors import InputError
+from graphs.graph import OpGraph
+
+__all__ = ["Placement", "Schedule"]
+
+
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """Device index of every node: ``device[i]`` indexes ``cluster.devices``.
+
+    A placement is only a decision; whether it is feasible and what it costs is the
+    evaluator's business (:mod:`graphs.evaluate`).
+    """
+
+    graph: OpGraph
+    cluster: Cluster
+    device: np.ndarray
+
+    def __post_init__(self) -> None:
+        dev = np.asarray(self.device, dtype=np.int64).ravel()
+        if dev.shape[0] != self.graph.n:
+            raise InputError(f"placement covers {dev.shape[0]} nodes, graph has {self.graph.n}")
+        if dev.size and (dev.min() < 0 or dev.max() >= self.cluster.size):
+            i = int(np.flatnonzero((dev < 0) | (dev >= self.cluster.size))[0])
+            raise InputError(f"node {self.graph.ids[i]!r}: device index {dev[i]} out of range")
+        object.__setattr__(self, "device", dev)
+
+    @classmethod
+    def from_mapping(cls, graph: OpGraph, cluster: Cluster, mapping: Mapping[Any, str]) -> "Placement":
+        """From ``{node id: device name}``; every node must be named, and only once."""
+        dev = np.full(graph.n, -1, dtype=np.int64)
+        for node, name in mapping.items():
+            dev[graph.index_of(node)] = cluster.index_of(name)
+        missing = np.flatnonzero(dev < 0)
+        if missing.size:
+            ids = [graph.ids[i] for i in missing[:5]]
+            raise InputError(f"placement leaves {missing.size} node(s) unplaced, e.g. {ids}")
+        return cls(graph, cluster, dev)
+
+    def to_mapping(self) -> dict[str, str]:
+        """``{str(node id): device name}`` (JSON-ready)."""
+        names = self.cluster.names
+        return {str(v): names[d] for v, d in zip(self.graph.ids, self.device.tolist())}
+
+    def nodes_on(self, device: int) -> np.ndarray:
+        """Node indices placed on device index ``device``."""
+        return np.flatnonzero(self.device == device)
+
+    def used_devices(self) -> np.ndarray:
+        """Indices of devices that hold at least one node."""
+        return np.unique(self.device)
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """A placement plus start times and the order each device runs its nodes in.
+
+    ``order[d]`` lists node indices on device ``d`` by start time; ``start[i]`` is the
+    start of node ``i`` and ``finish[i]`` its completion (both in ``graph.unit``).
+    """
+
+    placement: Placement
+    start: np.ndarray
+    finish: np.ndarray
+
+    @property
+    def makespan(self) -> float:
+        """Completion time of the last node."""
+        return float(self.finish.max()) if self.finish.size else 0.0
+
+    def device_order(self) -> list[np.ndarray]:
+        """Per device, its node indices sorted by start time (ties by topological position)."""
+        g = self.placement.graph
+        key = np.lexsort((g.topo_position, self.start))
+        dev = self.placement.device[key]
+        return [key[dev == d] for d in range(self.placement.cluster.size)]
+
+    def priorities(self) -> np.ndarray:
+        """Rank of every node by start time: a total order the simulator can replay."""
+        g = self.placement.graph
+        rank = np.empty(g.n, dtype=np.int64)
+        rank[np.lexsort((g.topo_position, self.start))] = np.arange(g.n)
+        return rank
