@@ -67,6 +67,28 @@ def _flag(rec: dict, key: str, where: str, default: bool | None = None) -> bool:
     return bool(val)
 
 
+def _spellings(recs: list, keys: tuple) -> dict:
+    """``{key: {"int": [positions], "bool": [positions]}}`` of values not spelled as the
+    writer's default (floats for numbers, ints for flags)."""
+    out: dict = {}
+    for key in keys:
+        ints = [j for j, r in enumerate(recs) if type(r.get(key)) is int]
+        bools = [j for j, r in enumerate(recs) if type(r.get(key)) is bool]
+        if ints or bools:
+            out[key] = {"int": ints, "bool": bools}
+    return out
+
+
+def _respell(rec: dict, j: int, types: dict) -> None:
+    for key, where in types.items():
+        if key not in rec:
+            continue
+        if j in where["bool"]:
+            rec[key] = bool(rec[key])
+        elif j in where["int"] and float(rec[key]).is_integer():
+            rec[key] = int(rec[key])
+
+
 def instance_from_tarnawski(doc: dict, name: str = "graph", source: str | None = None) -> Instance:
     """Build an :class:`Instance` from a parsed Tarnawski input document."""
     for key in ("maxSizePerFPGA", "maxFPGAs", "maxCPUs", "nodes", "edges"):
@@ -118,8 +140,11 @@ def instance_from_tarnawski(doc: dict, name: str = "graph", source: str | None =
     meta = {"tarnawski": {
         "top": {k: v for k, v in doc.items() if k not in ("nodes", "edges")},
         "node_keys": [[k for k in rec.keys() if k in _NODE_KEYS] for rec in nodes],
-        "bool_flags": sorted({k for rec in nodes for k in ("supportedOnFpga", "isBackwardNode")
-                              if isinstance(rec.get(k), bool)}),
+        # JSON number and flag spellings per value (0 vs 0.0, 1 vs true), so that writing
+        # back gives a document identical in types as well as in values
+        "node_types": _spellings(nodes, ("supportedOnFpga", "isBackwardNode", "cpuLatency",
+                                         "fpgaLatency", "size")),
+        "edge_types": _spellings(edges, ("cost", "size")),
         "unsupported_acc": unsupported_acc,
         "node_extra": extra,
         "edge_has_size": None if has_size.all() else has_size.tolist(),
@@ -146,24 +171,28 @@ def instance_to_tarnawski(inst: Instance) -> dict:
     limit = cl.meta.get("device_limit", {})
     accs = cl.devices_of_kind("acc")
     top = dict(tmeta.get("top", {}))
-    top["maxSizePerFPGA"] = float(cl.memory[accs[0]]) if accs.size else top.get("maxSizePerFPGA", 0.0)
+    cap = float(cl.memory[accs[0]]) if accs.size else float(top.get("maxSizePerFPGA", 0.0))
+    if not (isinstance(top.get("maxSizePerFPGA"), int) and cap == top["maxSizePerFPGA"]):
+        top["maxSizePerFPGA"] = cap
     top["maxFPGAs"] = int(limit.get("acc", accs.size))
     top["maxCPUs"] = int(limit.get("cpu", cl.devices_of_kind("cpu").size))
     key_orders = tmeta.get("node_keys")
     unsupported = {int(k): v for k, v in tmeta.get("unsupported_acc", {}).items()}
     extra = tmeta.get("node_extra", {})
-    flag = {k: (bool if k in tmeta.get("bool_flags", ()) else int) for k in ("supportedOnFpga", "isBackwardNode")}
+    node_types = {k: {"int": set(v["int"]), "bool": set(v["bool"])} for k, v in tmeta.get("node_types", {}).items()}
+    edge_types = {k: {"int": set(v["int"]), "bool": set(v["bool"])} for k, v in tmeta.get("edge_types", {}).items()}
     nodes = []
     for i in range(g.n):
         acc = g.compute[i, acc_k] if acc_k >= 0 else math.nan
         rec: dict[str, Any] = {
             "id": g.ids[i],
-            "supportedOnFpga": flag["supportedOnFpga"](not math.isnan(acc)),
+            "supportedOnFpga": int(not math.isnan(acc)),
             "cpuLatency": float(g.compute[i, cpu_k]),
             "fpgaLatency": unsupported.get(i, 0.0) if math.isnan(acc) else float(acc),
-            "isBackwardNode": flag["isBackwardNode"](g.backward[i]),
+            "isBackwardNode": int(g.backward[i]),
             "size": float(g.memory[i]),
         }
+        _respell(rec, i, node_types)
         if g.colocation[i] >= 0:
             rec["colorClass"] = g.colocation_labels[g.colocation[i]]
         if g.names is not None and g.names[i] is not None:
@@ -173,6 +202,8 @@ def instance_to_tarnawski(inst: Instance) -> dict:
         if key_orders is not None and len(key_orders) == g.n:
             order = key_orders[i]
             rec = {k: rec[k] for k in order if k in rec} | {k: v for k, v in rec.items() if k not in order}
+            if "isBackwardNode" not in order and not g.backward[i]:
+                del rec["isBackwardNode"]  # optional field, absent from the source file
         for key, vals in extra.items():
             if i in vals or str(i) in vals:
                 rec[key] = vals.get(i, vals.get(str(i)))
@@ -186,6 +217,7 @@ def instance_to_tarnawski(inst: Instance) -> dict:
         rec = {"sourceId": g.ids[g.src[j]], "destId": g.ids[g.dst[j]], "cost": float(cost[j])}
         if has_size is None or has_size[j]:
             rec["size"] = float(g.edge_bytes[j])
+        _respell(rec, j, edge_types)
         edges.append(rec)
     return {**top, "nodes": nodes, "edges": edges}
 

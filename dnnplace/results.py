@@ -1,0 +1,91 @@
+"""The result record of one method run (SPEC 4) and its JSON form.
+
+"Why it stopped" (``termination``, the backend's words) is kept apart from "what we
+have" (``status``), and the incumbent (``objective``) apart from the ``bound``:
+
+=============  ==============================================================
+status         meaning
+=============  ==============================================================
+optimal        proved optimal (to the requested gap, see ``gap``)
+feasible       a solution, not proved optimal (heuristic, or a limit was hit)
+infeasible     the model was proved infeasible
+no_solution    stopped (time limit, interrupt) before any solution was found
+error          the backend failed; ``message`` says why
+=============  ==============================================================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["STATUSES", "Result", "relative_gap"]
+
+STATUSES = ("optimal", "feasible", "infeasible", "no_solution", "error")
+
+
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    """``|objective - bound| / |objective|`` (the MIP-solver convention), ``None`` if
+    either is missing; 0 when both are 0.
+
+    >>> relative_gap(110.0, 100.0)
+    0.09090909090909091
+    """
+    if objective is None or bound is None or math.isnan(objective) or math.isnan(bound):
+        return None
+    if objective == bound:
+        return 0.0
+    return abs(objective - bound) / max(abs(objective), 1e-12)
+
+
+@dataclass
+class Result:
+    """One run of one method on one instance (SPEC 4)."""
+
+    problem: str
+    method: str
+    instance: str
+    status: str
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    termination: str | None = None
+    message: str | None = None
+    solver: str | None = None
+    solver_version: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    build_seconds: float = 0.0
+    solve_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    placement: dict[str, str] | None = None
+    start: dict[str, float] | None = None
+    evaluation: dict[str, Any] | None = None
+    trace: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+    unit: str = "ms"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} not in {STATUSES}")
+        if self.gap is None:
+            self.gap = relative_gap(self.objective, self.bound)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (non-finite numbers become ``None``)."""
+        def clean(x: Any) -> Any:
+            if isinstance(x, float) and not math.isfinite(x):
+                return None
+            if isinstance(x, dict):
+                return {str(k): clean(v) for k, v in x.items()}
+            if isinstance(x, (list, tuple)):
+                return [clean(v) for v in x]
+            if hasattr(x, "item") and callable(x.item):  # numpy scalars
+                return clean(x.item())
+            return x
+        return clean(asdict(self))
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> "Result":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in doc.items() if k in known})

@@ -1,0 +1,372 @@
+"""The independent evaluator (SPEC 3): validate and score any placement.
+
+Nothing here trusts the method that produced a placement; formulations and heuristics
+report their own objective and the framework asserts that the two agree.
+
+Max-load (SPEC 2.2, Tarnawski et al. Sec. 5, Fig. 6). For a non-CPU device ``d``
+holding node set ``S``::
+
+    FW_d + BW_d = sum_{v in S} p_d(v)                                       (compute)
+                + sum_{u not in S, (u,v) in E, v in S} c_u                  (CommIn)
+                + sum_{u in S, (u,v) in E, v not in S} c_u                  (CommOut)
+
+each ``c_u`` paid once per node and direction (Fig. 6, constraints (17)-(20)); a CPU pays
+only its compute (constraint (21)). A transfer ``c_u`` counts in the forward part when
+``u`` is a forward node and in the backward part otherwise. Objectives: ``pipedream``
+``max_d (FW_d + BW_d)``; ``gpipe`` ``max_d FW_d + max_d BW_d`` (Appendix A);
+``overlap`` ``max_d max(comm_d, compute_d)`` (Appendix C.1).
+
+``c_u`` is the explicit cost of the edge that crosses (Tarnawski inputs give every
+out-edge of ``u`` the same cost; if they differ, the largest crossing edge is charged),
+or, without one, the link model between the device and the host (the first CPU device;
+the consumer's device when the cluster has no CPU).
+
+Latency (SPEC 2.3, Tarnawski Sec. 4, Figs. 3-4): every accelerator's node set is cut
+into the fewest contiguous pieces along the topological order; each piece starts when
+its inputs are in host memory and after the previous piece of its device, and takes
+``CommIn + compute + CommOut`` (constraint (7)); CPU nodes run on an unbounded pool as
+soon as their inputs are ready (constraints (8)-(9)). Pieces that wait on each other in
+a cycle make the split infeasible.
+"""
+
+from __future__ import annotations
+
+import graphlib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from graphs.errors import InputError
+from graphs.graph import OpGraph
+from graphs.placement import Placement
+
+__all__ = ["Evaluation", "PROBLEMS", "MAXLOAD_OBJECTIVES", "CONTIGUITY_MODES", "evaluate", "validate",
+           "maxload", "latency", "makespan", "noncontiguous", "contiguity_violations", "device_loads", "latency_pieces"]
+
+PROBLEMS = ("maxload", "latency", "makespan")
+MAXLOAD_OBJECTIVES = ("pipedream", "gpipe", "overlap")
+CONTIGUITY_MODES = ("none", "all", "forward", "both")
+
+
+@dataclass
+class Evaluation:
+    """An independent score: ``objective`` is ``None`` when the placement cannot be
+    scored (unsupported node, cyclic subgraphs); ``feasible`` is False whenever any
+    constraint is violated, and ``violations`` says which."""
+
+    problem: str
+    objective: float | None
+    feasible: bool
+    violations: list[str]
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"problem": self.problem, "objective": self.objective, "feasible": self.feasible,
+                "violations": list(self.violations), **self.details}
+
+
+# ---------------------------------------------------------------------------- helpers
+def _is_cpu(p: Placement) -> np.ndarray:
+    return np.array([k == "cpu" for k in p.cluster.kinds])
+
+
+def _node_times(p: Placement) -> np.ndarray:
+    """Processing time of every node on its placed device (``NaN`` if unsupported)."""
+    comp = p.cluster.compute_matrix(p.graph)
+    return comp[np.arange(p.graph.n), p.device]
+
+
+def _host_cost(p: Placement, e: np.ndarray, dev: np.ndarray, outgoing: bool) -> np.ndarray:
+    """Cost of moving edge ``e``'s tensor between device ``dev`` and host memory."""
+    g, cl = p.graph, p.cluster
+    cpus = cl.devices_of_kind("cpu")
+    if cpus.size:
+        host = np.full(e.shape, cpus[0])
+    else:
+        host = p.device[g.dst[e]] if outgoing else p.device[g.src[e]]
+    a, b = (dev, host) if outgoing else (host, dev)
+    cost = g.edge_cost[e]
+    model = cl.beta0[a, b] + cl.beta1[a, b] * g.edge_bytes[e]
+    return np.where(np.isnan(cost), model, cost)
+
+
+def _grouped_max(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unique keys and the max value per key."""
+    if keys.size == 0:
+        return keys, vals
+    uniq, inv = np.unique(keys, return_inverse=True)
+    out = np.full(uniq.shape, -np.inf)
+    np.maximum.at(out, inv, vals)
+    return uniq, out
+
+
+def device_loads(p: Placement) -> dict[str, np.ndarray]:
+    """Per-device max-load components (SPEC 2.2): compute, comm_in, comm_out, each
+    split into forward and backward parts, as ``(D,)`` arrays."""
+    g, cl = p.graph, p.cluster
+    d_count = cl.size
+    times = _node_times(p)
+    bw = g.backward
+    dev = p.device
+    comp_fw = np.bincount(dev[~bw], weights=times[~bw], minlength=d_count)
+    comp_bw = np.bincount(dev[bw], weights=times[bw], minlength=d_count)
+    pays = ~_is_cpu(p)
+    du, dv = dev[g.src], dev[g.dst]
+    cross = du != dv
+    out = {"compute_fw": comp_fw, "compute_bw": comp_bw}
+    for name, side, outgoing in (("comm_in", dv, False), ("comm_out", du, True)):
+        e = np.flatnonzero(cross & pays[side])
+        d = side[e]
+        cost = _host_cost(p, e, d, outgoing)
+        keys, cmax = _grouped_max(g.src[e] * d_count + d, cost)
+        u, d = keys // d_count, keys % d_count
+        is_bw = bw[u]
+        out[f"{name}_fw"] = np.bincount(d[~is_bw], weights=cmax[~is_bw], minlength=d_count)
+        out[f"{name}_bw"] = np.bincount(d[is_bw], weights=cmax[is_bw], minlength=d_count)
+    out["fw"] = out["compute_fw"] + out["comm_in_fw"] + out["comm_out_fw"]
+    out["bw"] = out["compute_bw"] + out["comm_in_bw"] + out["comm_out_bw"]
+    out["compute"] = comp_fw + comp_bw
+    out["comm"] = out["comm_in_fw"] + out["comm_in_bw"] + out["comm_out_fw"] + out["comm_out_bw"]
+    out["load"] = out["fw"] + out["bw"]
+    return out
+
+
+# ---------------------------------------------------------------------------- contiguity
+def _propagate(g: OpGraph, edges: np.ndarray, bits: np.ndarray, forward: bool) -> np.ndarray:
+    """OR of ``bits`` over all strict ancestors (``forward``) or descendants of each node,
+    following only ``edges``; one vectorised step per topological level."""
+    reach = np.zeros(g.n, dtype=np.uint64)
+    if edges.size == 0:
+        return reach
+    head, tail = (g.src[edges], g.dst[edges]) if forward else (g.dst[edges], g.src[edges])
+    lvl = g.level[tail]
+    order = np.argsort(lvl if forward else -lvl, kind="stable")
+    head, tail, lvl = head[order], tail[order], lvl[order]
+    cuts = np.flatnonzero(np.diff(lvl)) + 1
+    for h, t in zip(np.split(head, cuts), np.split(tail, cuts)):
+        np.bitwise_or.at(reach, t, bits[h] | reach[h])
+    return reach
+
+
+def noncontiguous(p: Placement, mode: str = "all", *, include_cpus: bool = True) -> list[tuple[int, str, np.ndarray]]:
+    """``(device, part, offending nodes)`` for every device whose node set is not
+    contiguous (Tarnawski Definition 3.1).
+
+    ``S`` is contiguous iff no node outside ``S`` is both reachable from ``S`` and
+    reaches ``S``. ``mode``: ``all`` (whole graph), ``forward`` (the forward part only,
+    as the authors' reference IP), ``both`` (forward and backward parts separately, as
+    the paper's DP), ``none``. Reachability is computed for 64 devices at a time as
+    bitmasks, so the check is linear in the graph size.
+    """
+    if mode in (None, "none"):
+        return []
+    if mode not in CONTIGUITY_MODES:
+        raise InputError(f"unknown contiguity mode {mode!r}; use one of {CONTIGUITY_MODES}")
+    g, cl = p.graph, p.cluster
+    checked = np.flatnonzero(~_is_cpu(p) | include_cpus)
+    parts = {"all": [("", np.ones(g.n, bool))],
+             "forward": [("forward part", ~g.backward)],
+             "both": [("forward part", ~g.backward), ("backward part", g.backward)]}[mode]
+    if not g.is_training and mode != "all":
+        parts = [("", np.ones(g.n, bool))]
+    out = []
+    for label, mask in parts:
+        edges = np.flatnonzero(mask[g.src] & mask[g.dst])
+        for lo in range(0, checked.size, 64):
+            chunk = checked[lo:lo + 64]
+            slot = np.full(cl.size, -1, dtype=np.int64)
+            slot[chunk] = np.arange(chunk.size)
+            s = slot[p.device]
+            bits = np.where(mask & (s >= 0), np.left_shift(np.uint64(1), np.maximum(s, 0).astype(np.uint64)),
+                            np.uint64(0)).astype(np.uint64)
+            between = _propagate(g, edges, bits, True) & _propagate(g, edges, bits, False) & ~bits
+            between[~mask] = 0
+            for j, d in enumerate(chunk):
+                bad = np.flatnonzero((between >> np.uint64(j)) & np.uint64(1))
+                if bad.size:
+                    out.append((int(d), label, bad))
+    return out
+
+
+def contiguity_violations(p: Placement, mode: str = "all", *, include_cpus: bool = True) -> list[str]:
+    """Messages for :func:`noncontiguous` devices, naming one offending node each."""
+    g, cl = p.graph, p.cluster
+    return [f"device {cl.names[d]}{f' ({label})' if label else ''} is not contiguous: node "
+            f"{g.ids[bad[0]]!r} (on {cl.names[p.device[bad[0]]]}) lies on a path between two of its "
+            f"nodes ({bad.size} such node(s))" for d, label, bad in noncontiguous(p, mode, include_cpus=include_cpus)]
+
+
+# ---------------------------------------------------------------------------- validate
+def validate(p: Placement, *, contiguity: str = "none", include_cpus: bool = True,
+             memory: bool = True) -> list[str]:
+    """Constraint violations of a placement (empty list = feasible): supported devices,
+    device-count limits, colocation, static memory (Pesto (8), Tarnawski (3)) and,
+    where claimed, contiguity."""
+    g, cl = p.graph, p.cluster
+    out: list[str] = []
+    times = _node_times(p)
+    bad = np.flatnonzero(np.isnan(times))
+    for i in bad[:5]:
+        out.append(f"node {g.ids[i]!r} is on {cl.names[p.device[i]]} (kind {cl.kinds[p.device[i]]!r}) "
+                   "which it does not support")
+    if bad.size > 5:
+        out.append(f"... {bad.size - 5} more unsupported node placements")
+    for kind, limit in cl.meta.get("device_limit", {}).items():
+        devs = cl.devices_of_kind(kind)
+        used = np.unique(p.device[np.isin(p.device, devs)])
+        if used.size > limit:
+            out.append(f"uses {used.size} {kind} devices; the instance allows {limit}")
+    grouped = g.colocation >= 0
+    if grouped.any():
+        grp = g.colocation[grouped]
+        first = np.full(grp.max() + 1, -1, dtype=np.int64)
+        first[grp[::-1]] = p.device[grouped][::-1]
+        split = np.unique(grp[p.device[grouped] != first[grp]])
+        for c in split[:5]:
+            members = np.flatnonzero(g.colocation == c)
+            devs = sorted({cl.names[d] for d in p.device[members]})
+            out.append(f"colocation group {g.colocation_labels[c]!r} is split over {devs}")
+    if memory:
+        used_mem = np.bincount(p.device, weights=g.memory, minlength=cl.size)
+        over = np.flatnonzero(used_mem > cl.memory * (1 + 1e-12))
+        for d in over:
+            out.append(f"device {cl.names[d]}: memory {used_mem[d]:.6g} B exceeds capacity "
+                       f"{cl.memory[d]:.6g} B by {100 * (used_mem[d] / cl.memory[d] - 1):.1f}%")
+    out += contiguity_violations(p, contiguity, include_cpus=include_cpus)
+    return out
+
+
+def _memory_details(p: Placement) -> dict[str, Any]:
+    used = np.bincount(p.device, weights=p.graph.memory, minlength=p.cluster.size)
+    return {"memory": {n: float(used[d]) for d, n in enumerate(p.cluster.names)}}
+
+
+# ---------------------------------------------------------------------------- max-load
+def maxload(p: Placement, *, objective: str = "pipedream", contiguity: str = "none",
+            include_cpus: bool = True) -> Evaluation:
+    """Score a placement for pipelined throughput (SPEC 2.2); see the module docstring."""
+    if objective not in MAXLOAD_OBJECTIVES:
+        raise InputError(f"unknown max-load objective {objective!r}; use one of {MAXLOAD_OBJECTIVES}")
+    viol = validate(p, contiguity=contiguity, include_cpus=include_cpus)
+    loads = device_loads(p)
+    if objective == "pipedream":
+        value = float(loads["load"].max())
+    elif objective == "gpipe":
+        value = float(loads["fw"].max() + loads["bw"].max())
+    else:
+        value = float(np.maximum(loads["comm"], loads["compute"]).max())
+    names = p.cluster.names
+    per_dev = {n: {k: float(loads[k][d]) for k in ("load", "fw", "bw", "compute", "comm")}
+               for d, n in enumerate(names)}
+    details = {"objective_variant": objective, "contiguity": contiguity, "devices": per_dev,
+               **_memory_details(p), "unit": p.graph.unit}
+    obj = None if math.isnan(value) else value
+    return Evaluation("maxload", obj, not viol and obj is not None, viol, details)
+
+
+# ---------------------------------------------------------------------------- latency
+def latency_pieces(p: Placement) -> np.ndarray:
+    """Piece number of every node within its accelerator (0 for CPU nodes and for the
+    first piece): each accelerator's nodes, in topological order, are cut whenever the
+    next node is reachable from the current piece through a node outside it."""
+    g = p.graph
+    piece = np.zeros(g.n, dtype=np.int64)
+    split = {d for d, _, _ in noncontiguous(p, "all", include_cpus=False)}
+    order = g.topo_order.tolist()
+    in_ptr, in_nbr = g.in_ptr.tolist(), g.in_nbr.tolist()
+    dev = p.device.tolist()
+    for d in sorted(split):
+        stamp = [-1] * g.n  # piece whose members reach this node (via any path)
+        current = 0
+        started = False
+        for x in order:
+            preds = in_nbr[in_ptr[x]:in_ptr[x + 1]]
+            if dev[x] == d:
+                # members of the current piece carry its stamp too, so a stamped
+                # predecessor on another device is a path leaving the piece
+                if started and any(stamp[u] == current and dev[u] != d for u in preds):
+                    current += 1
+                started = True
+                piece[x] = current
+                stamp[x] = current
+            elif any(stamp[u] == current for u in preds):
+                stamp[x] = current
+    return piece
+
+
+def latency(p: Placement) -> Evaluation:
+    """Single-sample latency of a split (SPEC 2.3); see the module docstring."""
+    g, cl = p.graph, p.cluster
+    viol = validate(p)
+    times = _node_times(p)
+    cpu = _is_cpu(p)
+    piece = latency_pieces(p)
+    on_acc = ~cpu[p.device]
+    # unit of every node: one per CPU node, one per accelerator piece
+    unit_key = np.where(on_acc, -(p.device * (g.n + 1) + piece) - 1, np.arange(g.n))
+    keys, unit = np.unique(unit_key, return_inverse=True)
+    n_units = keys.size
+    # per-unit duration: CPU node time, or CommIn + compute + CommOut of the piece
+    dur = np.bincount(unit, weights=np.nan_to_num(times, nan=0.0), minlength=n_units)
+    uu, uv = unit[g.src], unit[g.dst]
+    cross = uu != uv
+    for side, outgoing in ((uv, False), (uu, True)):
+        e = np.flatnonzero(cross & on_acc[g.dst if not outgoing else g.src])
+        k = side[e]
+        cost = _host_cost(p, e, p.device[g.dst[e] if not outgoing else g.src[e]], outgoing)
+        keys2, cmax = _grouped_max(g.src[e] * n_units + k, cost)
+        dur += np.bincount(keys2 % n_units, weights=cmax, minlength=n_units)
+    preds: dict[int, set[int]] = {int(x): set() for x in range(n_units)}
+    for a, b in set(zip(uu[cross].tolist(), uv[cross].tolist())):
+        preds[b].add(a)
+    # consecutive pieces of one accelerator run one after another
+    acc_nodes = np.flatnonzero(on_acc)
+    chain = sorted(set(zip(p.device[acc_nodes].tolist(), piece[acc_nodes].tolist(), unit[acc_nodes].tolist())))
+    for (d0, _, u0), (d1, _, u1) in zip(chain, chain[1:]):
+        if d0 == d1:
+            preds[u1].add(u0)
+    details: dict[str, Any] = {"unit": g.unit, **_memory_details(p),
+                               "subgraphs": {cl.names[d]: int(piece[p.device == d].max()) + 1
+                                             for d in np.unique(p.device) if not cpu[d]}}
+    try:
+        topo = list(graphlib.TopologicalSorter(preds).static_order())
+    except graphlib.CycleError as exc:
+        names = {int(unit[i]): (f"{cl.names[p.device[i]]}#{piece[i]}" if on_acc[i] else f"cpu:{g.ids[i]!r}")
+                 for i in range(g.n)}
+        cyc = " -> ".join(names[u] for u in exc.args[1])
+        return Evaluation("latency", None, False, viol + [f"subgraphs wait on each other in a cycle: {cyc}"],
+                          details)
+    finish = np.zeros(n_units)
+    for u in topo:
+        start = max((finish[v] for v in preds[u]), default=0.0)
+        finish[u] = start + dur[u]
+    value = float(finish.max()) if n_units else 0.0
+    if np.isnan(times).any():
+        return Evaluation("latency", None, False, viol, details)
+    return Evaluation("latency", value, not viol, viol, details)
+
+
+# ---------------------------------------------------------------------------- makespan
+def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | None = None,
+             congestion: bool = True, dedup_transfers: bool = False) -> Evaluation:
+    """Simulated makespan (SPEC 2.1) of a placement under a dispatch policy; a given
+    ``priorities`` array with ``policy="order"`` replays a method's device order."""
+    from graphs.simulate import simulate, validate_schedule
+
+    viol = validate(p)
+    if any("does not support" in v for v in viol):
+        return Evaluation("makespan", None, False, viol, {})
+    res = simulate(p, policy=policy, priorities=priorities, congestion=congestion,
+                   dedup_transfers=dedup_transfers)
+    viol += validate_schedule(res.schedule, congestion=congestion, transfers=res)
+    return Evaluation("makespan", float(res.makespan), not viol, viol, res.to_dict())
+
+
+def evaluate(p: Placement, problem: str, **options: Any) -> Evaluation:
+    """Dispatch to :func:`maxload`, :func:`latency` or :func:`makespan`."""
+    funcs = {"maxload": maxload, "latency": latency, "makespan": makespan}
+    if problem not in funcs:
+        raise InputError(f"unknown problem {problem!r}; use one of {PROBLEMS}")
+    return funcs[problem](p, **options)

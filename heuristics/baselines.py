@@ -1,0 +1,130 @@
+"""Simple baselines that make the pipeline real end to end.
+
+- ``single``: everything on one accelerator (unsupported nodes on the first CPU).
+- ``greedy``: Tarnawski et al. Sec. 7: contract colocation classes and the strongly
+  connected components that arise (Appendix B), fix a topological order, fill each
+  accelerator in turn with as many nodes as fit in its memory, the rest on the CPU.
+- ``expert``: a given split file (``params["split"]``), or the bundled human-expert
+  split of a Tarnawski workload (training graphs fall back to the inference split,
+  extended to backward nodes through ``colorClass``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from dnnplace.registry import Method, MethodOutput, SolveRequest
+from graphs.cluster import Cluster
+from graphs.contract import acyclic_labels, colocation_labels
+from graphs.errors import InputError
+from graphs.graph import OpGraph
+from graphs.instance import Instance
+from graphs.io import load_placement
+from graphs.placement import Placement
+
+__all__ = ["METHODS", "single_device", "greedy_fill", "expert_split", "EXPERT_DIR"]
+
+EXPERT_DIR = Path(__file__).resolve().parent.parent / "graphs" / "workloads" / "tarnawski" / "human-experts"
+
+
+def _accelerators(cluster: Cluster) -> np.ndarray:
+    return np.array([i for i, k in enumerate(cluster.kinds) if k != "cpu"], dtype=np.int64)
+
+
+def _fallback(graph: OpGraph, cluster: Cluster) -> int:
+    """First CPU device, or an error if there is none."""
+    cpus = cluster.devices_of_kind("cpu")
+    if cpus.size == 0:
+        raise InputError(f"cluster {cluster.name!r} has no CPU device for nodes that do not fit or run elsewhere")
+    return int(cpus[0])
+
+
+def single_device(graph: OpGraph, cluster: Cluster) -> Placement:
+    """All nodes on the first accelerator; nodes it cannot run go to the first CPU.
+
+    >>> from graphs import OpGraph, Cluster
+    >>> g = OpGraph(ids=[0, 1], kinds=("acc", "cpu"), compute=[[1, 2], [float("nan"), 3]],
+    ...             memory=[0, 0], src=[0], dst=[1])
+    >>> single_device(g, Cluster.tarnawski(2, 1, 10)).to_mapping()
+    {'0': 'acc0', '1': 'cpu0'}
+    """
+    accs = _accelerators(cluster)
+    if accs.size == 0:
+        return Placement(graph, cluster, np.zeros(graph.n, dtype=np.int64))
+    dev = np.full(graph.n, accs[0], dtype=np.int64)
+    unsupported = np.isnan(cluster.compute_matrix(graph)[:, accs[0]])
+    if unsupported.any():
+        dev[unsupported] = _fallback(graph, cluster)
+    return Placement(graph, cluster, dev)
+
+
+def greedy_fill(graph: OpGraph, cluster: Cluster) -> Placement:
+    """Tarnawski Sec. 7 greedy: fill accelerators in topological order of the
+    colocation-contracted graph, each up to its memory; the rest goes to the CPU.
+
+    A contracted node that an accelerator cannot run is skipped there (it goes to the
+    CPU); when the next node does not fit, the next accelerator starts.
+    """
+    labels = acyclic_labels(graph, colocation_labels(graph))
+    k = int(labels.max()) + 1 if graph.n else 0
+    mem = np.bincount(labels, weights=graph.memory, minlength=k)
+    comp = cluster.compute_matrix(graph)
+    accs = _accelerators(cluster)
+    group_dev = np.full(k, -1, dtype=np.int64)
+    a = 0
+    used = 0.0
+    for grp in range(k):  # labels are numbered in topological order
+        while a < accs.size and used + mem[grp] > cluster.memory[accs[a]]:
+            a, used = a + 1, 0.0
+        if a >= accs.size:
+            break
+        members = labels == grp
+        if np.isnan(comp[members, accs[a]]).any():
+            continue
+        group_dev[grp] = accs[a]
+        used += mem[grp]
+    dev = group_dev[labels]
+    if (dev < 0).any():
+        dev[dev < 0] = _fallback(graph, cluster)
+    return Placement(graph, cluster, dev)
+
+
+def expert_split(inst: Instance, split: str | None = None) -> Placement:
+    """The split in file ``split``, or the bundled expert split for the instance name."""
+    if split is None:
+        name = inst.graph.name
+        candidates = [EXPERT_DIR / f"{name}_expert.json"]
+        if name.endswith("_training"):
+            candidates.append(EXPERT_DIR / f"{name[: -len('_training')]}_inference_expert.json")
+        found = [c for c in candidates if c.exists()]
+        if not found:
+            raise InputError(f"no expert split for {name!r}: pass one with --split FILE "
+                             f"(bundled: {sorted(p.name for p in EXPERT_DIR.glob('*.json'))})")
+        split = str(found[0])
+    return load_placement(split, inst)
+
+
+def _run_single(inst: Instance, req: SolveRequest) -> MethodOutput:
+    return MethodOutput(single_device(inst.graph, inst.require_cluster()))
+
+
+def _run_greedy(inst: Instance, req: SolveRequest) -> MethodOutput:
+    return MethodOutput(greedy_fill(inst.graph, inst.require_cluster()))
+
+
+def _run_expert(inst: Instance, req: SolveRequest) -> MethodOutput:
+    p = expert_split(inst, req.params.get("split"))
+    return MethodOutput(p, extra={"split": req.params.get("split") or "bundled"})
+
+
+METHODS = [
+    Method("single", ("maxload", "latency", "makespan"), _run_single,
+           "everything on one accelerator (unsupported nodes on the CPU)", kind="baseline"),
+    Method("greedy", ("maxload", "latency", "makespan"), _run_greedy,
+           "Tarnawski Sec. 7 greedy contiguous fill in topological order", kind="baseline",
+           default_contiguity="none"),
+    Method("expert", ("maxload", "latency", "makespan"), _run_expert,
+           "a given split file (default: the bundled human-expert split)", kind="baseline"),
+]
