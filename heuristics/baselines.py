@@ -17,11 +17,12 @@ import numpy as np
 
 from dnnplace.registry import Method, MethodOutput, SolveRequest
 from graphs.cluster import Cluster
-from graphs.contract import acyclic_labels, colocation_labels
+from graphs.contract import acyclic_labels, colocation_labels, quotient
 from graphs.errors import InputError
 from graphs.graph import OpGraph
 from graphs.instance import Instance
 from graphs.io import load_placement
+from graphs.orders import topological_order
 from graphs.placement import Placement
 
 __all__ = ["METHODS", "single_device", "greedy_fill", "expert_split", "EXPERT_DIR"]
@@ -60,22 +61,24 @@ def single_device(graph: OpGraph, cluster: Cluster) -> Placement:
     return Placement(graph, cluster, dev)
 
 
-def greedy_fill(graph: OpGraph, cluster: Cluster) -> Placement:
-    """Tarnawski Sec. 7 greedy: fill accelerators in topological order of the
+def greedy_fill(graph: OpGraph, cluster: Cluster, *, order: str = "dfs") -> Placement:
+    """Tarnawski Sec. 7 greedy: fill accelerators along a topological order of the
     colocation-contracted graph, each up to its memory; the rest goes to the CPU.
 
+    ``order`` names the topological order (:mod:`graphs.orders`); the paper does not say
+    which one it fixes, and the latencies of Table 4 depend on it (see the README).
     A contracted node that an accelerator cannot run is skipped there (it goes to the
     CPU); when the next node does not fit, the next accelerator starts.
     """
     labels = acyclic_labels(graph, colocation_labels(graph))
-    k = int(labels.max()) + 1 if graph.n else 0
-    mem = np.bincount(labels, weights=graph.memory, minlength=k)
+    coarse = quotient(graph, labels)
+    mem = coarse.memory
     comp = cluster.compute_matrix(graph)
     accs = _accelerators(cluster)
-    group_dev = np.full(k, -1, dtype=np.int64)
+    group_dev = np.full(coarse.n, -1, dtype=np.int64)
     a = 0
     used = 0.0
-    for grp in range(k):  # labels are numbered in topological order
+    for grp in topological_order(coarse, order).tolist():
         while a < accs.size and used + mem[grp] > cluster.memory[accs[a]]:
             a, used = a + 1, 0.0
         if a >= accs.size:
@@ -111,7 +114,8 @@ def _run_single(inst: Instance, req: SolveRequest) -> MethodOutput:
 
 
 def _run_greedy(inst: Instance, req: SolveRequest) -> MethodOutput:
-    return MethodOutput(greedy_fill(inst.graph, inst.require_cluster()))
+    order = req.params.get("order", "dfs")
+    return MethodOutput(greedy_fill(inst.graph, inst.require_cluster(), order=order), extra={"order": order})
 
 
 def _run_expert(inst: Instance, req: SolveRequest) -> MethodOutput:
