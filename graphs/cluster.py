@@ -12,9 +12,10 @@ host), where a transfer takes no time.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -142,7 +143,7 @@ class Cluster:
     @classmethod
     def from_links(cls, devices: Sequence[Device], links: Iterable[dict[str, Any]] = (),
                    default: dict[str, float] | None = None, name: str = "cluster",
-                   meta: dict | None = None) -> "Cluster":
+                   meta: dict | None = None) -> Cluster:
         """Build from a device list and link records ``{src, dst, beta0, beta1, cost_factor}``.
 
         ``default`` applies to every ordered pair not listed (``beta0 = beta1 = 0``,
@@ -166,7 +167,7 @@ class Cluster:
     def single_host(cls, n_gpus: int, *, interconnect: str = "nvlink", gpu_memory: float = 16e9,
                     with_cpu: bool = True, cpu_memory: float = math.inf,
                     latency: float | None = None, bandwidth: float | None = None,
-                    unit: str = "ms") -> "Cluster":
+                    unit: str = "ms") -> Cluster:
         """One host with ``n_gpus`` GPUs on NVLink or PCIe, optionally plus its CPU.
 
         Default link figures (times in ``unit``): NVLink ~ 25 GB/s per direction with
@@ -197,8 +198,8 @@ class Cluster:
                    name=f"{n_gpus}x-gpu-{interconnect}", meta={"unit": unit})
 
     @classmethod
-    def tarnawski(cls, k: int, l: int, memory: float, *, acc_kind: str = "acc",
-                  host_beta0: float = 0.0, host_beta1: float = 0.0) -> "Cluster":
+    def tarnawski(cls, k: int, l: int, memory: float, *, acc_kind: str = "acc",  # noqa: E741 (paper symbols)
+                  host_beta0: float = 0.0, host_beta1: float = 0.0) -> Cluster:
         """Tarnawski et al.'s deployment: ``k`` accelerators of ``memory`` bytes and ``l``
         CPU cores, every transfer through host RAM (Sec. 3).
 

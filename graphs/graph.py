@@ -15,9 +15,10 @@ kind (device affinity). All times are in ``graph.unit`` (Tarnawski inputs use ms
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -192,17 +193,17 @@ class OpGraph:
                                ("persistent_bytes", self.persistent_bytes, self._node),
                                ("output_bytes", self.output_bytes, self._node),
                                ("bytes", self.edge_bytes, self._edge)):
-            bad = ~(arr >= 0)  # catches NaN and negatives
+            bad = ~(np.isfinite(arr) & (arr >= 0))  # NaN, infinities and negatives
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
                 raise InputError(f"{what(j)}: field {key!r} must be a finite number >= 0, got {arr[j]}")
-        bad = self.edge_cost < 0
+        bad = (self.edge_cost < 0) | np.isinf(self.edge_cost)  # NaN = no explicit cost
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
-            raise InputError(f"{self._edge(j)}: field 'cost' must be >= 0, got {self.edge_cost[j]}")
+            raise InputError(f"{self._edge(j)}: field 'cost' must be a finite number >= 0, got {self.edge_cost[j]}")
         if np.any(self.colocation >= max(len(self.colocation_labels), 0)) and self.colocation_labels:
             raise InputError("colocation codes exceed colocation_labels")
-        self.topo_order  # raises CycleError
+        _ = self.topo_order  # raises CycleError
 
     # ------------------------------------------------------------------ sizes and ids
     @property
@@ -356,12 +357,12 @@ class OpGraph:
         np.maximum.at(c, self.src[ok], self.edge_cost[ok])
         return c
 
-    def with_(self, **changes: Any) -> "OpGraph":
+    def with_(self, **changes: Any) -> OpGraph:
         """A copy with some fields replaced (the graph itself is never mutated)."""
         return replace(self, **changes)
 
     @classmethod
-    def from_ids(cls, ids: Sequence[Hashable], edges: Iterable[tuple[Hashable, Hashable]], **fields: Any) -> "OpGraph":
+    def from_ids(cls, ids: Sequence[Hashable], edges: Iterable[tuple[Hashable, Hashable]], **fields: Any) -> OpGraph:
         """Build from node ids and ``(source id, target id)`` pairs, naming dangling ends."""
         index = {str(v): i for i, v in enumerate(ids)}
         src, dst = [], []

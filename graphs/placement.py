@@ -79,15 +79,21 @@ class Schedule:
         return float(self.finish.max()) if self.finish.size else 0.0
 
     def device_order(self) -> list[np.ndarray]:
-        """Per device, its node indices sorted by start time (ties by topological position)."""
+        """Per device, its node indices sorted by start time (ties: zero-duration nodes,
+        which finish at their start, first; then topological position)."""
         g = self.placement.graph
-        key = np.lexsort((g.topo_position, self.start))
+        key = np.lexsort((g.topo_position, self.finish, self.start))
         dev = self.placement.device[key]
         return [key[dev == d] for d in range(self.placement.cluster.size)]
 
     def priorities(self) -> np.ndarray:
-        """Rank of every node by start time: a total order the simulator can replay."""
+        """Rank of every node by start time: a total order the simulator can replay.
+
+        Ties are broken by finish time (a zero-duration node that ran at ``t`` comes
+        before a node that starts at ``t`` and lasts longer), then by topological
+        position.
+        """
         g = self.placement.graph
         rank = np.empty(g.n, dtype=np.int64)
-        rank[np.lexsort((g.topo_position, self.start))] = np.arange(g.n)
+        rank[np.lexsort((g.topo_position, self.finish, self.start))] = np.arange(g.n)
         return rank

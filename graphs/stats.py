@@ -42,8 +42,18 @@ from graphs.cluster import Cluster
 from graphs.errors import InputError
 from graphs.graph import OpGraph, csr_rows
 
-__all__ = ["node_weights", "edge_weights", "tlevel", "blevel", "critical_path", "heights", "ccr",
-           "average_parallelism", "level_widths", "graph_stats"]
+__all__ = [
+    "average_parallelism",
+    "blevel",
+    "ccr",
+    "critical_path",
+    "edge_weights",
+    "graph_stats",
+    "heights",
+    "level_widths",
+    "node_weights",
+    "tlevel",
+]
 
 # Below this many nodes per level on average, the per-level numpy calls cost more than
 # a plain loop over the topological order.
@@ -162,8 +172,7 @@ def _sweep_loop(graph: OpGraph, w: np.ndarray, c: np.ndarray, forward: bool, out
             for j in range(ptr[v], ptr[v + 1]):
                 p = nbr[j]
                 t = res[p] + wl[p] + cl[eid[j]]
-                if t > best:
-                    best = t
+                best = max(best, t)
             res[v] = best
     else:
         ptr, nbr, eid = graph.out_ptr.tolist(), graph.out_nbr.tolist(), graph.out_eid.tolist()
@@ -171,8 +180,7 @@ def _sweep_loop(graph: OpGraph, w: np.ndarray, c: np.ndarray, forward: bool, out
             best = 0.0
             for j in range(ptr[v], ptr[v + 1]):
                 t = res[nbr[j]] + cl[eid[j]]
-                if t > best:
-                    best = t
+                best = max(best, t)
             res[v] = wl[v] + best
     return np.asarray(res, dtype=np.float64)
 

@@ -9,7 +9,8 @@ only from a local ``numpy.random.default_rng(seed)``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from graphs.errors import InputError
 from graphs.generators.random_dag import random_layered_dag

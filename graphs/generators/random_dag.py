@@ -1,9 +1,10 @@
 """Random layered DAGs with DNN-like costs (family ``"random-dag"``).
 
 Structure: the forward nodes are cut into ``L = ceil(n_fwd / width)`` non-empty layers
-of random width; every node of layer ``l >= 1`` gets one input from layer ``l - 1`` (so
-the depth is exactly ``L`` and the graph has no stray sources), and further inputs
-from earlier layers, the layer distance drawn geometrically (mostly adjacent layers,
+of random width (0.5x..1.5x the mean); every node of layer ``l >= 1`` gets one input from
+layer ``l - 1`` and every node of layer ``l < L - 1`` one output into layer ``l + 1`` (so
+the depth is exactly ``L``, sources are the first layer and sinks the last), and further
+inputs from earlier layers, the layer distance drawn geometrically (mostly adjacent layers,
 sometimes skip connections) until there are about ``avg_degree`` edges per node.
 Edges always go from a lower to a higher layer, so the graph is a DAG by construction.
 
@@ -30,7 +31,7 @@ colocation group (as Tarnawski's ``colorClass``). The graph then has ``n`` nodes
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -108,14 +109,15 @@ def random_layered_dag(n: int, *, seed: int = 0, width: int | None = None, avg_d
     rng = np.random.default_rng(seed)
     n_b = n // 2 if training else 0
     n_f = n - n_b
-    width = max(1, int(round(math.sqrt(n_f)))) if width is None else int(width)
+    width = max(1, round(math.sqrt(n_f))) if width is None else int(width)
     if width < 1:
         raise InputError(f"random-dag: width must be >= 1, got {width}")
     n_layers = max(1, min(n_f, math.ceil(n_f / width)))
 
     # ---- layers: n_layers non-empty runs of consecutive node indices
-    cuts = np.sort(rng.choice(n_f - 1, size=n_layers - 1, replace=False) + 1) if n_layers > 1 else np.empty(0, np.int64)
-    lstart = np.concatenate(([0], cuts)).astype(np.int64)
+    share = np.cumsum(rng.uniform(0.5, 1.5, n_layers))
+    ends = np.floor(share / share[-1] * (n_f - n_layers)).astype(np.int64) + np.arange(1, n_layers + 1)
+    lstart = np.concatenate(([0], ends[:-1])).astype(np.int64)
     lsize = np.diff(np.concatenate((lstart, [n_f])))
     layer = np.repeat(np.arange(n_layers), lsize)
 
@@ -123,8 +125,16 @@ def random_layered_dag(n: int, *, seed: int = 0, width: int | None = None, avg_d
     dst0 = np.arange(lsize[0], n_f, dtype=np.int64)
     prev = layer[dst0] - 1
     src0 = lstart[prev] + (rng.random(dst0.size) * lsize[prev]).astype(np.int64)
+    # ... one into the next layer for every node the above left without a successor ...
+    lonely = np.ones(n_f, bool)
+    lonely[src0] = False
+    lonely[lstart[-1]:] = False
+    src2 = np.flatnonzero(lonely)
+    nxt = layer[src2] + 1
+    dst2 = lstart[nxt] + (rng.random(src2.size) * lsize[nxt]).astype(np.int64)
+    src0, dst0 = np.concatenate((src0, src2)), np.concatenate((dst0, dst2))
     # ... plus skip edges, the layer distance geometric
-    extra = int(round(avg_degree * n_f)) - dst0.size
+    extra = round(avg_degree * n_f) - dst0.size
     if extra > 0 and dst0.size:
         dst1 = rng.integers(lsize[0], n_f, size=extra)
         dist = np.minimum(rng.geometric(skip_p, size=extra), layer[dst1])

@@ -15,8 +15,14 @@ from typing import Any
 from graphs.errors import InputError
 from graphs.instance import Instance
 from graphs.io.native import instance_from_native, instance_to_native, is_native
-from graphs.io.tarnawski import (instance_from_tarnawski, instance_to_tarnawski, is_split,
-                                 is_tarnawski, placement_from_split, placement_to_split)
+from graphs.io.tarnawski import (
+    instance_from_tarnawski,
+    instance_to_tarnawski,
+    is_split,
+    is_tarnawski,
+    placement_from_split,
+    placement_to_split,
+)
 from graphs.placement import Placement
 
 __all__ = ["read_json", "write_json", "load_instance", "save_instance", "load_placement",
@@ -42,8 +48,11 @@ def read_json(path: str | os.PathLike) -> Any:
 def write_json(path: str | os.PathLike, doc: Any, indent: int | None = 1) -> Path:
     """Write JSON atomically (temporary file + rename)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InputError(f"{p}: cannot write ({exc.strerror or exc})") from None
     try:
         with os.fdopen(fd, "w") as fh:
             json.dump(doc, fh, indent=indent, allow_nan=False)
@@ -64,7 +73,7 @@ def load_instance(path: str | os.PathLike) -> Instance:
     if is_tarnawski(doc):
         return instance_from_tarnawski(doc, name=name, source=str(path))
     raise InputError(f"{path}: neither a native graph (no 'format' field) nor a Tarnawski input "
-                     "(no 'maxSizePerFPGA'/'nodes')")
+                     "(no 'maxSizePerFPGA'/'maxFPGAs'/'maxCPUs' field, no 'cpuLatency' in its nodes)")
 
 
 def save_instance(inst: Instance, path: str | os.PathLike, fmt: str = "native") -> Path:

@@ -42,19 +42,28 @@ def is_native(doc: Any) -> bool:
     return isinstance(doc, dict) and str(doc.get("format", "")).startswith("dnnplace.graph/")
 
 
-def _column(values: Any, n: int, field: str, allow_null: bool = False) -> np.ndarray:
+def _column(values: Any, n: int, field: str, allow_null: bool = False, owner=None) -> np.ndarray:
+    """A float column; ``owner(i)`` names the node or edge of entry ``i`` in errors."""
+    def who(i: int) -> str:
+        return f"{owner(i)}: field {field!r}" if owner is not None else f"field {field!r}[{i}]"
+
     if not isinstance(values, list) or len(values) != n:
         got = len(values) if isinstance(values, list) else type(values).__name__
-        raise InputError(f"nodes field {field!r}: expected a list of {n} values, got {got}")
+        raise InputError(f"field {field!r}: expected a list of {n} values, got {got}")
     try:
         arr = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
     except (TypeError, ValueError):
-        bad = next(i for i, v in enumerate(values) if not isinstance(v, (int, float, type(None))))
-        raise InputError(f"field {field!r}[{bad}]: not a number: {values[bad]!r}") from None
+        bad = next(i for i, v in enumerate(values)
+                   if isinstance(v, bool) or not isinstance(v, (int, float, type(None))))
+        raise InputError(f"{who(bad)} is not a number: {values[bad]!r}") from None
     if not allow_null and np.isnan(arr).any():
         i = int(np.flatnonzero(np.isnan(arr))[0])
-        raise InputError(f"field {field!r}[{i}]: missing or NaN value")
+        raise InputError(f"{who(i)} is missing or NaN")
     return arr
+
+
+# values of optional node fields that a record leaves out (memory has none: it is required)
+_RECORD_DEFAULTS = {"backward": False, "persistent_bytes": 0.0, "output_bytes": 0.0}
 
 
 def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
@@ -75,7 +84,7 @@ def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
         for k in kinds:
             cols["compute"][k].append((rec.get("compute") or {}).get(k))
         for k in present:
-            cols[k].append(rec.get(k, False if k == "backward" else None))
+            cols[k].append(rec.get(k, _RECORD_DEFAULTS.get(k)))
     ecols: dict[str, list] = {"src": [], "dst": []}
     eopt = {k for rec in edges for k in rec if k in ("bytes", "cost")}
     for k in eopt:
@@ -141,11 +150,14 @@ def instance_from_native(doc: dict, source: str | None = None) -> Instance:
     for k in comp:
         if k not in kinds:
             kinds.append(k)
-    compute = np.column_stack([_column(comp.get(k, [None] * n), n, f"compute.{k}", allow_null=True)
+    def node(i: int) -> str:
+        return f"node {ids[i]!r}"
+
+    compute = np.column_stack([_column(comp.get(k, [None] * n), n, f"compute.{k}", allow_null=True, owner=node)
                                for k in kinds]) if n else np.zeros((0, len(kinds)))
     if "memory" not in nodes:
         raise InputError(f"{where}: missing node field 'memory'")
-    opt = {k: _column(nodes[k], n, k) for k in ("persistent_bytes", "output_bytes") if k in nodes}
+    opt = {k: _column(nodes[k], n, k, owner=node) for k in ("persistent_bytes", "output_bytes") if k in nodes}
     labels: list = []
     coloc = None
     if "colocation" in nodes:
@@ -156,11 +168,17 @@ def instance_from_native(doc: dict, source: str | None = None) -> Instance:
     if not isinstance(edges, dict) or "src" not in edges or "dst" not in edges:
         raise InputError(f"{where}: 'edges' needs 'src' and 'dst' columns")
     m = len(edges["src"])
+    if len(edges["dst"]) != m:
+        raise InputError(f"{where}: edges 'src' and 'dst' have different lengths ({m} and {len(edges['dst'])})")
+
+    def edge(j: int) -> str:
+        return f"edge #{j} ({edges['src'][j]!r}->{edges['dst'][j]!r})"
+
     graph = OpGraph.from_ids(
-        ids, zip(edges["src"], edges["dst"]), kinds=tuple(kinds), compute=compute,
-        memory=_column(nodes["memory"], n, "memory"),
-        edge_bytes=_column(edges["bytes"], m, "edges.bytes") if "bytes" in edges else None,
-        edge_cost=_column(edges["cost"], m, "edges.cost", allow_null=True) if "cost" in edges else None,
+        ids, zip(edges["src"], edges["dst"], strict=True), kinds=tuple(kinds), compute=compute,
+        memory=_column(nodes["memory"], n, "memory", owner=node),
+        edge_bytes=_column(edges["bytes"], m, "bytes", owner=edge) if "bytes" in edges else None,
+        edge_cost=_column(edges["cost"], m, "cost", allow_null=True, owner=edge) if "cost" in edges else None,
         colocation=coloc, colocation_labels=labels,
         backward=nodes.get("backward"), names=nodes.get("name"), op_types=nodes.get("op_type"),
         layers=nodes.get("layer"), name=str(doc.get("name", "graph")), unit=str(doc.get("unit", "ms")),

@@ -22,8 +22,9 @@ def to_networkx(g: OpGraph) -> nx.DiGraph:
                  "persistent_bytes": float(g.persistent_bytes[i]), "output_bytes": float(g.output_bytes[i])}
         if g.colocation[i] >= 0:
             attrs["colocation"] = g.colocation_labels[g.colocation[i]]
-        if g.names is not None:
-            attrs["name"] = g.names[i]
+        for key, vals in (("name", g.names), ("op_type", g.op_types), ("layer", g.layers)):
+            if vals is not None:
+                attrs[key] = vals[i]
         out.add_node(v, **attrs)
     for e in range(g.m):
         attrs = {"bytes": float(g.edge_bytes[e])}
@@ -48,14 +49,21 @@ def from_networkx(dg: nx.DiGraph, *, compute: str = "compute", memory: str = "me
         for k, t in dg.nodes[v].get(compute, {}).items():
             comp[i, kinds.index(k)] = t
     edges = list(dg.edges)
-    labels = sorted({dg.nodes[v]["colocation"] for v in ids if "colocation" in dg.nodes[v]}, key=str)
+    labels = sorted({dg.nodes[v]["colocation"] for v in ids if "colocation" in dg.nodes[v]},
+                    key=lambda c: (str(type(c)), c))
     code = {c: j for j, c in enumerate(labels)}
+
+    def column(key: str) -> list | None:
+        return [dg.nodes[v].get(key) for v in ids] if any(key in dg.nodes[v] for v in ids) else None
+
     return OpGraph.from_ids(
         ids, edges, kinds=tuple(kinds), compute=comp,
         memory=[dg.nodes[v].get(memory, math.nan) for v in ids],
         edge_bytes=[dg.edges[e].get(nbytes, 0.0) for e in edges],
         edge_cost=[dg.edges[e].get(cost, math.nan) for e in edges],
+        persistent_bytes=[dg.nodes[v].get("persistent_bytes", 0.0) for v in ids],
+        output_bytes=[dg.nodes[v].get("output_bytes", 0.0) for v in ids],
         backward=[bool(dg.nodes[v].get("backward", False)) for v in ids],
-        colocation=[code.get(dg.nodes[v].get("colocation"), -1) if "colocation" in dg.nodes[v] else -1 for v in ids],
-        colocation_labels=labels,
-        name=name or dg.graph.get("name") or "graph")
+        colocation=[code[dg.nodes[v]["colocation"]] if "colocation" in dg.nodes[v] else -1 for v in ids],
+        colocation_labels=labels, names=column("name"), op_types=column("op_type"), layers=column("layer"),
+        name=name or dg.graph.get("name") or "graph", unit=dg.graph.get("unit", "ms"))

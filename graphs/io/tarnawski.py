@@ -36,8 +36,15 @@ _EDGE_KEYS = ("sourceId", "destId", "cost", "size")
 
 
 def is_tarnawski(doc: Any) -> bool:
-    """True for a Tarnawski input document."""
-    return isinstance(doc, dict) and "maxSizePerFPGA" in doc and "nodes" in doc
+    """True for a Tarnawski input document (recognised by any of its top-level fields or
+    its node fields, so that a file missing one field gets an error naming that field)."""
+    if not isinstance(doc, dict) or "format" in doc:
+        return False
+    if any(k in doc for k in ("maxSizePerFPGA", "maxFPGAs", "maxCPUs")):
+        return True
+    nodes = doc.get("nodes")
+    return (isinstance(nodes, list) and bool(nodes) and isinstance(nodes[0], dict)
+            and any(k in nodes[0] for k in ("supportedOnFpga", "cpuLatency", "fpgaLatency")))
 
 
 def is_split(doc: Any) -> bool:
@@ -49,8 +56,8 @@ def _num(rec: dict, key: str, where: str) -> float:
     if key not in rec:
         raise InputError(f"{where}: missing field {key!r}")
     val = rec[key]
-    if isinstance(val, bool) or not isinstance(val, (int, float)) or math.isnan(val):
-        raise InputError(f"{where}: field {key!r} must be a number, got {val!r}")
+    if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val):
+        raise InputError(f"{where}: field {key!r} must be a finite number, got {val!r}")
     if val < 0:
         raise InputError(f"{where}: field {key!r} must be >= 0, got {val!r}")
     return float(val)
@@ -152,11 +159,11 @@ def instance_from_tarnawski(doc: dict, name: str = "graph", source: str | None =
     graph = OpGraph(ids=ids, kinds=("acc", "cpu"), compute=compute, memory=memory, src=src, dst=dst,
                     edge_bytes=nbytes, edge_cost=cost, colocation=coloc, colocation_labels=labels,
                     backward=backward, names=names, layers=layers, name=name, unit="ms", meta=meta)
-    k, l = doc["maxFPGAs"], doc["maxCPUs"]
-    for key, val in (("maxFPGAs", k), ("maxCPUs", l)):
+    n_acc, n_cpu = doc["maxFPGAs"], doc["maxCPUs"]
+    for key, val in (("maxFPGAs", n_acc), ("maxCPUs", n_cpu)):
         if isinstance(val, bool) or not isinstance(val, (int, float)) or val < 0 or int(val) != val:
             raise InputError(f"{source or name}: {key} must be a non-negative integer, got {val!r}")
-    cluster = Cluster.tarnawski(int(k), int(l), _num(doc, "maxSizePerFPGA", source or name))
+    cluster = Cluster.tarnawski(int(n_acc), int(n_cpu), _num(doc, "maxSizePerFPGA", source or name))
     return Instance(graph, cluster, source)
 
 

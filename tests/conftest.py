@@ -1,0 +1,29 @@
+"""Shared fixtures: where the bundled Tarnawski workloads live."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run from any directory without installing the package
+    sys.path.insert(0, str(REPO))
+
+_BUNDLED = REPO / "graphs" / "workloads" / "tarnawski"
+_SHARED = Path("/work/shared/workloads/tarnawski")
+
+
+def tarnawski_root() -> Path:
+    """The bundled workloads inside the repository, else the shared copy."""
+    return _BUNDLED if _BUNDLED.is_dir() else _SHARED
+
+
+@pytest.fixture(scope="session")
+def tarnawski_dir() -> Path:
+    """Directory holding ``latency-inputs/``, ``throughput-inputs/`` and ``human-experts/``."""
+    root = tarnawski_root()
+    if not root.is_dir():
+        pytest.fail(f"Tarnawski workloads not found in {_BUNDLED} or {_SHARED}")
+    return root
