@@ -1,0 +1,644 @@
+"""The ``dnnplace`` command line.
+
+Subcommands (a stable contract: later work adds methods and generator families, not new
+shapes)::
+
+    dnnplace info GRAPH [--json]
+    dnnplace evaluate GRAPH PLACEMENT --problem maxload|latency|makespan [--out EVAL.json]
+    dnnplace simulate GRAPH PLACEMENT [--no-congestion] [--policy P] [--gantt out.png] [--out SIM.json]
+    dnnplace generate FAMILY --nodes N --seed S --out GRAPH.json [--cluster PRESET]
+    dnnplace solve GRAPH --problem P --method M [solver and method options] [--out RESULT.json]
+    dnnplace methods
+    dnnplace run CONFIG.toml [--fresh]
+    dnnplace reproduce NAME [--quick] [--out DIR]
+
+Exit codes: 0 success; 2 bad input (one ``dnnplace: error: ...`` line on stderr, nothing
+written); 1 an unexpected failure (rerun with ``--verbose`` for the traceback); 130
+interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from graphs.errors import InputError
+
+__all__ = ["main", "build_parser"]
+
+
+# ---------------------------------------------------------------------------- helpers
+def _out(text: str = "") -> None:
+    print(text, file=sys.stdout)
+
+
+def _num(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf"
+        if v != 0 and (abs(v) >= 1e7 or abs(v) < 10 ** -digits):
+            return f"{v:.{digits + 2}g}"
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def _bytes(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isinf(v)):
+        return "unbounded"
+    for unit, f in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(v) >= f:
+            return f"{v / f:.2f} {unit}"
+    return f"{v:.0f} B"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    cells = [[str(c) for c in header]] + [[c if isinstance(c, str) else _num(c) for c in r] for r in rows]
+    widths = [max(len(r[j]) for r in cells) for j in range(len(header))]
+    lines = []
+    for i, r in enumerate(cells):
+        lines.append("  ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j]) for j, c in enumerate(r)))
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _load(graph: str, cluster: str | None = None):
+    """Instance from a file, with ``--cluster`` replacing (or supplying) its cluster."""
+    from dnnplace.runner import cluster_preset
+    from graphs.instance import Instance
+    from graphs.io import load_instance
+
+    inst = load_instance(graph)
+    if cluster:
+        inst = Instance(inst.graph, cluster_preset(cluster, inst.graph), inst.source)
+    return inst
+
+
+def _parse_param(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise InputError(f"--param {text!r}: expected KEY=VALUE")
+    key, val = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise InputError(f"--param {text!r}: empty key")
+    try:
+        return key, json.loads(val)
+    except json.JSONDecodeError:
+        return key, val
+
+
+def _check_out(path: str | None, flag: str = "--out") -> None:
+    """Fail before any work if an output file's folder is not a folder."""
+    if path is None:
+        return
+    parent = Path(path).resolve().parent
+    for p in (parent, *parent.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise InputError(f"{flag} {path}: {p} is not a folder")
+            break
+
+
+# ---------------------------------------------------------------------------- info
+def cmd_info(args: argparse.Namespace) -> int:
+    from graphs.stats import graph_stats
+
+    inst = _load(args.graph, args.cluster)
+    stats = graph_stats(inst.graph)
+    cl = inst.cluster
+    cluster_doc = None
+    check = None
+    if cl is not None:
+        from graphs.checks import check_instance
+        try:
+            check_instance(inst.graph, cl)
+            check = "ok"
+        except InputError as exc:
+            check = str(exc)
+        cluster_doc = {"name": cl.name, "devices": [{"name": d.name, "kind": d.kind,
+                                                     "memory": None if math.isinf(d.memory) else d.memory,
+                                                     "speed": d.speed} for d in cl.devices],
+                       "device_limit": cl.meta.get("device_limit"), "check": check}
+    if args.json:
+        _out(json.dumps({"graph": stats, "cluster": cluster_doc}, indent=1, default=str))
+        return 0
+    unit = stats.get("unit", "ms")
+    _out(f"graph {stats['name']!r} ({inst.source})")
+    rows = []
+    for k, v in stats.items():
+        if k in ("name",):
+            continue
+        if isinstance(v, dict):
+            v = ", ".join(f"{a}: {_num(b)}" for a, b in v.items())
+        elif isinstance(v, list):
+            v = ", ".join(map(str, v))
+        elif k.endswith("bytes_total") or k == "memory_total":
+            v = _bytes(v)
+        elif k in ("work", "critical_path"):
+            v = f"{_num(v)} {unit}"
+        rows.append([k, v if isinstance(v, str) else _num(v)])
+    _out(_table(["statistic", "value"], rows))
+    if cluster_doc is not None:
+        _out()
+        lim = f", device limit {cluster_doc['device_limit']}" if cluster_doc["device_limit"] else ""
+        _out(f"cluster {cl.name!r}: {cl.size} devices{lim}")
+        _out(_table(["device", "kind", "memory", "speed"],
+                    [[d.name, d.kind, _bytes(d.memory), _num(d.speed)] for d in cl.devices]))
+        _out(f"feasibility check: {check}")
+    else:
+        _out("\nno cluster in this file (give one with --cluster PRESET)")
+    return 0
+
+
+# ---------------------------------------------------------------------------- evaluate
+def _eval_options(args: argparse.Namespace, problem: str) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    given = {k: getattr(args, k, None) for k in ("objective", "contiguity", "policy", "congestion")}
+    allowed = {"maxload": ("objective", "contiguity"), "latency": (), "makespan": ("policy", "congestion")}[problem]
+    for k, v in given.items():
+        if v is None:
+            continue
+        if k not in allowed:
+            flag = "--no-congestion" if k == "congestion" else f"--{k}"
+            raise InputError(f"{flag} does not apply to problem {problem!r}")
+        opts[k] = v
+    return opts
+
+
+def _device_table(placement, details: dict[str, Any]) -> str:
+    import numpy as np
+
+    cl = placement.cluster
+    counts = np.bincount(placement.device, minlength=cl.size)
+    per_dev = details.get("devices") or {}
+    memory = details.get("memory") or {}
+    subgraphs = details.get("subgraphs") or {}
+    cols: list[str] = []
+    for d in per_dev.values():
+        for k in d:
+            if k not in cols and k not in ("nodes",):
+                cols.append(k)
+    header = ["device", "nodes", *cols]
+    if subgraphs:
+        header.append("subgraphs")
+    if memory:
+        header += ["memory", "capacity"]
+    rows = []
+    for i, name in enumerate(cl.names):
+        if counts[i] == 0:
+            continue
+        row: list[Any] = [name, int(counts[i])]
+        row += [_bytes(per_dev.get(name, {}).get(c)) if "memory" in c else per_dev.get(name, {}).get(c)
+                for c in cols]
+        if subgraphs:
+            row.append(subgraphs.get(name, "-"))
+        if memory:
+            row += [_bytes(memory.get(name)), _bytes(float(cl.memory[i]))]
+        rows.append(row)
+    return _table(header, rows)
+
+
+def _print_evaluation(ev, placement) -> None:
+    unit = ev.details.get("unit", placement.graph.unit)
+    extra = ""
+    if ev.problem == "maxload":
+        extra = f" ({ev.details.get('objective_variant')}, contiguity {ev.details.get('contiguity')})"
+    elif ev.problem == "makespan":
+        extra = f" (policy {ev.details.get('policy')}, congestion {'on' if ev.details.get('congestion') else 'off'})"
+    _out(f"{ev.problem}{extra}: {_num(ev.objective)} {unit}")
+    _out(f"feasible: {'yes' if ev.feasible else 'no'}")
+    for v in ev.violations:
+        _out(f"  violation: {v}")
+    _out()
+    _out(_device_table(placement, ev.details))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from graphs.evaluate import evaluate
+    from graphs.io import load_placement, write_json
+
+    _check_out(args.out)
+    inst = _load(args.graph, args.cluster)
+    p = load_placement(args.placement, inst)
+    ev = evaluate(p, args.problem, **_eval_options(args, args.problem))
+    _print_evaluation(ev, p)
+    if args.out:
+        write_json(args.out, _finite(ev.to_dict()))
+        _out(f"\nwrote {args.out}")
+    return 0
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    if hasattr(x, "item") and callable(x.item):
+        return _finite(x.item())
+    return x
+
+
+# ---------------------------------------------------------------------------- simulate
+def cmd_simulate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from graphs.io import placement_from_doc, read_json, write_json
+    from graphs.simulate import simulate
+
+    _check_out(args.out)
+    _check_out(args.gantt, "--gantt")
+    inst = _load(args.graph, args.cluster)
+    doc = read_json(args.placement)
+    p = placement_from_doc(doc, inst, source=args.placement)
+    priorities = None
+    if args.policy in ("order", "priority"):
+        start = doc.get("start") if isinstance(doc, dict) else None
+        if not isinstance(start, dict):
+            raise InputError(f"--policy {args.policy} needs start times: give a result JSON with a 'start' map "
+                             f"({args.placement} has none)")
+        try:
+            priorities = np.array([float(start[str(i)]) for i in inst.graph.ids])
+        except KeyError as exc:
+            raise InputError(f"{args.placement}: 'start' has no time for node {exc.args[0]!r}") from None
+    res = simulate(p, policy=args.policy, priorities=priorities, congestion=args.congestion)
+    d = res.to_dict()
+    unit = d["unit"]
+    _out(f"makespan: {_num(d['makespan'])} {unit} (policy {args.policy}, congestion "
+         f"{'on' if args.congestion else 'off'})")
+    _out(f"transfers: {d['transfers']:,} ({_bytes(d['transfer_bytes'])})")
+    _out()
+    rows = [[n, v["nodes"], v["busy"], f"{100 * v['utilisation']:.1f}%", _bytes(v["static_memory"]),
+             _bytes(v["peak_memory"])] for n, v in d["devices"].items() if v["nodes"]]
+    _out(_table(["device", "nodes", f"busy ({unit})", "utilisation", "static memory", "peak memory"], rows))
+    if d["links"]:
+        _out()
+        top = sorted(d["links"].items(), key=lambda kv: -kv[1]["busy"])[:10]
+        _out(_table(["link", "transfers", "bytes", f"busy ({unit})"],
+                    [[k, v["transfers"], _bytes(v["bytes"]), v["busy"]] for k, v in top]))
+        if len(d["links"]) > 10:
+            _out(f"... {len(d['links']) - 10} more links")
+    if args.gantt:
+        from graphs.gantt import plot_gantt
+        plot_gantt(res, args.gantt)
+        _out(f"\nwrote {args.gantt}")
+    if args.out:
+        write_json(args.out, _finite(res.to_dict(trace=True)), indent=None)
+        _out(f"wrote {args.out}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- generate
+def cmd_generate(args: argparse.Namespace) -> int:
+    from dnnplace.runner import cluster_preset
+    from graphs.generators import generate
+    from graphs.instance import Instance
+    from graphs.io import save_instance
+
+    _check_out(args.out)
+    if args.nodes < 1:
+        raise InputError(f"--nodes must be >= 1, got {args.nodes}")
+    kw = dict(_parse_param(t) for t in args.param)
+    if args.training:
+        kw["training"] = True
+    try:
+        graph = generate(args.family, n=args.nodes, seed=args.seed, **kw)
+    except TypeError as exc:
+        raise InputError(f"generator {args.family!r}: {exc}") from None
+    cluster = cluster_preset(args.cluster, graph) if args.cluster else None
+    src = f"generate {args.family} --nodes {args.nodes} --seed {args.seed}"
+    save_instance(Instance(graph, cluster, src), args.out)
+    _out(f"wrote {args.out}: {graph.n:,} nodes, {graph.m:,} edges"
+         + (f", cluster {cluster.name}" if cluster else ""))
+    return 0
+
+
+# ---------------------------------------------------------------------------- solve
+def _contiguity(args: argparse.Namespace) -> str | None:
+    if args.contiguous:
+        return "both" if args.problem == "maxload" else "all"
+    if args.non_contiguous:
+        return "none"
+    return args.contiguity
+
+
+def build_request(args: argparse.Namespace):
+    """The :class:`~dnnplace.registry.SolveRequest` that ``dnnplace solve`` flags describe."""
+    from dnnplace.registry import SolveRequest, SolverOptions
+
+    params: dict[str, Any] = dict(_parse_param(t) for t in args.param)
+    for key in ("subgraphs_per_device", "coarsen_to", "policy", "split"):
+        v = getattr(args, key)
+        if v is not None:
+            params[key] = v
+    if args.congestion is not None:
+        params["congestion"] = args.congestion
+    if args.problem != "makespan" and (args.policy is not None or args.congestion is not None):
+        flag = "--policy" if args.policy is not None else "--congestion/--no-congestion"
+        raise InputError(f"{flag} applies to problem 'makespan' only, not {args.problem!r}")
+    solver_opts = dict(_parse_param(t) for t in args.solver_option)
+    solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.mip_gap,
+                           threads=args.threads, seed=args.seed, tee=args.tee, solver_options=solver_opts)
+    return SolveRequest(problem=args.problem, objective=args.objective or "pipedream", contiguity=_contiguity(args),
+                        solver=solver, warm_start=args.warm_start, seed=args.seed or 0, params=params)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from dnnplace.registry import get_method, solve
+    from graphs.io import write_json
+
+    _check_out(args.out)
+    if args.objective is not None and args.problem != "maxload":
+        raise InputError(f"--objective applies to problem 'maxload' only, not {args.problem!r}")
+    req = build_request(args)
+    method = get_method(args.method)  # unknown method -> InputError before loading anything big
+    if args.problem not in method.problems:
+        raise InputError(f"method {method.name!r} does not solve {args.problem!r} (it solves {list(method.problems)})")
+    inst = _load(args.graph, args.cluster)
+    from graphs.checks import check_instance
+    check_instance(inst.graph, inst.require_cluster())  # infeasible instance -> one line naming why
+    if args.split and not Path(args.split).is_file():
+        raise InputError(f"--split {args.split}: no such file")
+    res = solve(inst, method, req)
+    unit = res.unit
+    _out(f"{res.method} on {res.instance} ({res.problem}): {res.status}"
+         + (f" [{res.termination}]" if res.termination else ""))
+    if res.message:
+        _out(f"message: {res.message}")
+    _out(f"objective: {_num(res.objective)} {unit}   bound: {_num(res.bound)}   "
+         f"gap: {'-' if res.gap is None else f'{100 * res.gap:.2f}%'}")
+    solver = f"{res.solver} {res.solver_version or ''}".strip() if res.solver else "none"
+    _out(f"solver: {solver}   build: {res.build_seconds:.3f} s   solve: {res.solve_seconds:.3f} s")
+    ev = res.evaluation
+    if ev is not None:
+        agree = ""
+        if res.objective is not None and ev.get("objective") is not None:
+            diff = res.objective - ev["objective"]
+            agree = ("agrees with the method" if abs(diff) <= 1e-6 * max(1.0, abs(ev["objective"]))
+                     else f"method's value is an upper bound, {diff:.6g} above")
+        _out(f"independent evaluation: {_num(ev.get('objective'))} {unit}, feasible "
+             f"{'yes' if ev.get('feasible') else 'no'}" + (f" ({agree})" if agree else ""))
+        for v in ev.get("violations", []):
+            _out(f"  violation: {v}")
+        if res.placement is not None:
+            from graphs.io import placement_from_doc
+            p = placement_from_doc(res.placement, inst)
+            _out()
+            _out(_device_table(p, ev))
+    if args.out:
+        write_json(args.out, res.to_dict())
+        _out(f"\nwrote {args.out}")
+    return 0 if res.status != "error" else 1
+
+
+# ---------------------------------------------------------------------------- methods
+def cmd_methods(args: argparse.Namespace) -> int:
+    from dnnplace.registry import all_methods
+    from graphs.evaluate import PROBLEMS
+
+    methods = all_methods()
+    for prob in PROBLEMS:
+        ms = [m for m in methods.values() if prob in m.problems]
+        _out(f"{prob}:")
+        if not ms:
+            _out("  (none)")
+        w = max((len(m.name) for m in ms), default=0)
+        kw = max((len(m.kind) for m in ms), default=0)
+        for m in ms:
+            _out(f"  {m.name.ljust(w)}  {m.kind.ljust(kw)}  {m.summary}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- run / reproduce
+def cmd_run(args: argparse.Namespace) -> int:
+    from dnnplace.runner import load_config, run_config
+
+    cfg = load_config(args.config)
+    out = Path(args.out) if args.out else (cfg.out_dir or Path("results") / cfg.name)
+    records = run_config(cfg, fresh=args.fresh, progress=not args.quiet, out_dir=out,
+                         retry_errors=args.retry_errors)
+    table = (out / "table.md").read_text()
+    _out(table.rstrip())
+    errors = sum(1 for r in records if r.get("status") == "error")
+    _out(f"\n{len(records)} runs ({errors} errors); results in {out}/ (runs.jsonl, table.md, table.csv)")
+    if errors:
+        print(f"dnnplace: {errors} run(s) failed (see table.md); rerun with --retry-errors once fixed",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    try:
+        from dnnplace.reproduce import REPRODUCTIONS
+    except ModuleNotFoundError as exc:
+        if exc.name != "dnnplace.reproduce":
+            raise
+        raise InputError("no reproductions registered") from None
+    if args.name not in REPRODUCTIONS:
+        known = sorted(REPRODUCTIONS) or "none"
+        raise InputError(f"unknown reproduction {args.name!r}; known: {known}")
+    out = REPRODUCTIONS[args.name](quick=args.quick, out_dir=args.out)
+    if out is not None:
+        _out(str(out))
+    return 0
+
+
+# ---------------------------------------------------------------------------- parser
+def _add_cluster(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", metavar="PRESET",
+                   help="use (or replace the file's cluster with) a preset: single-host-N-nvlink|pcie[-MEM], "
+                        "tarnawski-K-L-MEM (e.g. tarnawski-4-1-16GB)")
+
+
+def _add_eval_flags(p: argparse.ArgumentParser, makespan_only: bool = False) -> None:
+    from graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
+
+    if not makespan_only:
+        p.add_argument("--objective", choices=MAXLOAD_OBJECTIVES, help="max-load variant (default pipedream)")
+        p.add_argument("--contiguity", choices=CONTIGUITY_MODES,
+                       help="contiguity the placement must satisfy (default none)")
+    p.add_argument("--policy", choices=("fifo", "critical_path", "priority", "order"),
+                   help="makespan: dispatch policy (default fifo)")
+    p.add_argument("--congestion", dest="congestion", action="store_true", default=None,
+                   help="makespan: one transfer at a time per link (default)")
+    p.add_argument("--no-congestion", dest="congestion", action="store_false", help="makespan: links never queue")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line plus a hint (exit 2)."""
+
+    def error(self, message: str):  # noqa: D401
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dnnplace`` argument parser."""
+    from dnnplace import __version__
+    from graphs.evaluate import PROBLEMS
+
+    parser = _Parser(prog="dnnplace", description="Device placement and scheduling of DNN operator graphs.")
+    parser.add_argument("--version", action="version", version=f"dnnplace {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    common = argparse.ArgumentParser(add_help=False)  # the same flags after the subcommand
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks on errors")
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    _add = sub.add_parser
+
+    def add_parser(name: str, **kw):
+        return _add(name, parents=[common], **kw)
+
+    sub.add_parser = add_parser  # type: ignore[method-assign]
+
+    p = sub.add_parser("info", help="graph statistics and the cluster summary")
+    p.add_argument("graph", help="native or Tarnawski graph JSON")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _add_cluster(p)
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("evaluate", help="score a placement with the independent evaluator")
+    p.add_argument("graph")
+    p.add_argument("placement", help="result JSON, Tarnawski split file, or {node: device} map")
+    p.add_argument("--problem", choices=PROBLEMS, default="maxload", help="default maxload")
+    _add_eval_flags(p)
+    _add_cluster(p)
+    p.add_argument("--out", metavar="EVAL.json", help="write the evaluation as JSON")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("simulate", help="discrete-event simulation of a placement")
+    p.add_argument("graph")
+    p.add_argument("placement", help="result JSON (its 'start' gives the order for --policy order|priority), "
+                                     "Tarnawski split file, or {node: device} map")
+    p.add_argument("--policy", choices=("fifo", "critical_path", "priority", "order"), default="fifo")
+    p.add_argument("--congestion", dest="congestion", action="store_true", default=True,
+                   help="one transfer at a time per directed link (default)")
+    p.add_argument("--no-congestion", dest="congestion", action="store_false")
+    p.add_argument("--gantt", metavar="OUT.png", help="draw the schedule as a Gantt chart")
+    p.add_argument("--out", metavar="SIM.json", help="write the simulation summary and trace as JSON")
+    _add_cluster(p)
+    p.set_defaults(func=cmd_simulate)
+
+    from graphs.generators import GENERATORS
+
+    p = sub.add_parser("generate", help="generate a synthetic graph")
+    p.add_argument("family", choices=sorted(GENERATORS))
+    p.add_argument("--nodes", type=int, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--training", action="store_true", help="add a backward pass")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="generator option (value parsed as JSON if possible), repeatable")
+    _add_cluster(p)
+    p.add_argument("--out", required=True, metavar="GRAPH.json")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("solve", help="run a registered method and write its result JSON")
+    p.add_argument("graph")
+    p.add_argument("--problem", choices=PROBLEMS, default="maxload", help="default maxload")
+    p.add_argument("--method", required=True, help="see `dnnplace methods`")
+    g = p.add_argument_group("solver")
+    g.add_argument("--solver", default="highs", help="MIP backend (default highs; gurobi needs gurobipy)")
+    g.add_argument("--time-limit", type=float, metavar="S")
+    g.add_argument("--mip-gap", type=float, metavar="G", help="relative gap to stop at (e.g. 0.01)")
+    g.add_argument("--threads", type=int, metavar="T")
+    g.add_argument("--seed", type=int, metavar="N")
+    g.add_argument("--tee", action="store_true", help="show the solver log")
+    g.add_argument("--solver-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="backend-specific option, repeatable")
+    g.add_argument("--warm-start", metavar="METHOD_OR_FILE", help="a method name or a placement file")
+    g = p.add_argument_group("model")
+    from graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
+    g.add_argument("--objective", choices=MAXLOAD_OBJECTIVES, help="max-load variant (default pipedream)")
+    c = g.add_mutually_exclusive_group()
+    c.add_argument("--contiguous", action="store_true",
+                   help="contiguous subgraphs (maxload: 'both', otherwise 'all')")
+    c.add_argument("--non-contiguous", action="store_true", help="no contiguity constraint ('none')")
+    c.add_argument("--contiguity", choices=CONTIGUITY_MODES, help="explicit contiguity mode")
+    g.add_argument("--subgraphs-per-device", type=int, metavar="Q")
+    g.add_argument("--coarsen-to", type=int, metavar="N")
+    g.add_argument("--policy", choices=("fifo", "critical_path", "priority", "order"),
+                   help="makespan: dispatch policy used to score")
+    g.add_argument("--congestion", dest="congestion", action="store_true", default=None)
+    g.add_argument("--no-congestion", dest="congestion", action="store_false")
+    g.add_argument("--split", metavar="FILE", help="expert: the split file to evaluate")
+    g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="method-specific parameter (value parsed as JSON if possible), repeatable")
+    _add_cluster(p)
+    p.add_argument("--out", metavar="RESULT.json", help="write the result JSON")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("methods", help="list the registered methods per problem")
+    p.set_defaults(func=cmd_methods)
+
+    p = sub.add_parser("run", help="run (or resume) an experiment config")
+    p.add_argument("config", metavar="CONFIG.toml")
+    r = p.add_mutually_exclusive_group()
+    r.add_argument("--resume", dest="fresh", action="store_false", default=False,
+                   help="skip runs already in runs.jsonl (default)")
+    r.add_argument("--fresh", dest="fresh", action="store_true", help="start over (old runs.jsonl kept as .bak)")
+    p.add_argument("--retry-errors", action="store_true", help="run again the runs recorded as errors")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: the config's out_dir or results/NAME)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("reproduce", help="reproduce a published table or figure")
+    p.add_argument("name", help="e.g. tarnawski-table1")
+    p.add_argument("--quick", action="store_true", help="a fast subset")
+    p.add_argument("--out", metavar="DIR")
+    p.set_defaults(func=cmd_reproduce)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``dnnplace`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # `dnnplace ... | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        if args.verbose:
+            traceback.print_exc()
+        hint = " (finished runs are saved; the same command resumes)" if args.command == "run" else ""
+        print(f"dnnplace: interrupted{hint}", file=sys.stderr)
+        return 130
+    except (InputError, FileNotFoundError, json.JSONDecodeError, IsADirectoryError, NotADirectoryError) as exc:
+        if args.verbose:
+            traceback.print_exc()
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, OSError) and exc.filename:
+            msg = f"{exc.filename}: {exc.strerror}"
+        print(f"dnnplace: error: {msg}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - one line unless --verbose
+        if args.verbose:
+            traceback.print_exc()
+        else:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            print(f"dnnplace: error: {type(exc).__name__}: {first} (rerun with --verbose for the traceback)",
+                  file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

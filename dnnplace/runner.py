@@ -1,0 +1,598 @@
+"""The experiment runner: a TOML file -> a sweep of :func:`dnnplace.registry.solve` runs.
+
+A config (schema in ``docs/formats.md``; example ``experiments/quickstart.toml``) names
+graphs, problems, methods and options. Every combination is one *run* with a stable
+*run key*. Results are appended to ``<out>/runs.jsonl`` one JSON line per finished run,
+flushed and fsynced, so an interrupted sweep loses at most the run in progress; a
+second invocation skips every run whose key is already recorded and goes on. A run
+that fails is recorded with ``status: "error"`` and the sweep continues. At the end
+``table.md`` and ``table.csv`` summarise the config's runs.
+
+Also home of :func:`cluster_preset`, the parser for cluster names such as
+``single-host-4-nvlink`` or ``tarnawski-4-1-16GB`` used by the CLI and configs.
+
+Example
+-------
+>>> cfg = parse_config({"name": "demo", "grid": {
+...     "graphs": "tarnawski/throughput-inputs/LayerGraphs/bert24_*.json",
+...     "methods": ["greedy", "single"]}})
+>>> [(s.graph_label.rsplit("/", 1)[1], s.method, s.problem) for s in cfg.specs]  # doctest: +NORMALIZE_WHITESPACE
+[('bert24_inference.json', 'greedy', 'maxload'), ('bert24_inference.json', 'single', 'maxload'),
+ ('bert24_training.json', 'greedy', 'maxload'), ('bert24_training.json', 'single', 'maxload')]
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as _dt
+import glob
+import hashlib
+import io
+import itertools
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tomllib
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dnnplace.registry import SolverOptions
+from graphs.cluster import Cluster
+from graphs.errors import InputError
+
+__all__ = ["REPO_ROOT", "WORKLOADS_DIR", "CLUSTER_PRESETS", "cluster_preset", "parse_bytes", "RunSpec",
+           "ExperimentConfig", "load_config", "parse_config", "run_config", "read_runs", "git_revision",
+           "environment", "write_tables", "progress_enabled"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS_DIR = REPO_ROOT / "graphs" / "workloads"
+
+# ---------------------------------------------------------------------------- cluster presets
+CLUSTER_PRESETS = {
+    "single-host-<N>-<nvlink|pcie>[-<GPU memory>]": "one host, N GPUs (kind 'gpu') on NVLink or PCIe, plus cpu0",
+    "tarnawski-<K>-<L>-<memory>": "Tarnawski et al.: K accelerators of <memory> each and L CPUs, "
+                                  "all transfers through host RAM",
+}
+
+_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+          "KIB": 2 ** 10, "MIB": 2 ** 20, "GIB": 2 ** 30, "TIB": 2 ** 40}
+
+
+def parse_bytes(text: str) -> float:
+    """A byte count such as ``16GB`` (10^9), ``16GiB`` (2^30), ``8e9`` or ``inf``.
+
+    >>> parse_bytes("16GB"), parse_bytes("1KiB"), parse_bytes("8e9")
+    (16000000000.0, 1024.0, 8000000000.0)
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?|inf)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).upper() not in _UNITS:
+        raise InputError(f"cannot read {text!r} as a byte count (e.g. 16GB, 16GiB, 8e9)")
+    return float(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def cluster_preset(spec: str, graph=None) -> Cluster:
+    """Build a cluster from a preset name (see :data:`CLUSTER_PRESETS`).
+
+    ``graph`` (optional) adapts the preset to it: link times use ``graph.unit``, and a
+    Tarnawski preset names its accelerator kind after the graph's first non-CPU kind
+    when the graph has no ``"acc"`` column (so a generated ``gpu``/``cpu`` graph works).
+
+    >>> c = cluster_preset("single-host-4-nvlink")
+    >>> c.names
+    ('gpu0', 'gpu1', 'gpu2', 'gpu3', 'cpu0')
+    >>> c = cluster_preset("tarnawski-2-1-16GB")
+    >>> c.names, float(c.memory[0])
+    (('acc0', 'acc1', 'cpu0'), 16000000000.0)
+    """
+    s = str(spec).strip()
+    unit = getattr(graph, "unit", "ms")
+    m = re.fullmatch(r"single-host-(\d+)-(nvlink|pcie)(?:-(.+))?", s)
+    if m:
+        n = int(m.group(1))
+        if n < 1:
+            raise InputError(f"cluster preset {s!r}: needs at least one GPU")
+        mem = parse_bytes(m.group(3)) if m.group(3) else 16e9
+        return Cluster.single_host(n, interconnect=m.group(2), gpu_memory=mem,
+                                   unit=unit if unit in ("ms", "s", "us") else "ms")
+    m = re.fullmatch(r"tarnawski-(\d+)-(\d+)-(.+)", s)
+    if m:
+        k, l_cpus = int(m.group(1)), int(m.group(2))
+        if k < 1:
+            raise InputError(f"cluster preset {s!r}: needs at least one accelerator")
+        acc = "acc"
+        kinds = tuple(getattr(graph, "kinds", ()) or ())
+        if kinds and "acc" not in kinds:
+            acc = next((k_ for k_ in kinds if k_ != "cpu"), "acc")
+        return Cluster.tarnawski(k, l_cpus, parse_bytes(m.group(3)), acc_kind=acc)
+    raise InputError(f"unknown cluster preset {s!r}; use one of {list(CLUSTER_PRESETS)} "
+                     "(e.g. single-host-4-nvlink, single-host-2-pcie-32GB, tarnawski-4-1-16GB)")
+
+
+# ---------------------------------------------------------------------------- config
+_TOP_KEYS = {"name", "description", "out_dir", "defaults", "grid", "runs"}
+_SOLVER_KEYS = {f.name for f in dataclasses.fields(SolverOptions)}
+# run keys; those in _AXES may be a list (one run per value)
+_RUN_KEYS = {"graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start",
+             "solver", "params"}
+_AXES = ("graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: a graph file, a problem, a method and its options."""
+
+    graph: str  # resolved path
+    graph_label: str  # as shown in tables and keys (relative to the repo where possible)
+    problem: str
+    method: str
+    objective: str = "pipedream"
+    contiguity: str | None = None
+    cluster: str | None = None
+    seed: int = 0
+    warm_start: str | None = None
+    solver: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two runs the same run (everything but the resolved path)."""
+        d = dataclasses.asdict(self)
+        d.pop("graph")
+        d["graph"] = d.pop("graph_label")
+        return d
+
+    @property
+    def key(self) -> str:
+        """Stable run key: ``graph|problem|method|<hash of the options>``."""
+        blob = json.dumps(self.identity(), sort_keys=True, default=str)
+        digest = hashlib.sha1(blob.encode()).hexdigest()[:10]
+        return f"{self.graph_label}|{self.problem}|{self.method}|{digest}"
+
+    def option_items(self) -> list[str]:
+        """The run's options as short ``key=value`` strings."""
+        bits = []
+        if self.problem == "maxload":
+            bits.append(f"obj={self.objective}")
+        if self.contiguity is not None:
+            bits.append(f"contig={self.contiguity}")
+        if self.cluster:
+            bits.append(f"cluster={self.cluster}")
+        if self.seed:
+            bits.append(f"seed={self.seed}")
+        if self.warm_start:
+            bits.append(f"ws={self.warm_start}")
+        short = {"time_limit": "tl", "rel_gap": "gap", "threads": "thr", "solver": "solver"}
+        for k, v in self.solver.items():
+            if v is not None and k != "tee":
+                bits.append(f"{short.get(k, k)}={v}")
+        bits += [f"{k}={v}" for k, v in self.params.items()]
+        return bits
+
+    def options_summary(self) -> str:
+        """Short human summary of the options."""
+        return " ".join(self.option_items())
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """A validated experiment config."""
+
+    name: str
+    description: str
+    out_dir: Path | None
+    specs: tuple[RunSpec, ...]
+    source: str | None = None
+
+
+def _as_list(value: Any, key: str, where: str) -> list:
+    if isinstance(value, list):
+        if not value:
+            raise InputError(f"{where}: {key!r} is an empty list")
+        return value
+    return [value]
+
+
+def _check_keys(table: Any, allowed: set[str], where: str) -> dict:
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: expected a table, got {type(table).__name__}")
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise InputError(f"{where}: unknown key {unknown[0]!r}; allowed: {sorted(allowed)}")
+    return table
+
+
+def _label(path: Path) -> str:
+    for root in (REPO_ROOT, WORKLOADS_DIR):
+        try:
+            rel = path.resolve().relative_to(root.resolve())
+        except ValueError:
+            continue
+        return rel.as_posix() if root == REPO_ROOT else f"graphs/workloads/{rel.as_posix()}"
+    return str(path.resolve())
+
+
+def _resolve_graphs(pattern: str, base: Path, where: str) -> list[tuple[str, str]]:
+    """(resolved path, label) for a graph path or glob, relative to the config's
+    folder, else the repository, else the bundled workloads."""
+    p = Path(os.path.expanduser(str(pattern)))
+    roots = [p.parent] if p.is_absolute() else [base, REPO_ROOT, WORKLOADS_DIR]
+    for root in roots:
+        full = str(p) if p.is_absolute() else str(root / p)
+        hits = sorted(glob.glob(full, recursive=True)) if glob.has_magic(full) else (
+            [full] if Path(full).is_file() else [])
+        if hits:
+            return [(str(Path(h).resolve()), _label(Path(h))) for h in hits]
+    raise InputError(f"{where}: graph {pattern!r} matches no file (looked in {base}, {REPO_ROOT} "
+                     f"and {WORKLOADS_DIR})")
+
+
+def _expand(spec: dict, base: Path, where: str) -> list[RunSpec]:
+    from graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
+
+    _check_keys(spec, _RUN_KEYS, where)
+    if "graphs" not in spec:
+        raise InputError(f"{where}: missing key 'graphs'")
+    if "methods" not in spec:
+        raise InputError(f"{where}: missing key 'methods'")
+    solver = dict(_check_keys(spec.get("solver", {}), _SOLVER_KEYS, f"{where}.solver"))
+    try:
+        SolverOptions(**solver)
+    except TypeError as exc:
+        raise InputError(f"{where}.solver: {exc}") from None
+    params = spec.get("params", {})
+    if not isinstance(params, dict):
+        raise InputError(f"{where}: 'params' must be a table")
+    params = dict(params)
+    axes = {k: _as_list(spec[k], k, where) for k in _AXES if k in spec}
+    axes.setdefault("problems", ["maxload"])
+    for v in axes["problems"]:
+        if v not in PROBLEMS:
+            raise InputError(f"{where}: unknown problem {v!r}; use one of {list(PROBLEMS)}")
+    for v in axes.get("objective", []):
+        if v not in MAXLOAD_OBJECTIVES:
+            raise InputError(f"{where}: unknown objective {v!r}; use one of {list(MAXLOAD_OBJECTIVES)}")
+    for v in axes.get("contiguity", []):
+        if v not in CONTIGUITY_MODES:
+            raise InputError(f"{where}: unknown contiguity {v!r}; use one of {list(CONTIGUITY_MODES)}")
+    for v in axes.get("cluster", []):
+        cluster_preset(v)  # validate early
+    graphs: list[tuple[str, str]] = []
+    for pat in axes.pop("graphs"):
+        graphs += _resolve_graphs(pat, base, where)
+    axes = {"graphs": graphs, **axes}
+    names = list(axes)
+    out = []
+    for combo in itertools.product(*(axes[k] for k in names)):
+        kw = dict(zip(names, combo, strict=True))
+        gpath, glabel = kw.pop("graphs")
+        out.append(RunSpec(graph=gpath, graph_label=glabel, problem=kw.pop("problems"), method=kw.pop("methods"),
+                           objective=kw.get("objective", "pipedream"), contiguity=kw.get("contiguity"),
+                           cluster=kw.get("cluster"), seed=int(kw.get("seed", 0)), warm_start=kw.get("warm_start"),
+                           solver=solver, params=params))
+    return out
+
+
+def parse_config(doc: dict, *, base: str | os.PathLike | None = None, source: str | None = None) -> ExperimentConfig:
+    """Validate a parsed TOML document into an :class:`ExperimentConfig`.
+
+    ``[defaults]`` applies to every run table; ``[grid]`` and each ``[[runs]]`` table
+    expand to the product of their list-valued axes. Unknown keys are errors.
+    """
+    where = source or "config"
+    _check_keys(doc, _TOP_KEYS, where)
+    name = doc.get("name") or (Path(source).stem if source else None)
+    if not name or not re.fullmatch(r"[A-Za-z0-9._-]+", str(name)):
+        raise InputError(f"{where}: 'name' must be a non-empty word of letters, digits, '.', '_' or '-'")
+    base_dir = Path(base) if base is not None else Path.cwd()
+    defaults = dict(_check_keys(doc.get("defaults", {}), _RUN_KEYS, f"{where}: [defaults]"))
+    tables: list[tuple[str, dict]] = []
+    if "grid" in doc:
+        tables.append(("[grid]", doc["grid"]))
+    runs = doc.get("runs", [])
+    if not isinstance(runs, list):
+        raise InputError(f"{where}: 'runs' must be an array of tables ([[runs]])")
+    tables += [(f"[[runs]] #{i + 1}", t) for i, t in enumerate(runs)]
+    if not tables:
+        raise InputError(f"{where}: no runs (add a [grid] table or [[runs]] tables)")
+    specs: list[RunSpec] = []
+    for label, table in tables:
+        _check_keys(table, _RUN_KEYS, f"{where}: {label}")
+        merged = {**defaults, **table}
+        for sub in ("solver", "params"):
+            if sub in defaults or sub in table:
+                merged[sub] = {**defaults.get(sub, {}), **table.get(sub, {})}
+        specs += _expand(merged, base_dir, f"{where}: {label}")
+    from dnnplace.registry import all_methods
+
+    known = all_methods()
+    for s in specs:
+        if s.method not in known:
+            raise InputError(f"{where}: unknown method {s.method!r}; known: {sorted(known)}")
+        if s.problem not in known[s.method].problems:
+            raise InputError(f"{where}: method {s.method!r} does not solve {s.problem!r} "
+                             f"(it solves {list(known[s.method].problems)})")
+    seen: dict[str, RunSpec] = {}
+    for s in specs:
+        seen.setdefault(s.key, s)  # the same run listed twice runs once
+    out_dir = doc.get("out_dir")
+    return ExperimentConfig(name=str(name), description=str(doc.get("description", "")),
+                            out_dir=(base_dir / out_dir) if out_dir else None, specs=tuple(seen.values()),
+                            source=source)
+
+
+def load_config(path: str | os.PathLike) -> ExperimentConfig:
+    """Read and validate a TOML experiment config."""
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{p}: invalid TOML: {exc}") from None
+    return parse_config(doc, base=p.resolve().parent, source=str(p))
+
+
+# ---------------------------------------------------------------------------- provenance
+def git_revision(path: str | os.PathLike = REPO_ROOT) -> str | None:
+    """``git rev-parse HEAD`` of the checkout holding ``path``, or ``None``."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, timeout=10,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def _pkg_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def environment() -> dict[str, Any]:
+    """Python, platform and the versions of the numerical packages."""
+    from dnnplace import __version__
+    return {"dnnplace": __version__, "python": platform.python_version(), "platform": platform.platform(),
+            "packages": {p: _pkg_version(p) for p in ("numpy", "scipy", "pyomo", "highspy", "gurobipy")}}
+
+
+_SOLVER_PACKAGES = {"highs": "highspy", "appsi_highs": "highspy", "gurobi": "gurobipy", "gurobi_direct": "gurobipy",
+                    "gurobi_persistent": "gurobipy", "appsi_gurobi": "gurobipy", "scip": "pyscipopt",
+                    "scip_direct": "pyscipopt"}
+
+
+# ---------------------------------------------------------------------------- runs.jsonl
+def read_runs(path: str | os.PathLike, *, repair: bool = False) -> list[dict]:
+    """The records of a ``runs.jsonl`` file (missing file: ``[]``).
+
+    A last line cut short by a crash is ignored; with ``repair=True`` it is also cut
+    off the file, so that the next append starts on a fresh line.
+    """
+    p = Path(path)
+    if not p.exists():
+        return []
+    data = p.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if repair and end < len(data):
+        with open(p, "r+b") as fh:
+            fh.truncate(end)
+            fh.flush()
+            os.fsync(fh.fileno())
+    out = []
+    for i, line in enumerate(data[:end].decode().splitlines()):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            print(f"dnnplace: warning: {p}:{i + 1}: skipping a line that is not JSON", file=sys.stderr)
+            continue
+        if isinstance(rec, dict) and "run_key" in rec:
+            out.append(rec)
+    return out
+
+
+def _append(path: Path, record: dict) -> None:
+    line = json.dumps(record, allow_nan=False, default=str) + "\n"
+    with open(path, "a") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _execute(spec: RunSpec) -> dict:
+    """Run one spec; any exception except an interrupt becomes an ``error`` result."""
+    from dnnplace.registry import SolveRequest, solve
+    from dnnplace.results import Result
+    from graphs.checks import check_instance
+    from graphs.instance import Instance
+    from graphs.io import load_instance
+
+    try:
+        inst = load_instance(spec.graph)
+        if spec.cluster:
+            inst = Instance(inst.graph, cluster_preset(spec.cluster, inst.graph), inst.source)
+        check_instance(inst.graph, inst.require_cluster())
+        req = SolveRequest(problem=spec.problem, objective=spec.objective, contiguity=spec.contiguity,
+                           solver=SolverOptions(**spec.solver), warm_start=spec.warm_start, seed=spec.seed,
+                           params=dict(spec.params))
+        return solve(inst, spec.method, req).to_dict()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failing run is a result, the sweep goes on
+        tb = traceback.format_exc().strip().splitlines()[-20:]
+        return Result(problem=spec.problem, method=spec.method, instance=spec.graph_label, status="error",
+                      message=f"{type(exc).__name__}: {exc}", extra={"traceback": tb}).to_dict()
+
+
+def progress_enabled(progress: bool) -> bool:
+    """Progress bars only when asked for and stderr is a terminal."""
+    return bool(progress) and sys.stderr.isatty()
+
+
+def run_config(path: str | os.PathLike | ExperimentConfig, *, fresh: bool = False, progress: bool = True,
+               out_dir: str | os.PathLike | None = None, retry_errors: bool = False) -> list[dict]:
+    """Run (or resume) an experiment config and write its tables.
+
+    Parameters
+    ----------
+    path : path or ExperimentConfig
+        The TOML file (or an already parsed config).
+    fresh : bool
+        Start over: the old ``runs.jsonl`` is renamed to ``runs.jsonl.bak``.
+    progress : bool
+        Report progress on stderr: a tqdm bar on a terminal, else one line per run.
+    out_dir : path, optional
+        Overrides the config's ``out_dir`` (default ``results/<name>`` in the current
+        directory).
+    retry_errors : bool
+        Run again the runs recorded with status ``error`` (the newest record wins).
+
+    Returns
+    -------
+    list of dict
+        One record per run of the config, in config order (the newest record of a key).
+    """
+    cfg = path if isinstance(path, ExperimentConfig) else load_config(path)
+    out = Path(out_dir) if out_dir is not None else (cfg.out_dir or Path("results") / cfg.name)
+    out.mkdir(parents=True, exist_ok=True)
+    runs_path = out / "runs.jsonl"
+    if fresh and runs_path.exists():
+        os.replace(runs_path, out / "runs.jsonl.bak")
+    done = {r["run_key"]: r for r in read_runs(runs_path, repair=True)}
+    todo = [s for s in cfg.specs
+            if s.key not in done or (retry_errors and done[s.key].get("status") == "error")]
+    rev = git_revision()
+    env = environment()
+    from tqdm import tqdm
+
+    show_bar = progress_enabled(progress)
+    log = bool(progress) and not show_bar  # not a terminal: one line per run instead of a bar
+    bar = tqdm(total=len(cfg.specs), initial=len(cfg.specs) - len(todo), desc=cfg.name, unit="run",
+               disable=not show_bar, file=sys.stderr, dynamic_ncols=True)
+    if log and len(todo) < len(cfg.specs):
+        print(f"{cfg.name}: {len(cfg.specs) - len(todo)} of {len(cfg.specs)} runs already in {runs_path}",
+              file=sys.stderr)
+    try:
+        for k, spec in enumerate(todo):
+            bar.set_postfix_str(f"{Path(spec.graph_label).stem} {spec.problem} {spec.method}", refresh=True)
+            rec = _execute(spec)
+            pkg = _SOLVER_PACKAGES.get(str(spec.solver.get("solver", "highs")))
+            rec = {"run_key": spec.key, "config": cfg.name, "run": spec.identity(), **_clean(rec),
+                   "git_revision": rev, "solver_package": pkg, "solver_package_version": _pkg_version(pkg) if pkg
+                   else None, "environment": env,
+                   "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+            _append(runs_path, rec)
+            done[spec.key] = rec
+            bar.update(1)
+            if log:
+                obj = rec.get("objective")
+                what = rec.get("message") if rec.get("status") == "error" else (
+                    f"{obj:.6g}" if isinstance(obj, (int, float)) else "-")
+                print(f"[{len(cfg.specs) - len(todo) + k + 1}/{len(cfg.specs)}] {Path(spec.graph_label).stem} "
+                      f"{spec.problem} {spec.method}: {rec.get('status')} {what} ({rec.get('wall_seconds', 0):.1f} s)",
+                      file=sys.stderr, flush=True)
+    finally:
+        bar.close()
+    records = [done[s.key] for s in cfg.specs if s.key in done]
+    write_tables(cfg, records, out)
+    return records
+
+
+# ---------------------------------------------------------------------------- tables
+TABLE_COLUMNS = ("graph", "problem", "method", "options", "status", "objective", "bound", "gap",
+                 "eval_objective", "feasible", "build_s", "solve_s")
+
+
+def _short_names(specs: list[RunSpec]) -> dict[str, str]:
+    """Graph file stems where they are unique, else the full labels."""
+    labels = sorted({s.graph_label for s in specs})
+    stems = [Path(x).stem for x in labels]
+    if len(set(stems)) == len(stems):
+        return dict(zip(labels, stems, strict=True))
+    return {x: x for x in labels}
+
+
+def _row(spec: RunSpec, rec: dict, graph: str, options: str) -> dict[str, Any]:
+    ev = rec.get("evaluation") or {}
+    return {"graph": graph, "problem": spec.problem, "method": spec.method,
+            "options": options, "status": rec.get("status"), "objective": rec.get("objective"),
+            "bound": rec.get("bound"), "gap": rec.get("gap"), "eval_objective": ev.get("objective"),
+            "feasible": ev.get("feasible"), "build_s": rec.get("build_seconds"), "solve_s": rec.get("solve_seconds")}
+
+
+def _fmt(v: Any, col: str) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if col == "gap":
+            return f"{100 * v:.2f}%"
+        if col.endswith("_s"):
+            return f"{v:.3f}"
+        return f"{v:.2f}"
+    return str(v)
+
+
+def write_tables(cfg: ExperimentConfig, records: list[dict], out: str | os.PathLike) -> tuple[Path, Path]:
+    """Write ``table.md`` and ``table.csv`` (one row per run of ``cfg`` with a record)."""
+    by_key = {r["run_key"]: r for r in records}
+    specs = [s for s in cfg.specs if s.key in by_key]
+    items = [s.option_items() for s in specs]
+    common = [b for b in items[0] if all(b in it for it in items)] if items else []
+    short = _short_names(specs)
+    rows = [_row(s, by_key[s.key], short[s.graph_label], " ".join(b for b in it if b not in common))
+            for s, it in zip(specs, items, strict=True)]
+    out = Path(out)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=TABLE_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r[k] is None else r[k]) for k in TABLE_COLUMNS})
+    csv_path = _write_text(out / "table.csv", buf.getvalue())
+    md = [f"# {cfg.name}", ""]
+    if cfg.description:
+        md += [cfg.description.strip(), ""]
+    md += ["Times in the graphs' unit (ms for the bundled workloads); gap = |objective - bound| / |objective|; "
+           "eval_objective is the independent evaluator's score.", ""]
+    if common:
+        md += [f"Options of every run: {' '.join(common)}", ""]
+    md.append("| " + " | ".join(TABLE_COLUMNS) + " |")
+    md.append("|" + "|".join("---:" if c in ("objective", "bound", "gap", "eval_objective", "build_s", "solve_s")
+                             else "---" for c in TABLE_COLUMNS) + "|")
+    for r in rows:
+        md.append("| " + " | ".join(_fmt(r[c], c).replace("|", "\\|") for c in TABLE_COLUMNS) + " |")
+    errors = [(s, by_key[s.key]) for s in cfg.specs if s.key in by_key and by_key[s.key].get("status") == "error"]
+    if errors:
+        md += ["", "Errors:", ""]
+        md += [f"- {s.graph_label} {s.problem} {s.method}: {rec.get('message')}" for s, rec in errors]
+    md_path = _write_text(out / "table.md", "\n".join(md) + "\n")
+    return md_path, csv_path
+
+
+def _write_text(path: Path, text: str) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
