@@ -57,6 +57,7 @@ def write_json(path: str | os.PathLike, doc: Any, indent: int | None = 1) -> Pat
         with os.fdopen(fd, "w") as fh:
             json.dump(doc, fh, indent=indent, allow_nan=False)
             fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
