@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import networkx as nx
 import numpy as np
@@ -105,10 +104,8 @@ def test_bad_arguments():
         random_layered_dag(10, cpu_slowdown=(3.0, 1.0))
 
 
-def test_200k_nodes_quickly():
-    t0 = time.perf_counter()
+def test_200k_nodes_shape():
+    # speed is measured in benchmarks/bench_foundation.py, not asserted here
     g = random_layered_dag(200_000, seed=0)
-    elapsed = time.perf_counter() - t0
     assert g.n == 200_000 and 290_000 <= g.m <= 300_000
     assert int(g.level.max()) + 1 <= 500
-    assert elapsed < 5.0, f"generating 200k nodes took {elapsed:.1f} s"
