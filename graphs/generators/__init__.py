@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from graphs.errors import InputError
+from graphs.generators.lstm import lstm_grid
 from graphs.generators.random_dag import random_layered_dag
 from graphs.graph import OpGraph
 
@@ -20,6 +21,7 @@ __all__ = ["GENERATORS", "generate", "random_layered_dag"]
 
 GENERATORS: dict[str, Callable[..., OpGraph]] = {
     "random-dag": random_layered_dag,
+    "lstm": lstm_grid,
 }
 
 

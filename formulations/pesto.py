@@ -1,0 +1,246 @@
+"""The ``pesto`` makespan method: coarsen, warm-start, solve the Pesto ILP, expand, re-simulate.
+
+Pipeline (Pesto Sec. 3.2-3.3):
+
+1. optionally coarsen the graph to about ``coarsen_to`` nodes with cycle-free batch
+   merging (:func:`heuristics.coarsening.coarsen`);
+2. list-schedule the (coarse) graph with every algorithm of
+   :mod:`heuristics.list_scheduling`, re-simulate each, keep the best: its makespan is the
+   horizon ``U`` of every big-M and its schedule the MIP start (``warm_start="none"``
+   disables the start, not the horizon);
+3. build (:func:`formulations.pesto_ip.build_pesto_model`) and solve the ILP with the
+   project's driver (:func:`formulations.driver.solve_model`);
+4. expand: every original node takes its coarse node's device; the per-device order is
+   the coarse start time, members of one coarse node in topological order;
+5. re-simulate the *original* graph with ``policy="order"`` and the requested
+   congestion: that simulated makespan is the reported objective. With coarsening,
+   the ILP placement is also replayed under the simulator's ``critical_path`` and
+   ``fifo`` device orders and the best order is kept (Pesto Sec. 3.3 falls back to the
+   runtime's scheduler when merged nodes are large); ``extra["model_size"]
+   ["order_policy"]`` says which order won.
+
+The ILP lets a link serve its transfers in any order (Pesto's constraint (7)); the
+simulator serves them first come first served (SPEC 2.1). Any FCFS schedule is feasible
+for the ILP, so without coarsening the ILP's bound is a valid lower bound for the
+simulated problem (reported as ``bound``); with coarsening it bounds only the coarse
+problem and is kept in ``extra["coarse_bound"]``. When the replay of the ILP's order is
+worse than the warm start's replay, the better of the two is returned
+(``extra["source"]`` says which).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dnnplace.registry import Method, MethodOutput, SolveRequest, SolverOptions
+from formulations.driver import solve_model
+from formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, decode, warm_start_values
+from graphs.cluster import Cluster
+from graphs.graph import OpGraph
+from graphs.instance import Instance
+from graphs.placement import Placement
+from graphs.simulate import simulate
+from heuristics.coarsening import expand_priorities, monotone_keys
+
+__all__ = ["PestoRun", "pesto", "safe_horizon", "memory_ok", "METHODS"]
+
+
+@dataclass
+class PestoRun:
+    """Everything one Pesto run produced (all times in ``graph.unit``)."""
+
+    placement: Placement
+    priorities: np.ndarray
+    makespan: float                 # simulated on the original graph (reported objective)
+    status: str
+    termination: str | None
+    bound: float | None             # valid lower bound for the original graph, if any
+    ilp_objective: float | None     # ILP makespan on the (coarse) graph
+    ilp_bound: float | None
+    ilp_gap: float | None
+    warm_makespan: float            # best list schedule, simulated on the original graph
+    warm_algorithm: str
+    source: str                     # "ilp" or "warm_start"
+    coarse_n: int
+    build_seconds: float
+    solve_seconds: float
+    coarsen_seconds: float
+    size: dict = field(default_factory=dict)
+    trace: list = field(default_factory=list)
+    solver_version: str | None = None
+    coarse_placement: Placement | None = None
+    coarse_start: np.ndarray | None = None
+    message: str | None = None
+
+
+def memory_ok(pl: Placement) -> bool:
+    used = np.bincount(pl.device, weights=pl.graph.memory, minlength=pl.cluster.size)
+    return bool(np.all(used <= pl.cluster.memory * (1 + 1e-12)))
+
+
+def safe_horizon(graph: OpGraph, cluster: Cluster) -> float:
+    """A makespan every feasible instance attains: all nodes and transfers one after
+    another in topological order, each at its slowest allowed device/link."""
+    p = cluster.compute_matrix(graph)
+    D = cluster.size
+    worst = np.zeros(graph.m)
+    for a in range(D):
+        for b in range(D):
+            if a != b:
+                t = cluster.transfer_time(np.full(graph.m, a), np.full(graph.m, b), graph.edge_bytes, graph.edge_cost)
+                worst = np.maximum(worst, t)
+    return float(np.nansum(np.nanmax(p, axis=1)) + worst.sum())
+
+
+def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, congestion: bool = True,
+          ilp_congestion: bool | None = None, warm_start: bool = True, solver: SolverOptions | None = None,
+          options: PestoOptions | None = None, fallback: bool = True,
+          extra_starts: list | None = None) -> PestoRun:
+    """Run the Pesto pipeline (see the module docstring).
+
+    Parameters
+    ----------
+    graph, cluster
+        The instance.
+    coarsen_to : int, optional
+        Target node count of the coarsening (``None``: solve the graph as it is).
+    congestion : bool
+        Semantics of the final simulation (and of the ILP unless ``ilp_congestion``).
+    ilp_congestion : bool, optional
+        Model link congestion in the ILP (Pesto's ablation, Fig. 5, turns it off while
+        still simulating with congestion).
+    warm_start : bool
+        Pass the best list schedule to the solver as a MIP start.
+    solver : SolverOptions
+        Backend and limits (default HiGHS, 60 s, 1 thread).
+    options : PestoOptions
+        Constraint families; its ``congestion`` is overridden by ``ilp_congestion``.
+    fallback : bool
+        Keep the better of the ILP's replay, the runtime orders (coarse runs) and the
+        warm start. ``False`` reports the ILP's own placement and order only (for
+        ablations that must compare ILP solutions as such).
+    extra_starts : list of (device, priorities), optional
+        Further schedules *of the graph the ILP sees* (the coarse graph: coarsening is
+        deterministic, so a previous run's ``coarse_placement.device`` and an order of
+        its ``coarse_start`` qualify); the best re-simulated one (under the ILP's
+        congestion setting) replaces the list schedule as horizon and MIP start.
+    """
+    from heuristics.coarsening import coarsen
+    from heuristics.list_scheduling import best_list_schedule
+
+    solver = solver or SolverOptions(time_limit=60.0, threads=1)
+    ilp_cong = congestion if ilp_congestion is None else bool(ilp_congestion)
+    opts = options or PestoOptions()
+    opts = PestoOptions(congestion=ilp_cong, memory=opts.memory, colocation=opts.colocation,
+                        symmetry=opts.symmetry, load_cuts=opts.load_cuts)
+    t0 = time.perf_counter()
+    if coarsen_to is not None and graph.n > coarsen_to:
+        cres = coarsen(graph, cluster, target=int(coarsen_to))
+        cg, labels = cres.graph, cres.labels
+    else:
+        cg, labels = graph, np.arange(graph.n)
+    t_coarsen = time.perf_counter() - t0
+    coarse = cg is not graph
+
+    # ---- heuristic horizon and warm start on the graph the ILP sees
+    ls, _, scores = best_list_schedule(cg, cluster, congestion=ilp_cong)
+    dev0 = canonical_relabel(cg, cluster, ls.placement.device) if opts.symmetry else ls.placement.device
+    pl0 = Placement(cg, cluster, dev0)
+    sim0 = simulate(pl0, policy="order", priorities=ls.priorities, congestion=ilp_cong)
+    warm_name = ls.algorithm
+    for k, (dev_x, pr_x) in enumerate(extra_starts or ()):
+        dev_x = canonical_relabel(cg, cluster, np.asarray(dev_x)) if opts.symmetry else np.asarray(dev_x)
+        pl_x = Placement(cg, cluster, dev_x)
+        sim_x = simulate(pl_x, policy="order", priorities=pr_x, congestion=ilp_cong)
+        if memory_ok(pl_x) and (sim_x.makespan < sim0.makespan or not memory_ok(pl0)):
+            dev0, pl0, sim0, warm_name = dev_x, pl_x, sim_x, f"extra_start[{k}]"
+    horizon = safe_horizon(cg, cluster) if not memory_ok(pl0) else sim0.makespan
+    horizon = horizon if horizon > 0 else 1.0
+    # the warm start on the original graph (what it would give alone)
+    pr_warm = expand_priorities(labels, sim0.start, graph)
+    pl_warm = Placement(graph, cluster, dev0[labels])
+    warm_ms = simulate(pl_warm, policy="order", priorities=pr_warm, congestion=congestion).makespan
+
+    t1 = time.perf_counter()
+    model = build_pesto_model(cg, cluster, horizon=horizon, options=opts)
+    build = time.perf_counter() - t1
+    ws = None
+    if warm_start and memory_ok(pl0):
+        xs = {int(e): float(s) for e, s in zip(sim0.xfer_edge, sim0.xfer_start)}
+        ws = warm_start_values(model, dev0, sim0.start, xs)
+    out = solve_model(model, solver, warm_start=ws, build_seconds=build)
+    size = {"vars": out.n_vars, "constraints": out.n_cons, "binaries": out.n_binaries, "coarse_nodes": cg.n,
+            "coarse_edges": cg.m, "node_pairs": len(model.pesto.node_pairs),
+            "transfer_pairs": len(model.pesto.xfer_pairs), "horizon": horizon, "list_scores": scores}
+    run_kw = dict(warm_makespan=warm_ms, warm_algorithm=warm_name, coarse_n=cg.n, build_seconds=build,
+                  solve_seconds=out.solve_seconds + out.handoff_seconds, coarsen_seconds=t_coarsen, size=size,
+                  trace=out.trace, solver_version=out.solver_version, ilp_gap=out.gap,
+                  ilp_objective=out.incumbent, ilp_bound=out.bound)
+    # a valid lower bound for the simulated problem only without coarsening and when the
+    # ILP relaxes the simulation (FCFS links are one feasible link order; an ILP with
+    # congestion does not bound a simulation without it)
+    bound = None if (coarse or out.bound is None or (ilp_cong and not congestion)) else float(out.bound)
+    if not out.has_solution:
+        return PestoRun(pl_warm, pr_warm, warm_ms, "feasible", out.termination, bound, source="warm_start",
+                        message=out.message or f"ILP: {out.status} ({out.termination}); warm start returned",
+                        **run_kw)
+    cpl, cstart, _, _ = decode(model)
+    pr = expand_priorities(labels, monotone_keys(cg, cstart), graph)
+    pl = Placement(graph, cluster, cpl.device[labels])
+    ms = simulate(pl, policy="order", priorities=pr, congestion=congestion).makespan
+    order_policy = "ilp"
+    if coarse and fallback:
+        # Pesto Sec. 3.3: with large merged nodes the coarse order loses scheduling
+        # opportunities; keep the ILP placement and try the runtime's own orders too
+        for pol in ("critical_path", "fifo"):
+            sched = simulate(pl, policy=pol, congestion=congestion).schedule
+            pr_pol = sched.priorities()
+            ms_pol = simulate(pl, policy="order", priorities=pr_pol, congestion=congestion).makespan
+            if ms_pol < ms - 1e-9 * max(1.0, ms):
+                pr, ms, order_policy = pr_pol, ms_pol, pol
+    size["order_policy"] = order_policy
+    status = "feasible"
+    tol = 1e-6 * max(1.0, ms)
+    if (not coarse and out.status == "optimal" and out.incumbent is not None
+            and abs(ms - out.incumbent) <= tol and ilp_cong == congestion):
+        status = "optimal"  # the replay attains the ILP optimum, a lower bound of the FCFS problem
+    source = "ilp"
+    if fallback and warm_ms < ms - tol:
+        pl, pr, ms, source = pl_warm, pr_warm, warm_ms, "warm_start"
+        status = "feasible"
+    return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, coarse_placement=cpl,
+                    coarse_start=cstart, **run_kw)
+
+
+def _run(inst: Instance, req: SolveRequest) -> MethodOutput:
+    params = req.params
+    sopts = req.solver
+    if sopts.time_limit is None:
+        sopts = SolverOptions(solver=sopts.solver, time_limit=60.0, rel_gap=sopts.rel_gap,
+                              threads=sopts.threads or 1, seed=sopts.seed, tee=sopts.tee,
+                              solver_options=sopts.solver_options)
+    congestion = bool(params.get("congestion", True))
+    coarsen_to = params.get("coarsen_to")
+    r = pesto(inst.graph, inst.require_cluster(), coarsen_to=None if coarsen_to is None else int(coarsen_to),
+              congestion=congestion, ilp_congestion=params.get("ilp_congestion"),
+              warm_start=(req.warm_start or "list") != "none", solver=sopts,
+              options=PestoOptions(memory=bool(params.get("memory", True))))
+    extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
+             "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
+             "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
+             "coarse_nodes": r.coarse_n, "coarsen_seconds": r.coarsen_seconds, "model_size": r.size,
+             "semantics": "ILP: links in any order (Pesto (7)); objective: FCFS simulation (SPEC 2.1)"}
+    return MethodOutput(r.placement, status=r.status, objective=r.makespan, bound=r.bound,
+                        termination=r.termination, message=r.message, solver=sopts.solver,
+                        solver_version=r.solver_version, build_seconds=r.build_seconds + r.coarsen_seconds,
+                        solve_seconds=r.solve_seconds, priorities=r.priorities, trace=r.trace, extra=extra)
+
+
+METHODS = [
+    Method("pesto", ("makespan",), _run,
+           "Pesto ILP: joint placement and scheduling with link congestion and memory; optional "
+           "cycle-free coarsening (params coarsen_to, congestion)", kind="ip", objective_exact=False),
+]

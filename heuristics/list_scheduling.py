@@ -1,0 +1,439 @@
+"""List scheduling for the makespan problem (SPEC 2.1): HEFT, ETF and Baechi's m-TOPO,
+m-ETF and m-SCT.
+
+Every algorithm builds a schedule node by node on a model of the cluster that matches
+the simulator's semantics: a device runs one node at a time; an edge whose ends lie on
+devices ``a != b`` is a transfer of ``cluster.transfer_time`` on the directed link
+``(a, b)``; with ``congestion=True`` a link carries one transfer at a time (transfers are
+appended to the link in the order the scheduler commits them, never inserted into an
+earlier gap). Static memory (Pesto's constraint (8)) is respected: a node only goes to a
+device whose remaining capacity holds it; if no device has room, the device with the
+most room that can run the node is used and the evaluator flags the overflow.
+
+The result is a :class:`ListSchedule`: a placement, the scheduler's own start times and
+``priorities`` (rank by start time, ties by topological position). The registered
+methods report the makespan of the simulator replaying that per-device order
+(``simulate(policy="order")``), which is what the evaluator re-scores; the scheduler's
+internal makespan is kept in ``extra``. Any of them warm-starts the Pesto ILP
+(:mod:`formulations.pesto`).
+
+Algorithms
+----------
+``heft``
+    Topcuoglu et al.: nodes by decreasing upward rank (mean compute over the devices
+    that can run the node + mean transfer time), each on the device giving the earliest
+    finish time, with insertion into idle gaps (``insertion=True``).
+``etf``
+    Hwang et al.'s Earliest Task First: repeatedly the (ready node, device) pair with
+    the earliest start time, ties by the larger bottom level; insertion optional.
+``m-topo``
+    Baechi's m-TOPO: nodes in topological order fill one device after the other, each
+    up to an equal share of the total memory (or its capacity); order = topological.
+``m-etf``
+    Baechi's m-ETF: ETF without insertion where a device is only eligible while the
+    node fits in its remaining memory.
+``m-sct``
+    Baechi's m-SCT (Small Communication Time, Hanen-Munier SCT): each node has a
+    *favourite child*; a favourite child is placed on its parent's device when it fits
+    (so the large transfer is avoided), other nodes as in m-ETF. Baechi picks favourite
+    children from an LP relaxation; here the favourite child of ``u`` is the successor
+    with the largest transfer time whose only largest-transfer parent is ``u`` (a
+    documented simplification, no LP).
+
+References
+----------
+.. [HEFT] H. Topcuoglu, S. Hariri, M.-Y. Wu. "Performance-effective and low-complexity task
+   scheduling for heterogeneous computing." IEEE TPDS 13(3), 2002.
+.. [ETF] J.-J. Hwang, Y.-C. Chow, F. D. Anger, C.-Y. Lee. "Scheduling precedence graphs in
+   systems with interprocessor communication times." SIAM J. Comput. 18(2), 1989.
+.. [Baechi] B. Jeon et al. "Baechi: fast device placement of machine learning graphs."
+   SoCC 2020 (as described in Pesto Sec. 5.2 and Celeritas Sec. 2).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dnnplace.registry import Method, MethodOutput, SolveRequest
+from graphs.cluster import Cluster
+from graphs.errors import InputError
+from graphs.graph import OpGraph
+from graphs.instance import Instance
+from graphs.placement import Placement
+
+__all__ = ["ListSchedule", "heft", "etf", "m_topo", "m_etf", "m_sct", "ALGORITHMS", "best_list_schedule",
+           "simulated_makespan",
+           "METHODS"]
+
+
+@dataclass(frozen=True, eq=False)
+class ListSchedule:
+    """A list schedule: placement, the scheduler's start times and a replayable order."""
+
+    placement: Placement
+    start: np.ndarray
+    finish: np.ndarray
+    algorithm: str
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def makespan(self) -> float:
+        """The scheduler's own makespan (the simulator's replay may differ slightly)."""
+        return float(self.finish.max()) if self.finish.size else 0.0
+
+    @property
+    def priorities(self) -> np.ndarray:
+        """Rank of every node by start time, ties by topological position."""
+        g = self.placement.graph
+        rank = np.empty(g.n, dtype=np.int64)
+        rank[np.lexsort((g.topo_position, self.start))] = np.arange(g.n)
+        return rank
+
+
+class _State:
+    """Mutable scheduling state on plain Python lists (fast scalar access)."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, congestion: bool, insertion: bool):
+        self.g, self.cl = graph, cluster
+        self.n, self.D = graph.n, cluster.size
+        comp = cluster.compute_matrix(graph)
+        if np.any(np.all(np.isnan(comp), axis=1)):
+            i = int(np.flatnonzero(np.all(np.isnan(comp), axis=1))[0])
+            raise InputError(f"{graph._node(i)}: no device of cluster {cluster.name!r} can run it")
+        self.p = comp.tolist()
+        self.allowed = [[d for d in range(self.D) if not math.isnan(row[d])] for row in self.p]
+        self.b0, self.b1, self.cf = cluster.beta0.tolist(), cluster.beta1.tolist(), cluster.cost_factor.tolist()
+        self.ebytes, self.ecost = graph.edge_bytes.tolist(), graph.edge_cost.tolist()
+        self.in_ptr, self.in_nbr, self.in_eid = graph.in_ptr.tolist(), graph.in_nbr.tolist(), graph.in_eid.tolist()
+        self.mem = graph.memory.tolist()
+        self.cap = cluster.memory.tolist()
+        self.used = [0.0] * self.D
+        self.dev = [-1] * self.n
+        self.start = [0.0] * self.n
+        self.fin = [0.0] * self.n
+        self.busy: list[list[tuple[float, float]]] = [[] for _ in range(self.D)]
+        self.link_free = [[0.0] * self.D for _ in range(self.D)]
+        self.congestion, self.insertion = congestion, insertion
+        # colocation: the device of the first placed member binds the group
+        self.coloc = graph.colocation.tolist()
+        self.group_dev: dict[int, int] = {}
+        # a group's whole memory is reserved when its first member is placed
+        self.need = list(self.mem)
+        co = graph.colocation
+        if (co >= 0).any():
+            gm = np.bincount(co[co >= 0], weights=graph.memory[co >= 0])
+            for i, c in enumerate(self.coloc):
+                if c >= 0:
+                    self.need[i] = float(gm[c])
+            common: dict[int, set] = {}
+            for i, c in enumerate(self.coloc):
+                if c >= 0:
+                    common[c] = common.get(c, set(self.allowed[i])) & set(self.allowed[i])
+            for i, c in enumerate(self.coloc):
+                if c >= 0:
+                    self.allowed[i] = sorted(common[c])
+            if any(not a for a in self.allowed):
+                raise InputError("a colocation group has no device that can run all its members")
+
+    def tt(self, e: int, a: int, b: int) -> float:
+        if a == b:
+            return 0.0
+        c = self.ecost[e]
+        if c != c:  # NaN: link model
+            return self.b0[a][b] + self.b1[a][b] * self.ebytes[e]
+        return self.cf[a][b] * c
+
+    def candidates(self, v: int, memory: bool = True) -> list[int]:
+        """Devices that can run ``v``, respect its colocation group and (if possible) memory."""
+        grp = self.coloc[v]
+        if grp >= 0 and grp in self.group_dev:
+            return [self.group_dev[grp]]
+        devs = self.allowed[v]
+        if memory:
+            fit = [d for d in devs if self.used[d] + self.need[v] <= self.cap[d]]
+            if fit:
+                return fit
+            return [max(devs, key=lambda d: self.cap[d] - self.used[d])]
+        return devs
+
+    def ready_time(self, v: int, d: int) -> tuple[float, list[tuple[int, int, float, float]]]:
+        """Data-ready time of ``v`` on ``d`` and the transfers it needs (tentative)."""
+        ready = 0.0
+        xfers = []
+        local_free: dict[tuple[int, int], float] = {}
+        ins = sorted(range(self.in_ptr[v], self.in_ptr[v + 1]), key=lambda k: self.fin[self.in_nbr[k]])
+        for k in ins:
+            u = self.in_nbr[k]
+            a = self.dev[u]
+            if a == d:
+                t = self.fin[u]
+            else:
+                dur = self.tt(self.in_eid[k], a, d)
+                s = self.fin[u]
+                if self.congestion:
+                    lf = local_free.get((a, d), self.link_free[a][d])
+                    s = max(s, lf)
+                    local_free[(a, d)] = s + dur
+                t = s + dur
+                xfers.append((a, d, s, t))
+            if t > ready:
+                ready = t
+        return ready, xfers
+
+    def slot(self, d: int, ready: float, dur: float) -> float:
+        """Earliest start >= ready on ``d`` (in an idle gap if ``insertion``)."""
+        iv = self.busy[d]
+        if not iv:
+            return ready
+        if not self.insertion:
+            return max(ready, iv[-1][1])
+        i = bisect.bisect_right(iv, (ready, math.inf)) - 1
+        t = ready
+        if i >= 0 and iv[i][1] > t:
+            t = iv[i][1]
+        for j in range(i + 1, len(iv)):
+            if iv[j][0] - t >= dur:
+                return t
+            t = max(t, iv[j][1])
+        return t
+
+    def evaluate(self, v: int, d: int) -> tuple[float, float, list]:
+        ready, xf = self.ready_time(v, d)
+        s = self.slot(d, ready, self.p[v][d])
+        return s, s + self.p[v][d], xf
+
+    def commit(self, v: int, d: int, s: float, xfers: list) -> None:
+        f = s + self.p[v][d]
+        self.dev[v], self.start[v], self.fin[v] = d, s, f
+        bisect.insort(self.busy[d], (s, f))
+        grp = self.coloc[v]
+        if grp < 0:
+            self.used[d] += self.mem[v]
+        elif grp not in self.group_dev:
+            self.group_dev[grp] = d
+            self.used[d] += self.need[v]
+        for a, b, _s, t in xfers:
+            if t > self.link_free[a][b]:
+                self.link_free[a][b] = t
+
+    def result(self, name: str, **extra: Any) -> ListSchedule:
+        pl = Placement(self.g, self.cl, np.asarray(self.dev, dtype=np.int64))
+        return ListSchedule(pl, np.asarray(self.start), np.asarray(self.fin), name, dict(extra))
+
+
+def _mean_costs(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    comp = cluster.compute_matrix(graph)
+    w = np.nanmean(comp, axis=1)
+    D = cluster.size
+    if D < 2:
+        return w, np.zeros(graph.m)
+    a, b = np.nonzero(~np.eye(D, dtype=bool))
+    c = np.zeros(graph.m)
+    for x, y in zip(a, b):
+        c += cluster.transfer_time(np.full(graph.m, x), np.full(graph.m, y), graph.edge_bytes, graph.edge_cost)
+    return w, c / a.size
+
+
+def _upward_rank(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    w, c = _mean_costs(graph, cluster)
+    rank = w.copy()
+    ptr, nbr, eid = graph.out_ptr, graph.out_nbr, graph.out_eid
+    rl, wl, cl_ = rank.tolist(), w.tolist(), c.tolist()
+    pl, nl, el = ptr.tolist(), nbr.tolist(), eid.tolist()
+    for u in reversed(graph.topo_order.tolist()):
+        best = 0.0
+        for k in range(pl[u], pl[u + 1]):
+            val = cl_[el[k]] + rl[nl[k]]
+            if val > best:
+                best = val
+        rl[u] = wl[u] + best
+    return np.asarray(rl)
+
+
+def heft(graph: OpGraph, cluster: Cluster, *, insertion: bool = True, congestion: bool = True,
+         memory: bool = True) -> ListSchedule:
+    """HEFT: upward-rank order, earliest-finish device, insertion into idle gaps.
+
+    Examples
+    --------
+    Two independent unit nodes on two GPUs run in parallel:
+
+    >>> from graphs import OpGraph, Cluster
+    >>> g = OpGraph(ids=[0, 1], kinds=["gpu"], compute=[[1.0], [1.0]], memory=[0, 0], src=[], dst=[])
+    >>> heft(g, Cluster.single_host(2, with_cpu=False)).makespan
+    1.0
+    """
+    st = _State(graph, cluster, congestion, insertion)
+    rank = _upward_rank(graph, cluster)
+    order = np.lexsort((graph.topo_position, -rank))
+    for v in order.tolist():
+        best = None
+        for d in st.candidates(v, memory):
+            s, f, xf = st.evaluate(v, d)
+            if best is None or f < best[1] - 1e-12:
+                best = (s, f, d, xf)
+        st.commit(v, best[2], best[0], best[3])
+    return st.result("heft", insertion=insertion)
+
+
+def _etf_core(graph: OpGraph, cluster: Cluster, name: str, *, insertion: bool, congestion: bool,
+              memory: bool, favourite: np.ndarray | None = None) -> ListSchedule:
+    st = _State(graph, cluster, congestion, insertion)
+    w, c = _mean_costs(graph, cluster)
+    from graphs.stats import blevel
+    bl = blevel(graph, kind=w, comm=c).tolist()
+    tp = graph.topo_position.tolist()
+    indeg = np.bincount(graph.dst, minlength=graph.n).tolist()
+    ready = [v for v in range(graph.n) if indeg[v] == 0]
+    optr, onbr = graph.out_ptr.tolist(), graph.out_nbr.tolist()
+    inptr, innbr = graph.in_ptr.tolist(), graph.in_nbr.tolist()
+    fav_parent = [-1] * graph.n
+    if favourite is not None:
+        for u, v in enumerate(favourite.tolist()):
+            if v >= 0:
+                fav_parent[v] = u
+    while ready:
+        best = None
+        for v in ready:
+            cands = st.candidates(v, memory)
+            fp = fav_parent[v]
+            if fp >= 0 and st.dev[fp] in cands:
+                cands = [st.dev[fp]]  # SCT: favourite child follows its parent
+            for d in cands:
+                s, f, xf = st.evaluate(v, d)
+                key = (s, -bl[v], f, tp[v])
+                if best is None or key < best[0]:
+                    best = (key, v, d, s, xf)
+        _, v, d, s, xf = best
+        st.commit(v, d, s, xf)
+        ready.remove(v)
+        for k in range(optr[v], optr[v + 1]):
+            x = onbr[k]
+            indeg[x] -= 1
+            if indeg[x] == 0:
+                ready.append(x)
+    del inptr, innbr
+    return st.result(name, insertion=insertion)
+
+
+def etf(graph: OpGraph, cluster: Cluster, *, insertion: bool = True, congestion: bool = True,
+        memory: bool = True) -> ListSchedule:
+    """ETF: the ready (node, device) pair with the earliest start first (ties: larger
+    bottom level). ``O(n * ready * D)`` evaluations: meant for graphs of up to a few
+    thousand nodes (e.g. coarsened ones)."""
+    return _etf_core(graph, cluster, "etf", insertion=insertion, congestion=congestion, memory=memory)
+
+
+def m_etf(graph: OpGraph, cluster: Cluster, *, congestion: bool = True) -> ListSchedule:
+    """Baechi m-ETF: ETF without insertion, devices eligible only while the node fits."""
+    return _etf_core(graph, cluster, "m-etf", insertion=False, congestion=congestion, memory=True)
+
+
+def m_sct(graph: OpGraph, cluster: Cluster, *, congestion: bool = True) -> ListSchedule:
+    """Baechi m-SCT: m-ETF where a favourite child follows its parent's device (see the
+    module docstring for how favourite children are chosen)."""
+    _, c = _mean_costs(graph, cluster)
+    fav = np.full(graph.n, -1, dtype=np.int64)
+    if graph.m:
+        # favourite child of u: out-edge with the largest transfer time, if that child
+        # does not already favour another parent (first come in edge-weight order)
+        order = np.argsort(-c, kind="stable")
+        taken = np.zeros(graph.n, dtype=bool)
+        for e in order.tolist():
+            u, v = int(graph.src[e]), int(graph.dst[e])
+            if fav[u] < 0 and not taken[v] and c[e] > 0:
+                fav[u] = v
+                taken[v] = True
+    return _etf_core(graph, cluster, "m-sct", insertion=False, congestion=congestion, memory=True, favourite=fav)
+
+
+def m_topo(graph: OpGraph, cluster: Cluster, *, congestion: bool = True) -> ListSchedule:
+    """Baechi m-TOPO: fill devices in topological order up to an equal memory share."""
+    st = _State(graph, cluster, congestion, False)
+    usable = [d for d in range(cluster.size)]
+    total = float(graph.memory.sum())
+    share = [min(cluster.memory[d], total / max(len(usable), 1) * 1.0 + 1e-9) for d in range(cluster.size)]
+    if total == 0:  # no memory information: split the compute equally instead
+        w = np.nanmin(cluster.compute_matrix(graph), axis=1)
+        weights, share = w.tolist(), [float(w.sum()) / cluster.size + 1e-12] * cluster.size
+    else:
+        weights = graph.memory.tolist()
+    cur, acc = 0, 0.0
+    for v in graph.topo_order.tolist():
+        cands = st.candidates(v, True)
+        d = cur if cur in cands else None
+        if d is not None and acc + weights[v] > share[cur] and cur + 1 < cluster.size:
+            nxt = [x for x in cands if x > cur]
+            if nxt:
+                cur, acc = nxt[0], 0.0
+                d = cur
+        if d is None:
+            d = cands[0]
+        s, f, xf = st.evaluate(v, d)
+        st.commit(v, d, s, xf)
+        if d == cur:
+            acc += weights[v]
+    return st.result("m-topo")
+
+
+ALGORITHMS = {
+    "heft": heft,
+    "etf": etf,
+    "m-topo": m_topo,
+    "m-etf": m_etf,
+    "m-sct": m_sct,
+}
+
+
+def simulated_makespan(ls: ListSchedule, *, congestion: bool = True) -> float:
+    """Makespan of the simulator replaying ``ls``'s per-device order."""
+    from graphs.simulate import simulate
+    return simulate(ls.placement, policy="order", priorities=ls.priorities, congestion=congestion).makespan
+
+
+def best_list_schedule(graph: OpGraph, cluster: Cluster, *, congestion: bool = True,
+                       algorithms: tuple[str, ...] | None = None, max_etf_nodes: int = 3000
+                       ) -> tuple[ListSchedule, float, dict[str, float]]:
+    """Run several list schedulers; return the best by simulated makespan, that
+    makespan and every algorithm's simulated makespan."""
+    algorithms = algorithms or tuple(ALGORITHMS)
+    scores: dict[str, float] = {}
+    best = None
+    for name in algorithms:
+        if name in ("etf", "m-etf", "m-sct") and graph.n > max_etf_nodes:
+            continue
+        ls = ALGORITHMS[name](graph, cluster, congestion=congestion)
+        ms = simulated_makespan(ls, congestion=congestion)
+        scores[name] = ms
+        if best is None or ms < best[1] - 1e-12:
+            best = (ls, ms)
+    return best[0], best[1], scores
+
+
+def _runner(name: str):
+    def run(inst: Instance, req: SolveRequest) -> MethodOutput:
+        congestion = bool(req.params.get("congestion", True))
+        kw: dict[str, Any] = {"congestion": congestion}
+        if name in ("heft", "etf") and "insertion" in req.params:
+            kw["insertion"] = bool(req.params["insertion"])
+        ls = ALGORITHMS[name](inst.graph, inst.require_cluster(), **kw)
+        ms = simulated_makespan(ls, congestion=congestion)
+        return MethodOutput(ls.placement, objective=ms, priorities=ls.priorities, start=None,
+                            extra={"scheduler_makespan": ls.makespan, **ls.extra})
+    return run
+
+
+METHODS = [
+    Method("heft", ("makespan",), _runner("heft"),
+           "HEFT list scheduling with insertion and memory limits (Topcuoglu et al. 2002)"),
+    Method("etf", ("makespan",), _runner("etf"),
+           "Earliest Task First list scheduling with insertion and memory limits (Hwang et al. 1989)"),
+    Method("m-topo", ("makespan",), _runner("m-topo"), "Baechi m-TOPO: topological fill by memory share"),
+    Method("m-etf", ("makespan",), _runner("m-etf"), "Baechi m-ETF: memory-constrained ETF"),
+    Method("m-sct", ("makespan",), _runner("m-sct"), "Baechi m-SCT: ETF with favourite children"),
+]
