@@ -1,0 +1,440 @@
+r"""Latency integer program of Tarnawski et al., Figs. 3 (contiguous) and 4 (``q``
+contiguous subgraphs per accelerator).
+
+Build-only: :func:`build_latency_ip` returns a ``ConcreteModel``; :func:`decode` gives
+the placement (and the slot of every node); :func:`warm_start_values` completes a
+placement into values for every variable (slots = the evaluator's pieces).
+
+Slots ``j``: ``0`` is the pool of all CPU cores; accelerator ``i`` owns slots
+``(i, 1) .. (i, q)`` processed in that order. ``H`` is the horizon (big-M, see below)::
+
+    x[v,j] in {0,1};   sum_j x[v,j] = 1                              (1)  assign_once
+    slot (i,s) contiguous (Lemma 4.1 z-variables per slot)           (2)  contiguity_*
+    sum_s sum_v m_v x[v,(i,s)] <= M                                  (3*) memory_capacity
+    CommIn[u,j]  >= x[v,j] - x[u,j],  CommOut[u,j] >= x[u,j] - x[v,j]  (4)-(5)
+    Total >= Lat_v                                                        total_bound
+    Start_j >= Lat_u - (1 - CommIn[u,j]) H                           (6)  start_after_input
+    Finish_j = Start_j + sum_u c_u CommIn[u,j] + sum_v p_acc(v) x[v,j]
+                       + sum_u c_u CommOut[u,j]                      (7)  finish_def
+    Lat_v >= p_cpu(v) x[v,0] + Lat_u   (u,v) in E;  Lat_v >= p_cpu(v) x[v,0]  (8)-(9)
+    Lat_v >= Finish_j - (1 - x[v,j]) H                               (10) latency_after_slot
+    Start_(i,s) >= Finish_(i,s-1)                                    (14) slot_order
+    colocation on devices: x[u,0] = x[v,0], sum_s x[u,(i,s)] = sum_s x[v,(i,s)]
+
+The linearisation of (6) and (10) is Lemma 4.1's. **Big-M.** ``H`` is an achievable
+latency ``UB`` (the evaluator's latency of a heuristic split, e.g. the warm start or
+greedy, whose pieces fit in the slots; else the all-CPU critical path), and every
+time variable is bounded by it: ``0 <= Lat_v, Start_j, Finish_j <= Total <= H``. This
+cuts off no optimal split: the heuristic split itself is a solution of value ``UB``,
+and for any split with latency ``<= UB`` the earliest-start schedule has every
+``Lat_v <= Total <= UB``, every non-empty slot finishing no later than its nodes'
+``Lat_v``, and every empty slot starting when its predecessor slot finishes. With all
+times in ``[0, H]``, ``CommIn = 0`` makes (6) read ``Start_j >= Lat_u - H`` with a
+non-positive right side, and ``x = 0`` does the same for (10): both vacuous, as the
+lemma requires, with the smallest ``H`` that keeps an optimal solution.
+
+Communication uses the same exact staircase as :mod:`formulations.maxload_ip`; the
+first level (any crossing edge) is kept even at zero cost as the indicator in (6).
+
+Semantics versus the evaluator. With ``q = 1`` every accelerator holds one contiguous
+set, which the evaluator scores as one piece, so the IP's optimum is the evaluator's
+optimum over contiguous splits. With ``q >= 2`` the IP chooses how an accelerator's
+nodes are cut into slots, while :func:`graphs.evaluate.latency` always cuts a split
+into the fewest pieces along the topological order; the IP is then a relaxation
+(optimum ``<=`` the best evaluator latency of a split with ``<= q`` pieces per
+accelerator), its bound stays valid, and the decoded split is re-scored.
+"""
+
+from __future__ import annotations
+
+import graphlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.common.collections import ComponentMap
+
+from formulations.maxload_ip import comm_levels, host_costs, reach_down
+from graphs.errors import InputError
+from graphs.evaluate import latency, latency_pieces
+from graphs.graph import OpGraph
+from graphs.instance import Instance
+from graphs.placement import Placement
+
+__all__ = ["LatencyOptions", "build_latency_ip", "decode", "decode_slots", "warm_start_values", "horizon", "best_split",
+           "slot_pieces"]
+
+
+@dataclass(frozen=True)
+class LatencyOptions:
+    """``subgraphs_per_device`` is ``q`` (1 = Fig. 3, contiguous); ``horizon`` the big-M
+    ``H`` (an achievable latency; computed by :func:`horizon` when ``None``)."""
+
+    subgraphs_per_device: int = 1
+    horizon: float | None = None
+    memory: bool = True
+    colocation: bool = True
+    contiguity: bool = True
+
+    def __post_init__(self) -> None:
+        if int(self.subgraphs_per_device) < 1:
+            raise InputError("subgraphs_per_device (q) must be at least 1")
+
+
+@dataclass
+class _Data:
+    graph: OpGraph
+    cluster: Any
+    opts: LatencyOptions
+    slots: list                    # slot j -> device index (slot 0: pool -> first CPU, or -1)
+    slot_of: list                  # slot j -> (device, s)
+    pool: int                      # device index decoded for pool nodes
+    supported: np.ndarray          # (n, J) bool
+    p_acc: np.ndarray              # (n, J) processing time in slot j (0 for the pool column)
+    p_cpu: np.ndarray              # (n,) CPU time (inf where unsupported)
+    H: float = 0.0
+    comm_in: list = field(default_factory=list)
+    comm_out: list = field(default_factory=list)
+
+
+def slot_pieces(p: Placement) -> np.ndarray:
+    """Number of pieces (the evaluator's decomposition) on every device of ``p``."""
+    piece = latency_pieces(p)
+    out = np.zeros(p.cluster.size, dtype=np.int64)
+    np.maximum.at(out, p.device, piece + 1)
+    return out
+
+
+def horizon(inst: Instance, q: int, candidates: list[Placement] = ()) -> tuple[float, str]:
+    """An achievable latency to serve as the big-M ``H``: the best evaluator latency
+    among the feasible ``candidates`` whose pieces fit in ``q`` slots, greedy's split,
+    and the all-CPU split; ``(value, which)``."""
+    value, which, _ = best_split(inst, q, candidates)
+    return value, which
+
+
+def best_split(inst: Instance, q: int, candidates: list[Placement] = ()) -> tuple[float, str, Placement]:
+    """:func:`horizon` plus the split that achieves it (the natural warm start)."""
+    from heuristics.baselines import greedy_fill
+
+    g, cl = inst.graph, inst.require_cluster()
+    cands = [(p, "given") for p in candidates]
+    try:
+        cands.append((greedy_fill(g, cl), "greedy"))
+    except InputError:
+        pass
+    cpus = cl.devices_of_kind("cpu")
+    if cpus.size:
+        cands.append((Placement(g, cl, np.full(g.n, cpus[0])), "all-cpu"))
+    best, which, split = np.inf, "", None
+    acc = np.array([k != "cpu" for k in cl.kinds])
+    for p, name in cands:
+        ev = latency(p)
+        if ev.objective is None or not ev.feasible or (slot_pieces(p)[acc] > q).any():
+            continue
+        if ev.objective < best:
+            best, which, split = ev.objective, name, p
+    if split is None:
+        raise InputError("no heuristic split fits the latency IP (needed for its big-M); pass a horizon")
+    return float(best), which, split
+
+
+def build_latency_ip(inst: Instance, opts: LatencyOptions | None = None) -> pyo.ConcreteModel:
+    """Build Fig. 3 (``q = 1``) or Fig. 4 (``q >= 2``) for an instance; never solves."""
+    opts = opts or LatencyOptions()
+    g, cl = inst.graph, inst.require_cluster()
+    q = int(opts.subgraphs_per_device)
+    comp = cl.compute_matrix(g)
+    cpus = cl.devices_of_kind("cpu")
+    accs = [d for d in range(cl.size) if cl.kinds[d] != "cpu"]
+    pool = int(cpus[0]) if cpus.size else -1
+    slots = [pool] + [d for d in accs for _ in range(q)]
+    slot_of = [(pool, 0)] + [(d, s) for d in accs for s in range(q)]
+    p_cpu = comp[:, pool] if pool >= 0 else np.full(g.n, np.nan)
+    sup = np.zeros((g.n, len(slots)), dtype=bool)
+    p_acc = np.zeros((g.n, len(slots)))
+    sup[:, 0] = ~np.isnan(p_cpu) if pool >= 0 else False
+    for j in range(1, len(slots)):
+        sup[:, j] = ~np.isnan(comp[:, slots[j]])
+        p_acc[:, j] = np.nan_to_num(comp[:, slots[j]])
+    data = _Data(g, cl, opts, slots, slot_of, pool, sup, p_acc, np.nan_to_num(p_cpu, nan=np.inf))
+    if not sup.any(axis=1).all():
+        v = int(np.flatnonzero(~sup.any(axis=1))[0])
+        raise InputError(f"node {g.ids[v]!r} runs on no device of the cluster")
+    data.H = float(opts.horizon) if opts.horizon is not None else horizon(inst, q)[0]
+    # a hair above the heuristic value so that the heuristic split itself stays feasible
+    data.H = data.H * (1 + 1e-7) + 1e-7
+    m = pyo.ConcreteModel(name=f"latency_ip[{g.name}]")
+    m._data = data
+    m.slots = pyo.Set(initialize=range(len(slots)), doc="0 = CPU pool, then q slots per accelerator")
+    m.acc_slots = pyo.Set(initialize=range(1, len(slots)), doc="accelerator subgraph slots")
+    m.ops = pyo.Set(initialize=range(g.n), doc="operators")
+    m.placeable = pyo.Set(dimen=2, initialize=[(v, j) for v, j in zip(*np.nonzero(sup))],
+                          doc="(node, slot) pairs where the node can run")
+    m.horizon_ms = pyo.Param(initialize=data.H, doc="big-M H of Lemma 4.1: an achievable latency")
+    m.x = pyo.Var(m.placeable, within=pyo.Binary, doc="x[v,j] = 1 iff node v is in slot j")
+    head = _min_time_heads(g, comp)
+    m.lat = pyo.Var(m.ops, bounds=lambda m, v: (min(float(head[v]), data.H), data.H),
+                    doc="Latency_v: v's output is in RAM (>= the fastest-device critical path into v)")
+    m.start = pyo.Var(m.acc_slots, bounds=(0, data.H), doc="SubgraphStart_j")
+    m.finish = pyo.Var(m.acc_slots, bounds=(0, data.H), doc="SubgraphFinish_j")
+    m.total = pyo.Var(bounds=(0, data.H), doc="TotalLatency")
+    _add_assignment(m, data)
+    if opts.memory:
+        _add_memory(m, data)
+    if opts.colocation:
+        _add_colocation(m, data)
+    if opts.contiguity:
+        _add_contiguity(m, data)
+    _add_communication(m, data)
+    _add_timing(m, data)
+    m.objective = pyo.Objective(expr=m.total, sense=pyo.minimize, doc="min TotalLatency")
+    return m
+
+
+def _min_time_heads(g: OpGraph, comp: np.ndarray) -> np.ndarray:
+    """Longest path ending at each node (itself included) with every node at its
+    fastest device time. Valid lower bound on ``Latency_v``: the nodes of a path are
+    processed one after another (within a contiguous slot in topological order, across
+    units after the previous output is in RAM), so ``Latency_v`` is at least the sum."""
+    t = np.nan_to_num(np.nanmin(np.where(np.isnan(comp), np.inf, comp), axis=1), posinf=0.0)
+    head = t.copy()
+    order = np.argsort(g.level[g.src], kind="stable")
+    src, dst, lvl = g.src[order], g.dst[order], g.level[g.src][order]
+    cuts = np.flatnonzero(np.diff(lvl)) + 1
+    for s, d in zip(np.split(src, cuts), np.split(dst, cuts)):
+        np.maximum.at(head, d, head[s] + t[d])
+    return head
+
+
+def _x(m: pyo.ConcreteModel, v: int, j: int) -> Any:
+    return m.x[v, j] if m._data.supported[v, j] else 0
+
+
+def _add_assignment(m: pyo.ConcreteModel, data: _Data) -> None:
+    @m.Constraint(m.ops, doc="(1) every node in exactly one slot")
+    def assign_once(m, v):
+        return sum(m.x[v, j] for j in np.flatnonzero(data.supported[v]).tolist()) == 1
+
+
+def _device_slots(data: _Data) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for j in range(1, len(data.slots)):
+        out.setdefault(data.slots[j], []).append(j)
+    return out
+
+
+def _add_memory(m: pyo.ConcreteModel, data: _Data) -> None:
+    mem = data.graph.memory
+    by_dev = _device_slots(data)
+    cap = data.cluster.memory
+    devs = [d for d in by_dev if np.isfinite(cap[d])]
+
+    @m.Constraint(devs, doc="(3*) memory of all slots of an accelerator")
+    def memory_capacity(m, d):
+        terms = [float(mem[v]) * m.x[v, j] for j in by_dev[d] for v in range(data.graph.n)
+                 if data.supported[v, j] and mem[v] != 0]
+        return sum(terms) <= float(cap[d]) if terms else pyo.Constraint.Skip
+
+
+def _add_colocation(m: pyo.ConcreteModel, data: _Data) -> None:
+    g = data.graph
+    by_dev = {0: [0], **{d: js for d, js in _device_slots(data).items()}}
+    pairs = []
+    for c in np.unique(g.colocation[g.colocation >= 0]):
+        members = np.flatnonzero(g.colocation == c)
+        pairs += [(int(members[0]), int(v), d) for v in members[1:] for d in by_dev]
+
+    @m.Constraint(pairs, doc="Sec. 4.1/4.2 colocation on devices (not slots)")
+    def colocation(m, u, v, d):
+        lhs = sum(_x(m, u, j) for j in by_dev[d])
+        rhs = sum(_x(m, v, j) for j in by_dev[d])
+        if isinstance(lhs, int) and isinstance(rhs, int):
+            return pyo.Constraint.Feasible if lhs == rhs else pyo.Constraint.Infeasible
+        return lhs == rhs
+
+
+def _add_contiguity(m: pyo.ConcreteModel, data: _Data) -> None:
+    g = data.graph
+    slots = list(range(1, len(data.slots)))
+    m.z = pyo.Var(m.ops, slots, bounds=(0, 1), doc="Lemma 4.1: z[v,j] = 1 if v reaches a node of slot j")
+    cover = [(v, j) for j in slots for v in np.flatnonzero(data.supported[:, j]).tolist()]
+    edges = list(zip(g.src.tolist(), g.dst.tolist()))
+    down = [(u, v, j) for j in slots for u, v in edges]
+    leave = [(u, v, j) for u, v, j in down if data.supported[u, j]]
+
+    @m.Constraint(cover, doc="(11) z[v,j] >= x[v,j]")
+    def contiguity_cover(m, v, j):
+        return m.z[v, j] >= m.x[v, j]
+
+    @m.Constraint(down, doc="(12) z[v,j] <= z[u,j]")
+    def contiguity_down(m, u, v, j):
+        return m.z[v, j] <= m.z[u, j]
+
+    @m.Constraint(leave, doc="(13) z[v,j] <= x[v,j] - x[u,j] + 1")
+    def contiguity_leave(m, u, v, j):
+        return m.z[v, j] <= _x(m, v, j) - m.x[u, j] + 1
+
+
+def _add_communication(m: pyo.ConcreteModel, data: _Data) -> None:
+    g = data.graph
+    cin, cout = host_costs(g, data.cluster)
+    never = np.zeros(g.m, dtype=bool)
+    units = [-1] + data.slots[1:]
+    data.comm_in = comm_levels(g, cin, never, units, keep_zero=True)
+    data.comm_out = comm_levels(g, cout, never, units, keep_zero=False)
+    m.comm_in = pyo.Var([(u, j, t) for u, j, t, _, _ in data.comm_in], bounds=(0, 1),
+                        doc="(4) u's output is read into slot j (cost level t)")
+    m.comm_out = pyo.Var([(u, j, t) for u, j, t, _, _ in data.comm_out], bounds=(0, 1),
+                         doc="(5) u's output is written out of slot j (cost level t)")
+    in_links = [(u, j, t, v) for u, j, t, _, heads in data.comm_in for v in heads if data.supported[v, j]]
+    out_links = [(u, j, t, v) for u, j, t, _, heads in data.comm_out for v in heads if data.supported[u, j]]
+
+    @m.Constraint(in_links, doc="(4) CommIn[u,j] >= x[v,j] - x[u,j]")
+    def comm_in_link(m, u, j, t, v):
+        return m.comm_in[u, j, t] >= m.x[v, j] - _x(m, u, j)
+
+    @m.Constraint(out_links, doc="(5) CommOut[u,j] >= x[u,j] - x[v,j]")
+    def comm_out_link(m, u, j, t, v):
+        return m.comm_out[u, j, t] >= m.x[u, j] - _x(m, v, j)
+
+
+def _add_timing(m: pyo.ConcreteModel, data: _Data) -> None:
+    g = data.graph
+    H = m.horizon_ms
+    first_level = [(u, j) for u, j, t, _, _ in data.comm_in if t == 0]
+    dur: dict[int, list] = {j: [] for j in m.acc_slots}
+    for recs, var in ((data.comm_in, m.comm_in), (data.comm_out, m.comm_out)):
+        for u, j, t, delta, _ in recs:
+            if delta:
+                dur[j].append(delta * var[u, j, t])
+    for v, j in m.placeable:
+        if j > 0 and data.p_acc[v, j]:
+            dur[j].append(float(data.p_acc[v, j]) * m.x[v, j])
+    p_cpu = lambda v: float(data.p_cpu[v]) * m.x[v, 0] if data.supported[v, 0] else 0  # noqa: E731
+
+    @m.Constraint(m.ops, doc="TotalLatency >= Latency_v")
+    def total_bound(m, v):
+        return m.total >= m.lat[v]
+
+    @m.Constraint(first_level, doc="(6) Lemma 4.1: Start_j >= Lat_u - (1 - CommIn[u,j]) H")
+    def start_after_input(m, u, j):
+        return m.start[j] >= m.lat[u] - (1 - m.comm_in[u, j, 0]) * H
+
+    @m.Constraint(m.acc_slots, doc="(7) Finish = Start + CommIn + compute + CommOut")
+    def finish_def(m, j):
+        return m.finish[j] == m.start[j] + sum(dur[j])
+
+    @m.Constraint(m.ops, doc="(8) CPU nodes take their processing time")
+    def cpu_own(m, v):
+        e = p_cpu(v)
+        return m.lat[v] >= e if not isinstance(e, int) else pyo.Constraint.Skip
+
+    @m.Constraint(list(zip(g.src.tolist(), g.dst.tolist())), doc="(9) Lat_v >= p_cpu(v) x[v,0] + Lat_u")
+    def cpu_after_pred(m, u, v):
+        return m.lat[v] >= p_cpu(v) + m.lat[u]
+
+    # (10) with the node's own big-M H - lb(Lat_v): when x = 0 the right side is at most
+    # Finish_j - H + lb(Lat_v) <= lb(Lat_v) <= Lat_v because Finish_j <= H, so still vacuous
+    @m.Constraint([(v, j) for v, j in m.placeable if j > 0],
+                  doc="(10) Lemma 4.1: Lat_v >= Finish_j - (1 - x[v,j]) (H - lb(Lat_v))")
+    def latency_after_slot(m, v, j):
+        return m.lat[v] >= m.finish[j] - (1 - m.x[v, j]) * (H - m.lat[v].lb)
+
+    order = [j for j in m.acc_slots if data.slot_of[j][1] > 0]
+
+    @m.Constraint(order, doc="(14) slots of an accelerator run in order")
+    def slot_order(m, j):
+        return m.start[j] >= m.finish[j - 1]
+
+
+# ---------------------------------------------------------------------------- decode / start
+def decode_slots(m: pyo.ConcreteModel) -> np.ndarray:
+    """Slot of every node in a solved model."""
+    data: _Data = m._data
+    score = np.full(data.supported.shape, -1.0)
+    for (v, j), var in m.x.items():
+        score[v, j] = var.value if var.value is not None else -1.0
+    return score.argmax(axis=1)
+
+
+def decode(m: pyo.ConcreteModel) -> Placement:
+    """Placement of a solved model; pool nodes go to the first CPU."""
+    data: _Data = m._data
+    slot = decode_slots(m)
+    return Placement(data.graph, data.cluster, np.array(data.slots)[slot])
+
+
+def warm_start_values(m: pyo.ConcreteModel, p: Placement) -> ComponentMap:
+    """Values for every variable encoding ``p``: each accelerator's evaluator pieces
+    (:func:`graphs.evaluate.latency_pieces`) fill its slots in order; comm indicators,
+    z witnesses and the earliest-start times follow, so ``total`` equals the
+    evaluator's latency. Raises ``InputError`` when ``p`` needs more than ``q`` pieces
+    on an accelerator, puts a node where it cannot run, or its pieces wait in a cycle."""
+    data: _Data = m._data
+    g = data.graph
+    q = int(data.opts.subgraphs_per_device)
+    piece = latency_pieces(p)
+    is_cpu = np.array([k == "cpu" for k in data.cluster.kinds])
+    slot_index = {(d, s): j for j, (d, s) in enumerate(data.slot_of) if j > 0}
+    slot = np.zeros(g.n, dtype=np.int64)
+    for v in range(g.n):
+        d = int(p.device[v])
+        if not is_cpu[d]:
+            if piece[v] >= q:
+                raise InputError(f"warm start needs {piece[v] + 1} subgraphs on {data.cluster.names[d]}; q = {q}")
+            slot[v] = slot_index[d, int(piece[v])]
+    if not data.supported[np.arange(g.n), slot].all():
+        raise InputError("warm start puts a node on a device it does not support")
+    vals = ComponentMap()
+    for (v, j), var in m.x.items():
+        vals[var] = float(slot[v] == j)
+    ind_in: dict[tuple[int, int], bool] = {}
+    dur = np.zeros(len(data.slots))
+    for u, j, t, delta, heads in data.comm_in:
+        on = any(slot[v] == j for v in heads) and slot[u] != j
+        vals[m.comm_in[u, j, t]] = float(on)
+        dur[j] += delta * on
+        if t == 0:
+            ind_in[u, j] = on
+    for u, j, t, delta, heads in data.comm_out:
+        on = slot[u] == j and any(slot[v] != j for v in heads)
+        vals[m.comm_out[u, j, t]] = float(on)
+        dur[j] += delta * on
+    for v in range(g.n):
+        if slot[v] > 0:
+            dur[slot[v]] += data.p_acc[v, slot[v]]
+    if hasattr(m, "z"):
+        everything = np.ones(g.n, dtype=bool)
+        for j in m.acc_slots:
+            z = reach_down(g, everything, slot == j)
+            for v in range(g.n):
+                vals[m.z[v, j]] = float(z[v])
+    # earliest-start schedule over units (pool nodes and slots)
+    unit = np.where(slot > 0, -slot, np.arange(g.n) + 1)  # slots as negative keys
+    preds: dict[int, set[int]] = {int(k): set() for k in np.unique(unit)}
+    preds.update({-j: set() for j in m.acc_slots})
+    for u, v in zip(g.src.tolist(), g.dst.tolist()):
+        if unit[u] != unit[v]:
+            preds[int(unit[v])].add(int(unit[u]))
+    for j in m.acc_slots:
+        if data.slot_of[j][1] > 0:
+            preds[-j].add(-(j - 1))
+    try:
+        topo = list(graphlib.TopologicalSorter(preds).static_order())
+    except graphlib.CycleError as exc:
+        raise InputError(f"warm start: subgraphs wait on each other in a cycle ({exc.args[1]})") from None
+    fin: dict[int, float] = {}
+    start: dict[int, float] = {}
+    for k in topo:
+        s = max((fin[w] for w in preds[k]), default=0.0)
+        start[k] = s
+        fin[k] = s + (dur[-k] if k < 0 else float(data.p_cpu[k - 1]))
+    lat = np.array([fin[int(unit[v])] for v in range(g.n)])
+    for v in range(g.n):
+        vals[m.lat[v]] = float(lat[v])
+    for j in m.acc_slots:
+        vals[m.start[j]], vals[m.finish[j]] = start[-j], fin[-j]
+    vals[m.total] = float(lat.max()) if g.n else 0.0
+    return vals

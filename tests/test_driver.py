@@ -1,0 +1,173 @@
+"""The solver driver: outcomes, warm starts and traces per backend, licence errors.
+
+Instances are tiny max-load/latency IPs whose optimum is known by exhaustive search
+(the evaluator is the reference), or a closed-form knapsack.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+
+import numpy as np
+import pyomo.environ as pyo
+import pytest
+
+from dnnplace.registry import SolveRequest, SolverOptions, solve
+from formulations.driver import SolveOutcome, available_solvers, solve_model
+from formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
+from graphs.evaluate import maxload, validate
+from graphs.placement import Placement
+
+HAS_GUROBI = importlib.util.find_spec("gurobipy") is not None
+gurobi = pytest.mark.skipif(not HAS_GUROBI, reason="gurobipy not installed")
+
+
+def knapsack() -> pyo.ConcreteModel:
+    """max 5a + 4b + 3c s.t. 2a + 3b + c <= 4 over binaries: optimum a = c = 1, value 8
+    (as a minimisation of the negated value: -8)."""
+    m = pyo.ConcreteModel()
+    m.goods = pyo.Set(initialize=["a", "b", "c"])
+    m.x = pyo.Var(m.goods, within=pyo.Binary)
+    m.cap = pyo.Constraint(expr=2 * m.x["a"] + 3 * m.x["b"] + m.x["c"] <= 4)
+    m.obj = pyo.Objective(expr=-(5 * m.x["a"] + 4 * m.x["b"] + 3 * m.x["c"]))
+    return m
+
+
+def infeasible() -> pyo.ConcreteModel:
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(within=pyo.Binary)
+    m.y = pyo.Var(within=pyo.Binary)
+    m.c = pyo.Constraint(expr=m.x + m.y >= 3)
+    m.obj = pyo.Objective(expr=m.x + m.y)
+    return m
+
+
+def _tiny(seed: int):
+    from tests.test_maxload_ip import tiny_instance
+
+    return tiny_instance(seed, training=seed % 2 == 1)
+
+
+def _optimum(inst, contiguity="both"):
+    """Exhaustive optimum (PipeDream objective) and one optimal placement."""
+    g, cl = inst.graph, inst.cluster
+    best, best_p = np.inf, None
+    for combo in itertools.product(range(cl.size), repeat=g.n):
+        p = Placement(g, cl, np.array(combo))
+        if validate(p, contiguity=contiguity):
+            continue
+        v = maxload(p, contiguity=contiguity).objective
+        if v < best:
+            best, best_p = v, p
+    return best, best_p
+
+
+def test_highs_outcome_fields():
+    out = solve_model(knapsack())
+    assert isinstance(out, SolveOutcome)
+    assert out.status == "optimal" and out.termination == "convergenceCriteriaSatisfied"
+    assert out.incumbent == pytest.approx(-8) and out.bound == pytest.approx(-8) and out.gap == pytest.approx(0)
+    assert out.solver == "highs" and out.solver_version and out.n_vars == 3 and out.n_cons == 1
+    assert out.n_binaries == 3
+
+
+def test_infeasible_is_a_status_not_an_exception():
+    out = solve_model(infeasible())
+    assert out.status == "infeasible" and out.incumbent is None
+
+
+def test_unknown_or_missing_solver_is_an_error_result():
+    out = solve_model(knapsack(), SolverOptions("no_such_solver_xyz"))
+    assert out.status == "error" and out.message
+
+
+def test_time_limit_with_warm_start_is_feasible_result(tarnawski_dir):
+    """A time limit with an incumbent is a result: the gnmt layer graph (96 nodes)
+    cannot be closed in 0.5 s, the greedy start is the incumbent to beat."""
+    from graphs.io import load_instance
+    from heuristics.baselines import greedy_fill
+
+    inst = load_instance(tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json")
+    m = build_maxload_ip(inst, MaxLoadOptions(contiguity="both"))
+    start = greedy_fill(inst.graph, inst.cluster)
+    ws = warm_start_values(m, start)
+    out = solve_model(m, SolverOptions(time_limit=0.5), warm_start=ws)
+    assert out.termination == "maxTimeLimit" and out.status == "feasible"
+    assert out.incumbent <= maxload(start, contiguity="both").objective + 1e-9
+    assert out.bound is not None and out.bound <= out.incumbent and out.gap > 0
+    assert maxload(decode(m), contiguity="both").objective <= out.incumbent + 1e-9
+
+
+@pytest.mark.parametrize("solver", ["highs", pytest.param("gurobi", marks=[pytest.mark.gurobi, gurobi])])
+def test_warm_start_optimum_is_first_incumbent(solver):
+    """Per backend: a model started from a known-optimal placement reports that value
+    as its first incumbent (trace) and as its final one."""
+    seen = 0
+    for seed in range(12):
+        inst = _tiny(7000 + seed)
+        best, p = _optimum(inst)
+        m = build_maxload_ip(inst, MaxLoadOptions(contiguity="both"))
+        out = solve_model(m, SolverOptions(solver, rel_gap=1e-9), warm_start=warm_start_values(m, p))
+        assert out.status == "optimal", out.message
+        assert out.incumbent == pytest.approx(best, rel=1e-7, abs=1e-7)
+        assert out.warm_start_given
+        firsts = [inc for _, inc, _ in out.trace if inc is not None]
+        if firsts:  # HiGHS's presolve may close a 6-node model before any event fires
+            assert firsts[0] == pytest.approx(best, rel=1e-7, abs=1e-7)
+            seen += 1
+    assert seen >= 3
+
+
+def test_warm_start_first_incumbent_on_a_real_workload(tarnawski_dir):
+    """HiGHS on the BERT-24 layer graph: the trace starts at the greedy start's value."""
+    from graphs.io import load_instance
+
+    inst = load_instance(tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json")
+    r = solve(inst, "ip", SolveRequest("maxload", warm_start="greedy",
+                                       solver=SolverOptions(time_limit=30, rel_gap=0.01)))
+    assert r.trace[0][1] == pytest.approx(r.extra["warm_start_objective"])
+    assert all(b is None or b <= i + 1e-9 for _, i, b in r.trace if i is not None)
+
+
+@pytest.mark.gurobi
+@gurobi
+def test_highs_and_gurobi_agree():
+    for seed in range(10):
+        inst = _tiny(8000 + seed)
+        for contiguity in ("none", "both"):
+            vals = []
+            for solver in ("highs", "gurobi"):
+                m = build_maxload_ip(inst, MaxLoadOptions(contiguity=contiguity))
+                out = solve_model(m, SolverOptions(solver, rel_gap=1e-9))
+                if out.status == "error":
+                    pytest.skip(out.message)
+                vals.append(out.incumbent)
+            assert vals[0] == pytest.approx(vals[1], rel=1e-7, abs=1e-7)
+
+
+@pytest.mark.gurobi
+@gurobi
+def test_gurobi_size_limit_is_a_clear_message(tarnawski_dir):
+    """The gnmt layer model (2149 variables / 3713 constraints) exceeds the pip licence."""
+    from graphs.io import load_instance
+
+    inst = load_instance(tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json")
+    m = build_maxload_ip(inst, MaxLoadOptions(contiguity="both"))
+    out = solve_model(m, SolverOptions("gurobi", time_limit=5))
+    if out.status == "error":
+        assert out.message.startswith(f"model has {out.n_vars} variables / {out.n_cons} constraints, over the "
+                                      "restricted licence; use --solver highs or a full licence")
+    else:  # a full licence is installed
+        assert out.status in ("optimal", "feasible")
+
+
+def test_available_solvers_lists_highs():
+    assert "highs" in available_solvers()
+
+
+def test_highs_thread_count_change_in_one_process():
+    """HiGHS's scheduler is process-wide; the driver resets it when threads change."""
+    for threads in (1, 2, None, 1):
+        out = solve_model(knapsack(), SolverOptions(threads=threads))
+        assert out.status == "optimal" and out.incumbent == pytest.approx(-8)

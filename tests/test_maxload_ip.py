@@ -1,0 +1,249 @@
+"""Max-load IP (Tarnawski Fig. 6) against exhaustive search scored by the evaluator.
+
+Every tiny instance (5-6 nodes, 1-2 accelerators + 1 CPU) is solved to optimality by
+the IP and by enumerating every device assignment; the evaluator (graphs.evaluate) is
+the reference semantics. Variants: inference / training (backward part + colocation
+classes), contiguous (forward and backward parts separately, CPUs included) and
+non-contiguous, objectives pipedream / gpipe / overlap.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from dnnplace.registry import SolveRequest, SolverOptions, solve
+from formulations.driver import solve_model
+from formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
+from graphs.cluster import Cluster
+from graphs.evaluate import device_loads, maxload, noncontiguous, validate
+from graphs.graph import OpGraph
+from graphs.instance import Instance
+from graphs.placement import Placement
+
+EXACT = SolverOptions("highs", rel_gap=1e-9)
+OBJECTIVES = ("pipedream", "gpipe", "overlap")
+
+
+def tiny_instance(seed: int, *, training: bool) -> Instance:
+    """A random DAG on 5-6 nodes (edges only forward in index order), compute on
+    acc/cpu (some nodes unsupported on acc), per-node transfer costs (sometimes
+    differing across a node's out-edges), memory that binds; training: the second half
+    of the nodes is backward and some forward/backward pairs share a colorClass."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 7))
+    k = int(rng.integers(1, 3))
+    src, dst = [], []
+    for j in range(1, n):
+        preds = [i for i in range(j) if rng.random() < 0.35]
+        if not preds and rng.random() < 0.8:
+            preds = [int(rng.integers(0, j))]
+        src += preds
+        dst += [j] * len(preds)
+    acc = rng.uniform(1, 10, n).round(1)
+    cpu = (acc * rng.uniform(1.5, 5, n)).round(1)
+    acc[rng.random(n) < 0.15] = np.nan
+    c_node = rng.uniform(0, 4, n).round(1)
+    cost = np.array([c_node[u] for u in src], dtype=float)
+    uneven = rng.random(len(src)) < 0.2
+    cost[uneven] = (cost[uneven] * rng.uniform(0.2, 1.0, uneven.sum())).round(1)
+    mem = rng.integers(1, 5, n).astype(float)
+    coloc = np.full(n, -1)
+    backward = None
+    if training:
+        backward = np.arange(n) >= n // 2
+        nf = n // 2
+        for i in range(nf):
+            j = n - 1 - i
+            if j >= nf and rng.random() < 0.5:
+                coloc[i] = coloc[j] = i
+    labels = tuple(f"c{i}" for i in range(n))
+    g = OpGraph(ids=list(range(n)), kinds=("acc", "cpu"), compute=np.c_[acc, cpu], memory=mem, src=src, dst=dst,
+                edge_cost=cost, backward=backward, colocation=coloc, colocation_labels=labels,
+                name=f"tiny{seed}")
+    M = float(mem.sum() * rng.uniform(0.35, 0.8))
+    return Instance(g, Cluster.tarnawski(k, 1, M), source=f"tiny seed={seed}")
+
+
+def brute_force(inst: Instance) -> dict[tuple[str, str], float]:
+    """Optimum per (objective, contiguity) over every device assignment, scored by the
+    evaluator's device_loads / validate / noncontiguous."""
+    g, cl = inst.graph, inst.cluster
+    best: dict[tuple[str, str], float] = {}
+    for combo in itertools.product(range(cl.size), repeat=g.n):
+        p = Placement(g, cl, np.array(combo))
+        if validate(p):
+            continue
+        loads = device_loads(p)
+        vals = {"pipedream": loads["load"].max(), "gpipe": loads["fw"].max() + loads["bw"].max(),
+                "overlap": np.maximum(loads["comm"], loads["compute"]).max()}
+        modes = ["none"] + ([] if noncontiguous(p, "both") else ["both"])
+        for mode in modes:
+            for obj, v in vals.items():
+                key = (obj, mode)
+                best[key] = min(best.get(key, np.inf), float(v))
+    return best
+
+
+def _ip(inst: Instance, objective: str, contiguity: str) -> tuple[float, Placement]:
+    m = build_maxload_ip(inst, MaxLoadOptions(objective=objective, contiguity=contiguity))
+    out = solve_model(m, EXACT)
+    assert out.status == "optimal", (out.status, out.termination, out.message)
+    return out.incumbent, decode(m)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
+def test_ip_equals_brute_force(training):
+    """>= 50 seeded instances per variant; the IP optimum, the decoded placement's
+    evaluator score and the exhaustive optimum agree (6 variants per instance)."""
+    checked = 0
+    for seed in range(50):
+        inst = tiny_instance(1000 * training + seed, training=training)
+        ref = brute_force(inst)
+        for contiguity in ("none", "both"):
+            for obj in OBJECTIVES:
+                value, p = _ip(inst, obj, contiguity)
+                ev = maxload(p, objective=obj, contiguity=contiguity)
+                assert ev.feasible, ev.violations
+                assert value == pytest.approx(ref[obj, contiguity], rel=1e-7, abs=1e-7), (seed, obj, contiguity)
+                assert ev.objective == pytest.approx(value, rel=1e-7, abs=1e-7)
+                checked += 1
+    assert checked == 50 * 6
+
+
+def test_noncontiguous_never_worse_and_sometimes_better():
+    gains = 0
+    for seed in range(20):
+        inst = tiny_instance(500 + seed, training=False)
+        c, _ = _ip(inst, "pipedream", "both")
+        nc, _ = _ip(inst, "pipedream", "none")
+        assert nc <= c + 1e-9
+        gains += nc < c - 1e-9
+    assert gains > 0  # the relaxation matters on some instance
+
+
+def test_forward_only_contiguity_matches_brute_force():
+    """Mode ``forward`` (the authors' reference IP) on training instances."""
+    for seed in range(15):
+        inst = tiny_instance(2000 + seed, training=True)
+        g, cl = inst.graph, inst.cluster
+        best = np.inf
+        for combo in itertools.product(range(cl.size), repeat=g.n):
+            p = Placement(g, cl, np.array(combo))
+            if not validate(p, contiguity="forward"):
+                best = min(best, device_loads(p)["load"].max())
+        value, _ = _ip(inst, "pipedream", "forward")
+        assert value == pytest.approx(best, rel=1e-7, abs=1e-7)
+
+
+# ---------------------------------------------------------------- per constraint family
+def _chain(mem=(1.0, 1.0, 1.0), acc=(1.0, 1.0, 1.0), cost=1.0) -> OpGraph:
+    # 0 -> 1 -> 2 with a shortcut 0 -> 2
+    return OpGraph(ids=[0, 1, 2], kinds=("acc", "cpu"), compute=np.c_[acc, [10.0, 10.0, 10.0]], memory=list(mem),
+                   src=[0, 1, 0], dst=[1, 2, 2], edge_cost=[cost] * 3)
+
+
+def test_contiguity_forbids_sandwich():
+    """Two accelerators, CPU very slow: the non-contiguous optimum puts {0,2} on one
+    accelerator and 1 on the other only if that pays; contiguity forbids {0,2}|{1}."""
+    g = OpGraph(ids=[0, 1, 2], kinds=("acc", "cpu"), compute=[[4, 100], [4, 100], [4, 100]], memory=[1, 2, 1],
+                src=[0, 1], dst=[1, 2], edge_cost=[0.0, 0.0])
+    inst = Instance(g, Cluster.tarnawski(2, 1, 2.0))
+    # free comm, memory 2 per acc: {0,2} (mem 2) | {1} (mem 2) is the only way to balance 8|4
+    nc, p = _ip(inst, "pipedream", "none")
+    assert nc == pytest.approx(8.0)
+    c, pc = _ip(inst, "pipedream", "both")
+    assert c == pytest.approx(100.0)  # one node must go to the (slow) CPU
+    assert not noncontiguous(pc, "both")
+
+
+def test_memory_forces_split_and_unsupported_goes_to_cpu():
+    g = _chain(mem=(2, 2, 2), acc=(1.0, np.nan, 1.0), cost=0.5)
+    inst = Instance(g, Cluster.tarnawski(1, 1, 4.0))
+    value, p = _ip(inst, "pipedream", "none")
+    assert p.device[1] == 1  # unsupported on the accelerator
+    assert value == pytest.approx(10.0)  # the CPU's load dominates
+    inst_small = Instance(g, Cluster.tarnawski(1, 1, 2.0))
+    _, p = _ip(inst_small, "pipedream", "none")
+    assert (p.device == 0).sum() == 1  # only one node fits on the accelerator
+
+
+def test_colocation_respected():
+    g = OpGraph(ids=[0, 1], kinds=("acc", "cpu"), compute=[[5, 6], [5, 6]], memory=[1, 1], src=[], dst=[],
+                colocation=[0, 0], colocation_labels=("a",))
+    inst = Instance(g, Cluster.tarnawski(2, 1, 10.0))
+    value, p = _ip(inst, "pipedream", "none")
+    assert value == pytest.approx(10.0) and p.device[0] == p.device[1]  # apart would give 5
+
+
+def test_warm_start_values_are_feasible_and_exact():
+    """The completion of any valid placement satisfies every constraint and its
+    objective variable equals the evaluator's value."""
+    import pyomo.environ as pyo
+
+    for seed in range(10):
+        inst = tiny_instance(3000 + seed, training=seed % 2 == 1)
+        g, cl = inst.graph, inst.cluster
+        rng = np.random.default_rng(seed)
+        for _ in range(20):
+            p = Placement(g, cl, rng.integers(0, cl.size, g.n))
+            if validate(p, contiguity="both"):
+                continue
+            for obj in OBJECTIVES:
+                m = build_maxload_ip(inst, MaxLoadOptions(objective=obj, contiguity="both"))
+                vals = warm_start_values(m, p)
+                for v, x in vals.items():
+                    v.set_value(x, skip_validation=True)
+                for c in m.component_data_objects(pyo.Constraint, active=True):
+                    body = pyo.value(c.body)
+                    assert (c.lower is None or body >= pyo.value(c.lower) - 1e-9) and \
+                           (c.upper is None or body <= pyo.value(c.upper) + 1e-9), c.name
+                assert pyo.value(m.objective) == pytest.approx(maxload(p, objective=obj).objective)
+
+
+def test_symmetry_breaking_keeps_optimum():
+    for seed in range(15):
+        inst = tiny_instance(4000 + seed, training=seed % 2 == 0)
+        a, _ = _ip(inst, "pipedream", "both")
+        m = build_maxload_ip(inst, MaxLoadOptions(contiguity="both", symmetry_breaking=True))
+        out = solve_model(m, EXACT)
+        assert out.incumbent == pytest.approx(a, rel=1e-7, abs=1e-7)
+
+
+def test_registry_rescoring_and_warm_start(tarnawski_dir):
+    """`ip` through dnnplace.registry.solve on the 32-node BERT-24 layer graph: warm
+    started from greedy, re-scored by the evaluator; Table 1 'IP contiguous' = 17.79."""
+    from graphs.io import load_instance
+
+    inst = load_instance(tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json")
+    r = solve(inst, "ip", SolveRequest("maxload", warm_start="greedy", solver=SolverOptions(rel_gap=1e-4)))
+    assert r.status == "optimal"
+    assert r.objective == pytest.approx(17.79, abs=0.005)
+    assert r.evaluation["feasible"] and r.evaluation["objective"] == pytest.approx(r.objective)
+    assert r.extra["warm_start"] == "method greedy"
+    assert r.trace and r.trace[0][1] == pytest.approx(r.extra["warm_start_objective"])
+
+
+def test_warm_start_from_placement_file_and_infeasible_start_skipped(tmp_path):
+    """A placement file seeds the IP; a start that breaks contiguity is skipped with a
+    message, and the solve still returns the optimum."""
+    from graphs.io import write_json
+
+    inst = tiny_instance(42, training=False)
+    best = brute_force(inst)["pipedream", "both"]
+    g, cl = inst.graph, inst.cluster
+    cpu = cl.devices_of_kind("cpu")[0]
+    path = tmp_path / "start.json"
+    write_json(path, Placement(g, cl, np.full(g.n, cpu)).to_mapping())
+    r = solve(inst, "ip", SolveRequest("maxload", warm_start=str(path), solver=EXACT))
+    assert r.extra["warm_start"] == f"file {path}" and r.objective == pytest.approx(best)
+    # a sandwich start: 0 and 2 on acc0, 1 on the CPU, along 0 -> 1 -> 2
+    g3 = OpGraph(ids=[0, 1, 2], kinds=("acc", "cpu"), compute=[[1, 2], [1, 2], [1, 2]], memory=[1, 1, 1],
+                 src=[0, 1], dst=[1, 2], edge_cost=[0.5, 0.5])
+    inst3 = Instance(g3, Cluster.tarnawski(1, 1, 10.0))
+    write_json(path, {"0": "acc0", "1": "cpu0", "2": "acc0"})
+    r = solve(inst3, "ip", SolveRequest("maxload", warm_start=str(path), solver=EXACT))
+    # optimum: {0, 1} on acc0 (2 + CommOut 0.5), node 2 on the CPU (2)
+    assert "skipped" in r.extra["warm_start"] and r.objective == pytest.approx(2.5)
