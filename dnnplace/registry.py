@@ -15,8 +15,9 @@ from __future__ import annotations
 import importlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,13 @@ __all__ = ["METHOD_MODULES", "Method", "MethodOutput", "SolverOptions", "SolveRe
 
 METHOD_MODULES = (
     "heuristics.baselines",
+    "formulations.methods",
+    "heuristics.list_scheduling",
+    "formulations.pesto",
+    "heuristics.maxload_dp",
+    "heuristics.local_search",
+    "heuristics.pipedream",
+    "heuristics.partitioner",
 )
 
 
@@ -72,7 +80,9 @@ class MethodOutput:
     """What a method returns; :func:`solve` turns it into a :class:`Result`.
 
     ``objective`` is the method's own value for its placement (``None`` if it has none);
-    ``priorities`` (makespan methods) is the order the simulator replays.
+    ``priorities`` (makespan methods) is the order the simulator replays; ``pieces``
+    (latency methods with several subgraphs per device) is the method's own cut of each
+    accelerator's nodes, which the evaluator then scores instead of its fewest-pieces rule.
     """
 
     placement: Placement | None
@@ -87,6 +97,7 @@ class MethodOutput:
     solve_seconds: float | None = None
     start: np.ndarray | None = None
     priorities: np.ndarray | None = None
+    pieces: np.ndarray | None = None
     contiguity: str | None = None
     trace: list = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -172,6 +183,8 @@ def solve(instance: Instance, method: str | Method, request: SolveRequest) -> Re
     opts = evaluation_options(request, contiguity)
     if request.problem == "makespan" and out.priorities is not None:
         opts.update(policy="order", priorities=out.priorities)
+    if request.problem == "latency" and out.pieces is not None:
+        opts["pieces"] = out.pieces
     if out.start is not None:
         res.start = {str(v): float(t) for v, t in zip(instance.graph.ids, out.start)}
     ev = evaluate(p, request.problem, **opts)

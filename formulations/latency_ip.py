@@ -62,8 +62,8 @@ from graphs.graph import OpGraph
 from graphs.instance import Instance
 from graphs.placement import Placement
 
-__all__ = ["LatencyOptions", "build_latency_ip", "decode", "decode_slots", "warm_start_values", "horizon", "best_split",
-           "slot_pieces"]
+__all__ = ["LatencyOptions", "build_latency_ip", "decode", "decode_slots", "decode_pieces", "warm_start_values",
+           "horizon", "best_split", "slot_pieces"]
 
 
 @dataclass(frozen=True)
@@ -357,6 +357,13 @@ def decode_slots(m: pyo.ConcreteModel) -> np.ndarray:
     for (v, j), var in m.x.items():
         score[v, j] = var.value if var.value is not None else -1.0
     return score.argmax(axis=1)
+
+
+def decode_pieces(m: pyo.ConcreteModel) -> np.ndarray:
+    """Slot number within its accelerator of every node (0 for the CPU pool): the IP's
+    own decomposition, which :func:`graphs.evaluate.latency` scores with ``pieces=``."""
+    data: _Data = m._data
+    return np.array([data.slot_of[j][1] if j > 0 else 0 for j in decode_slots(m).tolist()], dtype=np.int64)
 
 
 def decode(m: pyo.ConcreteModel) -> Placement:

@@ -43,7 +43,8 @@ from graphs.graph import OpGraph
 from graphs.placement import Placement
 
 __all__ = ["Evaluation", "PROBLEMS", "MAXLOAD_OBJECTIVES", "CONTIGUITY_MODES", "evaluate", "validate",
-           "maxload", "latency", "makespan", "noncontiguous", "contiguity_violations", "device_loads", "latency_pieces"]
+           "maxload", "latency", "makespan", "noncontiguous_sets", "noncontiguous", "contiguity_violations",
+           "device_loads", "latency_pieces"]
 
 PROBLEMS = ("maxload", "latency", "makespan")
 MAXLOAD_OBJECTIVES = ("pipedream", "gpipe", "overlap")
@@ -150,44 +151,54 @@ def _propagate(g: OpGraph, edges: np.ndarray, bits: np.ndarray, forward: bool) -
     return reach
 
 
-def noncontiguous(p: Placement, mode: str = "all", *, include_cpus: bool = True) -> list[tuple[int, str, np.ndarray]]:
-    """``(device, part, offending nodes)`` for every device whose node set is not
-    contiguous (Tarnawski Definition 3.1).
+def noncontiguous_sets(g: OpGraph, labels: np.ndarray, checked: np.ndarray,
+                       mask: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
+    """``(label, offending nodes)`` for every label in ``checked`` whose node set
+    ``{v : labels[v] == label}`` is not contiguous (Tarnawski Definition 3.1) within the
+    subgraph induced by ``mask``.
 
     ``S`` is contiguous iff no node outside ``S`` is both reachable from ``S`` and
-    reaches ``S``. ``mode``: ``all`` (whole graph), ``forward`` (the forward part only,
-    as the authors' reference IP), ``both`` (forward and backward parts separately, as
-    the paper's DP), ``none``. Reachability is computed for 64 devices at a time as
-    bitmasks, so the check is linear in the graph size.
+    reaches ``S``. Reachability is propagated for 64 labels at a time as bitmasks, one
+    vectorised step per topological level, so the check is linear in the graph size.
+    """
+    mask = np.ones(g.n, bool) if mask is None else mask
+    edges = np.flatnonzero(mask[g.src] & mask[g.dst])
+    size = int(max(labels.max(initial=-1), checked.max(initial=-1))) + 1
+    out = []
+    for lo in range(0, checked.size, 64):
+        chunk = checked[lo:lo + 64]
+        slot = np.full(size + 1, -1, dtype=np.int64)  # labels of -1 map to the extra slot
+        slot[chunk] = np.arange(chunk.size)
+        s = slot[labels]
+        bits = np.where(mask & (s >= 0), np.left_shift(np.uint64(1), np.maximum(s, 0).astype(np.uint64)),
+                        np.uint64(0)).astype(np.uint64)
+        between = _propagate(g, edges, bits, True) & _propagate(g, edges, bits, False) & ~bits
+        between[~mask] = 0
+        for j, lab in enumerate(chunk):
+            bad = np.flatnonzero((between >> np.uint64(j)) & np.uint64(1))
+            if bad.size:
+                out.append((int(lab), bad))
+    return out
+
+
+def noncontiguous(p: Placement, mode: str = "all", *, include_cpus: bool = True) -> list[tuple[int, str, np.ndarray]]:
+    """``(device, part, offending nodes)`` for every device whose node set is not
+    contiguous (:func:`noncontiguous_sets`). ``mode``: ``all`` (whole graph),
+    ``forward`` (the forward part only, as the authors' reference IP), ``both``
+    (forward and backward parts separately, as the paper's DP), ``none``.
     """
     if mode in (None, "none"):
         return []
     if mode not in CONTIGUITY_MODES:
         raise InputError(f"unknown contiguity mode {mode!r}; use one of {CONTIGUITY_MODES}")
-    g, cl = p.graph, p.cluster
+    g = p.graph
     checked = np.flatnonzero(~_is_cpu(p) | include_cpus)
-    parts = {"all": [("", np.ones(g.n, bool))],
+    parts = {"all": [("", None)],
              "forward": [("forward part", ~g.backward)],
              "both": [("forward part", ~g.backward), ("backward part", g.backward)]}[mode]
     if not g.is_training and mode != "all":
-        parts = [("", np.ones(g.n, bool))]
-    out = []
-    for label, mask in parts:
-        edges = np.flatnonzero(mask[g.src] & mask[g.dst])
-        for lo in range(0, checked.size, 64):
-            chunk = checked[lo:lo + 64]
-            slot = np.full(cl.size, -1, dtype=np.int64)
-            slot[chunk] = np.arange(chunk.size)
-            s = slot[p.device]
-            bits = np.where(mask & (s >= 0), np.left_shift(np.uint64(1), np.maximum(s, 0).astype(np.uint64)),
-                            np.uint64(0)).astype(np.uint64)
-            between = _propagate(g, edges, bits, True) & _propagate(g, edges, bits, False) & ~bits
-            between[~mask] = 0
-            for j, d in enumerate(chunk):
-                bad = np.flatnonzero((between >> np.uint64(j)) & np.uint64(1))
-                if bad.size:
-                    out.append((int(d), label, bad))
-    return out
+        parts = [("", None)]
+    return [(d, label, bad) for label, mask in parts for d, bad in noncontiguous_sets(g, p.device, checked, mask)]
 
 
 def contiguity_violations(p: Placement, mode: str = "all", *, include_cpus: bool = True) -> list[str]:
@@ -296,16 +307,33 @@ def latency_pieces(p: Placement) -> np.ndarray:
     return piece
 
 
-def latency(p: Placement) -> Evaluation:
-    """Single-sample latency of a split (SPEC 2.3); see the module docstring."""
+def latency(p: Placement, *, pieces: np.ndarray | None = None) -> Evaluation:
+    """Single-sample latency of a split (SPEC 2.3); see the module docstring.
+
+    ``pieces`` (optional): a method's own decomposition, the piece number of every
+    accelerator node (Fig. 4's subgraph slots). Each piece must be contiguous; the
+    pieces of a device run in increasing number. Without it each accelerator's nodes
+    are cut into the fewest pieces along the topological order (:func:`latency_pieces`).
+    """
     g, cl = p.graph, p.cluster
     viol = validate(p)
     times = _node_times(p)
     cpu = _is_cpu(p)
-    piece = latency_pieces(p)
     on_acc = ~cpu[p.device]
+    if pieces is None:
+        piece = latency_pieces(p)
+    else:
+        piece = np.where(on_acc, np.asarray(pieces, dtype=np.int64).ravel(), 0)
+        if piece.shape != (g.n,) or (piece < 0).any():
+            raise InputError(f"pieces: expected {g.n} non-negative piece numbers")
+        _, unit_of = np.unique(p.device * (int(piece.max(initial=0)) + 1) + piece, return_inverse=True)
+        acc_units = np.unique(unit_of[on_acc])
+        for u, bad in noncontiguous_sets(g, np.where(on_acc, unit_of, -1), acc_units):
+            i = int(np.flatnonzero(unit_of == u)[0])
+            viol.append(f"piece {cl.names[p.device[i]]}#{piece[i]} is not contiguous: node {g.ids[bad[0]]!r} "
+                        "lies on a path between two of its nodes")
     # unit of every node: one per CPU node, one per accelerator piece
-    unit_key = np.where(on_acc, -(p.device * (g.n + 1) + piece) - 1, np.arange(g.n))
+    unit_key = np.where(on_acc, -(p.device * (int(piece.max(initial=0)) + 1) + piece) - 1, np.arange(g.n))
     keys, unit = np.unique(unit_key, return_inverse=True)
     n_units = keys.size
     # per-unit duration: CPU node time, or CommIn + compute + CommOut of the piece
@@ -328,7 +356,7 @@ def latency(p: Placement) -> Evaluation:
         if d0 == d1:
             preds[u1].add(u0)
     details: dict[str, Any] = {"unit": g.unit, **_memory_details(p),
-                               "subgraphs": {cl.names[d]: int(piece[p.device == d].max()) + 1
+                               "subgraphs": {cl.names[d]: int(np.unique(piece[p.device == d]).size)
                                              for d in np.unique(p.device) if not cpu[d]}}
     try:
         topo = list(graphlib.TopologicalSorter(preds).static_order())

@@ -201,3 +201,17 @@ def test_greedy_latency_beside_table4(path, published):
     if path.stem in ("bert_l-3_inference", "bert_l-6_inference", "bert_l-12_inference", "bert24_inference") or (
             path.stem == "resnet50_inference" and path.parent.name == "OperatorGraphs"):
         assert res.objective == pytest.approx(published, abs=0.0100001)
+
+
+def test_latency_of_a_given_decomposition():
+    # all of a -> b -> c on acc0, cut by the method into {a} then {b, c}:
+    # {a}: 3 + out c_a 1 = 4; {b, c}: 4 + in c_a 1 + 4 + 5 = 14 (one piece would take 12)
+    p = place(chain3(), CL, "acc0 acc0 acc0")
+    assert latency(p).objective == pytest.approx(12.0)
+    e = latency(p, pieces=np.array([0, 1, 1]))
+    assert e.objective == pytest.approx(14.0) and e.feasible
+    assert e.details["subgraphs"] == {"acc0": 2}
+    # {a, c} as one piece with b in another is not contiguous, and the two wait on each other
+    bad = latency(p, pieces=np.array([0, 1, 0]))
+    assert not bad.feasible
+    assert any("piece acc0#0 is not contiguous: node 'b'" in v for v in bad.violations)

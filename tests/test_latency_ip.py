@@ -21,7 +21,7 @@ import pytest
 
 from dnnplace.registry import SolverOptions
 from formulations.driver import solve_model
-from formulations.latency_ip import LatencyOptions, build_latency_ip, decode, horizon, warm_start_values
+from formulations.latency_ip import LatencyOptions, build_latency_ip, decode, decode_pieces, horizon, warm_start_values
 from graphs.cluster import Cluster
 from graphs.evaluate import latency
 from graphs.graph import OpGraph
@@ -153,12 +153,12 @@ def brute_force_slots(inst: Instance, q: int) -> float:
     return float(best)
 
 
-def _ip(inst: Instance, q: int, warm: Placement | None = None):
+def _ip(inst: Instance, q: int, warm: Placement | None = None, *, with_pieces: bool = False):
     m = build_latency_ip(inst, LatencyOptions(subgraphs_per_device=q))
     ws = warm_start_values(m, warm) if warm is not None else None
     out = solve_model(m, EXACT, warm_start=ws)
     assert out.status == "optimal", (out.status, out.termination, out.message)
-    return out, decode(m)
+    return (out, decode(m), decode_pieces(m)) if with_pieces else (out, decode(m))
 
 
 def test_contiguous_ip_equals_brute_force():
@@ -176,16 +176,20 @@ def test_contiguous_ip_equals_brute_force():
 def test_two_slots_ip_equals_slot_brute_force():
     """Fig. 4 with q = 2 on 50 seeded single-accelerator instances (a third of them
     training graphs with colocation): IP optimum == exhaustive slot search <= best
-    evaluator latency with <= 2 pieces <= evaluator latency of the decoded split."""
+    evaluator latency with <= 2 pieces <= evaluator latency of the decoded split; and
+    the evaluator scoring the IP's own cut into slots (``pieces=``) gives the IP value."""
     for seed in range(50):
         inst = tiny_instance(100 + seed, k=1, training=seed % 3 == 0)
         ref_slots = brute_force_slots(inst, 2)
         ref_eval = brute_force_evaluator(inst, 2)
-        out, p = _ip(inst, 2)
+        out, p, pieces = _ip(inst, 2, with_pieces=True)
         assert out.incumbent == pytest.approx(ref_slots, rel=1e-7, abs=1e-6), seed
         assert ref_slots <= ref_eval + 1e-6
         ev = latency(p)
         assert ev.feasible and ev.objective >= ref_eval - 1e-6
+        own = latency(p, pieces=pieces)
+        assert own.feasible, own.violations
+        assert own.objective == pytest.approx(out.incumbent, rel=1e-7, abs=1e-6), seed
 
 
 def test_more_slots_never_hurt():
