@@ -237,21 +237,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     ev = evaluate(p, args.problem, **_eval_options(args, args.problem))
     _print_evaluation(ev, p)
     if args.out:
-        write_json(args.out, _finite(ev.to_dict()))
+        write_json(args.out, ev.to_dict())
         _out(f"\nwrote {args.out}")
     return 0
-
-
-def _finite(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {str(k): _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    if hasattr(x, "item") and callable(x.item):
-        return _finite(x.item())
-    return x
 
 
 # ---------------------------------------------------------------------------- simulate
@@ -298,7 +286,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         plot_gantt(res, args.gantt)
         _out(f"\nwrote {args.gantt}")
     if args.out:
-        write_json(args.out, _finite(res.to_dict(trace=True)), indent=None)
+        write_json(args.out, res.to_dict(trace=True), indent=None)
         _out(f"wrote {args.out}")
     return 0
 

@@ -20,6 +20,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from graphs.io import jsonable
+
 __all__ = ["STATUSES", "Result", "relative_gap"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "no_solution", "error")
@@ -73,19 +75,9 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (non-finite numbers become ``None``)."""
-        def clean(x: Any) -> Any:
-            if isinstance(x, float) and not math.isfinite(x):
-                return None
-            if isinstance(x, dict):
-                return {str(k): clean(v) for k, v in x.items()}
-            if isinstance(x, (list, tuple)):
-                return [clean(v) for v in x]
-            if hasattr(x, "item") and callable(x.item):  # numpy scalars
-                return clean(x.item())
-            return x
-        return clean(asdict(self))
+        return jsonable(asdict(self))
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> "Result":
+    def from_dict(cls, doc: dict[str, Any]) -> Result:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in doc.items() if k in known})

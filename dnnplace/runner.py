@@ -31,7 +31,6 @@ import hashlib
 import io
 import itertools
 import json
-import math
 import os
 import platform
 import re
@@ -46,6 +45,7 @@ from typing import Any
 from dnnplace.registry import SolverOptions
 from graphs.cluster import Cluster
 from graphs.errors import InputError
+from graphs.io import jsonable
 
 __all__ = ["REPO_ROOT", "WORKLOADS_DIR", "CLUSTER_PRESETS", "cluster_preset", "parse_bytes", "RunSpec",
            "ExperimentConfig", "load_config", "parse_config", "run_config", "read_runs", "git_revision",
@@ -410,16 +410,6 @@ def _append(path: Path, record: dict) -> None:
         os.fsync(fh.fileno())
 
 
-def _clean(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
-
-
 def _execute(spec: RunSpec) -> dict:
     """Run one spec; any exception except an interrupt becomes an ``error`` result."""
     from dnnplace.registry import SolveRequest, solve
@@ -498,7 +488,7 @@ def run_config(path: str | os.PathLike | ExperimentConfig, *, fresh: bool = Fals
             bar.set_postfix_str(f"{Path(spec.graph_label).stem} {spec.problem} {spec.method}", refresh=True)
             rec = _execute(spec)
             pkg = _SOLVER_PACKAGES.get(str(spec.solver.get("solver", "highs")))
-            rec = {"run_key": spec.key, "config": cfg.name, "run": spec.identity(), **_clean(rec),
+            rec = {"run_key": spec.key, "config": cfg.name, "run": spec.identity(), **jsonable(rec),
                    "git_revision": rev, "solver_package": pkg, "solver_package_version": _pkg_version(pkg) if pkg
                    else None, "environment": env,
                    "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ class Placement:
         object.__setattr__(self, "device", dev)
 
     @classmethod
-    def from_mapping(cls, graph: OpGraph, cluster: Cluster, mapping: Mapping[Any, str]) -> "Placement":
+    def from_mapping(cls, graph: OpGraph, cluster: Cluster, mapping: Mapping[Any, str]) -> Placement:
         """From ``{node id: device name}``; every node must be named, and only once."""
         dev = np.full(graph.n, -1, dtype=np.int64)
         for node, name in mapping.items():

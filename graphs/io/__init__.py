@@ -7,10 +7,13 @@ rename it, so a failed write never leaves a half-written file behind.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from graphs.errors import InputError
 from graphs.instance import Instance
@@ -25,7 +28,7 @@ from graphs.io.tarnawski import (
 )
 from graphs.placement import Placement
 
-__all__ = ["read_json", "write_json", "load_instance", "save_instance", "load_placement",
+__all__ = ["jsonable", "read_json", "write_json", "load_instance", "save_instance", "load_placement",
            "placement_from_doc", "placement_to_split"]
 
 
@@ -45,8 +48,28 @@ def read_json(path: str | os.PathLike) -> Any:
         raise InputError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from None
 
 
+def jsonable(x: Any) -> Any:
+    """``x`` with numpy scalars made Python numbers, tuples made lists, keys made
+    strings and non-finite floats made ``None`` (JSON has no NaN or infinity).
+
+    >>> jsonable({1: (float("nan"), np.float64(2.5))})
+    {'1': [None, 2.5]}
+    """
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
 def write_json(path: str | os.PathLike, doc: Any, indent: int | None = 1) -> Path:
-    """Write JSON atomically (temporary file + rename)."""
+    """Write :func:`jsonable` ``doc`` atomically (temporary file + rename)."""
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -55,7 +78,7 @@ def write_json(path: str | os.PathLike, doc: Any, indent: int | None = 1) -> Pat
         raise InputError(f"{p}: cannot write ({exc.strerror or exc})") from None
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=indent, allow_nan=False)
+            json.dump(jsonable(doc), fh, indent=indent, allow_nan=False)
             fh.write("\n")
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
         os.replace(tmp, p)
