@@ -266,8 +266,8 @@ def test_write_json_parent_is_a_file(tmp_path):
 
 def test_write_json_failure_keeps_old_file(tmp_path):
     path = write_json(tmp_path / "out.json", {"v": 1})
-    with pytest.raises(ValueError):
-        write_json(path, {"v": float("nan")})  # NaN is not JSON: fails mid-write
+    with pytest.raises(TypeError):
+        write_json(path, {"v": object()})  # not JSON-serialisable: fails mid-write
     assert read_json(path) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary file left
 
