@@ -1,0 +1,223 @@
+"""The numba kernel of the max-load DP over ideals (Tarnawski et al. Sec. 5.1.1).
+
+Push formulation: ideals are processed by increasing size; from every ideal ``I'`` a
+depth-first walk over the cover relation visits each superset ideal ``I`` once, adding
+one DP node at a time to ``S = I \\ I'`` and updating ``acc(S)``/``cpu(S)`` in O(degree)
+(compute, memory and the per-node transfer terms of SPEC 2.2 are kept incrementally),
+then relaxes ``dp[I][k'][l']`` with ``max(dp[I'][k'-1][l'], acc(S))`` and
+``max(dp[I'][k'][l'-1], cpu(S))``.
+
+Pruning (exact): compute and memory only grow along the walk, and a device's load is at
+least its compute, so once both the accelerator and the CPU compute of ``S`` exceed an
+upper bound ``ub`` on the optimum (the DPL value), no superset can be part of an
+optimal split and the walk backtracks. Sources whose every ``dp`` entry exceeds ``ub``
+are skipped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["run_dp"]
+
+
+@njit(cache=True)
+def _term_value(t, in_s, owner, cost, ntarget, cnt):
+    """Transfer term of original node t for the current S (SPEC 2.2): out-cost when its
+    DP node is in S and some target DP node is not; in-cost when it is outside and some
+    target is inside."""
+    if in_s[owner[t]]:
+        return cost[t] if cnt[t] < ntarget[t] else 0.0
+    return cost[t] if cnt[t] > 0 else 0.0
+
+
+@njit(cache=True)
+def _toggle(x, add, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr, tgt_term):
+    """Add (or remove) DP node x to S; return the change of the transfer cost."""
+    delta = 0.0
+    for q in range(own_ptr[x], own_ptr[x + 1]):
+        t = own_term[q]
+        delta -= _term_value(t, in_s, owner, cost, ntarget, cnt)
+    in_s[x] = add
+    for q in range(own_ptr[x], own_ptr[x + 1]):
+        t = own_term[q]
+        delta += _term_value(t, in_s, owner, cost, ntarget, cnt)
+    for q in range(tgt_ptr[x], tgt_ptr[x + 1]):
+        t = tgt_term[q]
+        delta -= _term_value(t, in_s, owner, cost, ntarget, cnt)
+        if add:
+            cnt[t] += 1
+        else:
+            cnt[t] -= 1
+        delta += _term_value(t, in_s, owner, cost, ntarget, cnt)
+    return delta
+
+
+@njit(cache=True)
+def _bw_contiguous(path, depth, bmask, desc, anc, words):
+    """Is the set of backward original nodes carried by the DP nodes on the path
+    contiguous in the backward graph (no outside node both below and above it)?"""
+    bset = np.zeros(words, dtype=np.uint64)
+    for d in range(1, depth + 1):
+        x = path[d]
+        for w in range(words):
+            bset[w] |= bmask[x, w]
+    down = np.zeros(words, dtype=np.uint64)
+    up = np.zeros(words, dtype=np.uint64)
+    for w in range(words):
+        b = bset[w]
+        while b:
+            low = b & (~b + np.uint64(1))
+            bit = 0
+            tmp = low
+            while tmp > np.uint64(1):
+                tmp >>= np.uint64(1)
+                bit += 1
+            v = w * 64 + bit
+            for w2 in range(words):
+                down[w2] |= desc[v, w2]
+                up[w2] |= anc[v, w2]
+            b ^= low
+    for w in range(words):
+        if down[w] & up[w] & ~bset[w]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c, cpu_ok_node, mem, mem_cap,
+           owner, cost, ntarget, own_ptr, own_term, tgt_ptr, tgt_term,
+           ideal_ok, bmask, desc, anc, check_bw, k, l, ub, overlap):  # noqa: E741 (the paper's k, l)
+    """Fill the DP table. Returns ``(dp, parent, kind, pairs_visited)``; ``dp`` has shape
+    ``(n_ideals, k+1, l+1)``, ``parent``/``kind`` the argmin ideal and device kind
+    (0 accelerator, 1 CPU) of every entry."""
+    inf = np.inf
+    dp = np.full((n_ideals, k + 1, l + 1), inf)
+    parent = np.full((n_ideals, k + 1, l + 1), -1, dtype=np.int32)
+    kind = np.zeros((n_ideals, k + 1, l + 1), dtype=np.int8)
+    dp[0, :, :] = 0.0
+    n_nodes = acc_c.shape[0]
+    in_s = np.zeros(n_nodes, dtype=np.bool_)
+    cnt = np.zeros(owner.shape[0], dtype=np.int64)
+    stamp = np.full(n_ideals, -1, dtype=np.int64)
+    stack_i = np.zeros(n_nodes + 2, dtype=np.int64)
+    stack_p = np.zeros(n_nodes + 2, dtype=np.int64)
+    path = np.zeros(n_nodes + 2, dtype=np.int64)
+    words = bmask.shape[1]
+    visited = 0
+    for src in range(n_ideals - 1):
+        best = inf
+        for a in range(k + 1):
+            for b in range(l + 1):
+                if dp[src, a, b] < best:
+                    best = dp[src, a, b]
+        if best > ub:
+            continue
+        stamp[src] = src
+        depth = 0
+        stack_i[0] = src
+        stack_p[0] = cover_ptr[src]
+        acc = 0.0
+        cpu = 0.0
+        mm = 0.0
+        bad = 0
+        cbad = 0
+        comm = 0.0
+        while depth >= 0:
+            i = stack_i[depth]
+            p = stack_p[depth]
+            if p < cover_ptr[i + 1]:
+                stack_p[depth] = p + 1
+                j = cover_to[p]
+                if stamp[j] == src:
+                    continue
+                stamp[j] = src
+                x = cover_node[p]
+                acc += acc_c[x]
+                cpu += cpu_c[x]
+                mm += mem[x]
+                if not acc_ok_node[x]:
+                    bad += 1
+                if not cpu_ok_node[x]:
+                    cbad += 1
+                comm += _toggle(x, True, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr, tgt_term)
+                acc_feasible = bad == 0 and mm <= mem_cap
+                acc_lb = acc if acc_feasible else inf
+                cpu_load = cpu if cbad == 0 else inf
+                if acc_lb > ub and cpu_load > ub:
+                    comm += _toggle(x, False, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr,
+                                    tgt_term)
+                    acc -= acc_c[x]
+                    cpu -= cpu_c[x]
+                    mm -= mem[x]
+                    if not acc_ok_node[x]:
+                        bad -= 1
+                    if not cpu_ok_node[x]:
+                        cbad -= 1
+                    continue
+                visited += 1
+                depth += 1
+                stack_i[depth] = j
+                stack_p[depth] = cover_ptr[j]
+                path[depth] = x
+                if acc_feasible:
+                    acc_load = max(acc, comm) if overlap else acc + comm
+                else:
+                    acc_load = inf
+                checked = 0  # 0 unknown, 1 contiguous, 2 not
+                if not check_bw or (ideal_ok[src] and ideal_ok[j]):
+                    checked = 1
+                if acc_load <= ub:
+                    # dp[j] is non-increasing in both counts at all times (a min of
+                    # non-increasing candidates), so once acc_load >= dp[j, a, b] no
+                    # larger a can improve: break
+                    for b in range(l + 1):
+                        for a in range(1, k + 1):
+                            if acc_load >= dp[j, a, b]:
+                                break
+                            c = dp[src, a - 1, b]
+                            if acc_load > c:
+                                c = acc_load
+                            if c < dp[j, a, b]:
+                                if checked == 0:
+                                    checked = 1 if _bw_contiguous(path, depth, bmask, desc, anc, words) else 2
+                                if checked == 2:
+                                    break
+                                dp[j, a, b] = c
+                                parent[j, a, b] = src
+                                kind[j, a, b] = 0
+                        if checked == 2:
+                            break
+                if cpu_load <= ub and checked != 2:
+                    for a in range(k + 1):
+                        for b in range(1, l + 1):
+                            if cpu_load >= dp[j, a, b]:
+                                break
+                            c = dp[src, a, b - 1]
+                            if cpu_load > c:
+                                c = cpu_load
+                            if c < dp[j, a, b]:
+                                if checked == 0:
+                                    checked = 1 if _bw_contiguous(path, depth, bmask, desc, anc, words) else 2
+                                if checked == 2:
+                                    break
+                                dp[j, a, b] = c
+                                parent[j, a, b] = src
+                                kind[j, a, b] = 1
+                        if checked == 2:
+                            break
+            else:
+                if depth > 0:
+                    x = path[depth]
+                    comm += _toggle(x, False, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr,
+                                    tgt_term)
+                    acc -= acc_c[x]
+                    cpu -= cpu_c[x]
+                    mm -= mem[x]
+                    if not acc_ok_node[x]:
+                        bad -= 1
+                    if not cpu_ok_node[x]:
+                        cbad -= 1
+                depth -= 1
+    return dp, parent, kind, visited

@@ -1,0 +1,325 @@
+"""Appendix B preprocessing and the ideal lattice for the max-load DP (Tarnawski et al.).
+
+The DP of Sec. 5.1.1 runs on a *forward* DAG ``H`` whose nodes ("DP nodes") each stand
+for a set of original nodes that must share a device: a contracted forward colocation
+class (plus the strongly connected components that contraction creates) together with
+the backward nodes colocated with it (Sec. 5.3, Appendix B). Orphaned backward groups
+(no forward partner) get an artificial forward image, and every backward edge touching
+an orphan is mirrored into ``H`` (Appendix B), so the backward side stays contiguous and
+the number of ideals stays small.
+
+An *ideal* of ``H`` (Definition 5.1) is a downward-closed node set. This module
+enumerates all of them breadth-first by size and records the cover relation
+``J -> J + {x}`` (the lattice edges), which the DP kernel walks to visit every superset
+of an ideal with an incrementally updated device load.
+
+Appendix B's subdivision of nodes with differently priced out-edges is not needed here:
+the DP charges transfer costs per original node exactly as the independent evaluator
+does (a node with out-edges of different costs is rejected with a clear error, since
+the paper's subdivision charges a sum where the evaluator charges the largest crossing
+edge).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from graphs.errors import InputError
+from graphs.graph import OpGraph
+
+__all__ = ["DPGraph", "build_dp_graph", "IdealLattice", "enumerate_ideals", "linearize", "dfs_topological_order"]
+
+
+class TooManyIdeals(InputError):
+    """The DAG has more ideals than the caller allowed (use DPL instead)."""
+
+
+@dataclass
+class DPGraph:
+    """The preprocessed forward DAG of Appendix B.
+
+    ``group[v]``: DP node of original node ``v`` (every original node, forward or
+    backward, belongs to exactly one DP node); ``src/dst``: edges of ``H`` (original
+    forward edges between groups plus mirrored edges of orphans); ``n_real``: DP nodes
+    that contain an original forward node (the others are artificial images);
+    ``backward_ok_needed``: whether backward contiguity must be checked (training).
+    """
+
+    n: int
+    group: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    n_artificial: int
+    training: bool
+
+
+def _scc_merge(n: int, labels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Merge labels that lie on a common cycle of the contracted graph; relabel 0..k-1."""
+    labels = np.unique(labels, return_inverse=True)[1]
+    k = int(labels.max()) + 1 if labels.size else 0
+    a, b = labels[src], labels[dst]
+    keep = a != b
+    adj = coo_matrix((np.ones(int(keep.sum())), (a[keep], b[keep])), shape=(k, k)).tocsr()
+    _, comp = connected_components(adj, directed=True, connection="strong")
+    return np.unique(comp[labels], return_inverse=True)[1].astype(np.int64)
+
+
+def _union(labels: np.ndarray, pairs_a: np.ndarray, pairs_b: np.ndarray) -> np.ndarray:
+    """Merge label classes joined by the pairs (connected components); relabel 0..k-1."""
+    k = int(labels.max()) + 1 if labels.size else 0
+    adj = coo_matrix((np.ones(pairs_a.size), (pairs_a, pairs_b)), shape=(k, k))
+    _, comp = connected_components(adj, directed=False)
+    return np.unique(comp[labels], return_inverse=True)[1].astype(np.int64)
+
+
+def _merge_trivial(g: OpGraph, group: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge every zero-cost DP node that has exactly one neighbour in ``H`` and no
+    forward member adjacent to a backward node into that neighbour, until none is left.
+
+    Such a node (e.g. a weight-free input or a zero-time sink) never lowers any load by
+    sitting apart from its only neighbour, so merging keeps the optimum (memory aside:
+    its bytes go with the neighbour; they are counted exactly). This is what keeps the
+    number of ideals of GNMT at the paper's 17914 instead of millions (16 zero-time
+    sinks would each double it).
+    """
+    k = int(group.max()) + 1 if group.size else 0
+    comp = np.nan_to_num(g.compute, nan=0.0).sum(axis=1)
+    busy = np.bincount(group, weights=comp, minlength=k) > 0
+    touches_bw = np.zeros(k, dtype=bool)
+    mixed = g.backward[g.src] != g.backward[g.dst]
+    touches_bw[group[g.src[mixed & ~g.backward[g.src]]]] = True
+    touches_bw[group[g.dst[mixed & ~g.backward[g.dst]]]] = True
+    nbrs: list[set[int]] = [set() for _ in range(k)]
+    for a, b in pairs.tolist():
+        nbrs[a].add(b)
+        nbrs[b].add(a)
+    parent = np.arange(k)
+    queue = [x for x in range(k) if not busy[x] and not touches_bw[x] and len(nbrs[x]) == 1]
+    while queue:
+        x = queue.pop()
+        if parent[x] != x or len(nbrs[x]) != 1 or busy[x] or touches_bw[x]:
+            continue
+        (y,) = nbrs[x]
+        parent[x] = y
+        nbrs[y].discard(x)
+        nbrs[x] = set()
+        touches_bw[y] |= touches_bw[x]
+        if not busy[y] and not touches_bw[y] and len(nbrs[y]) == 1:
+            queue.append(y)
+    root = parent.copy()
+    while True:
+        nxt = parent[root]
+        if np.array_equal(nxt, root):
+            break
+        root = nxt
+    labels = np.unique(root, return_inverse=True)[1].astype(np.int64)
+    a, b = labels[pairs[:, 0]], labels[pairs[:, 1]]
+    keep = a != b
+    new_pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0) if keep.any() else np.empty((0, 2), np.int64)
+    return labels[group], new_pairs
+
+
+def build_dp_graph(g: OpGraph, *, trivial: bool = True) -> DPGraph:
+    """Appendix B: contract colocation classes (forward and backward parts separately)
+    and the SCCs this creates, pair backward groups with their forward partners, add
+    artificial forward images of orphaned backward groups with mirrored edges, and
+    contract the SCCs the mirrored edges create. Iterates until stable.
+    """
+    n = g.n
+    bw = g.backward
+    # colocation classes split into forward and backward parts; singletons otherwise
+    cls = np.where(g.colocation >= 0, g.colocation, g.colocation.max(initial=-1) + 1 + np.arange(n))
+    lab = np.unique(cls * 2 + bw.astype(np.int64), return_inverse=True)[1].astype(np.int64)
+    inner = bw[g.src] == bw[g.dst]  # contiguity is per part: SCCs only within a part
+    s_in, d_in = g.src[inner], g.dst[inner]
+    while True:
+        lab = _scc_merge(n, lab, s_in, d_in)
+        # backward group -> forward groups sharing a colocation class with it
+        has = g.colocation >= 0
+        fw_nodes = np.flatnonzero(has & ~bw)
+        bw_nodes = np.flatnonzero(has & bw)
+        fw_of_class = {}
+        for v in fw_nodes:
+            fw_of_class.setdefault(int(g.colocation[v]), int(lab[v]))
+        pa, pb = [], []
+        partner: dict[int, int] = {}
+        for v in bw_nodes:
+            f = fw_of_class.get(int(g.colocation[v]))
+            if f is None:
+                continue
+            b = int(lab[v])
+            if b in partner and partner[b] != f:
+                pa.append(partner[b])
+                pb.append(f)  # a backward group with two forward partners: merge them
+            partner.setdefault(b, f)
+        # also merge forward groups colocated (through a class) with each other
+        for v in fw_nodes:
+            f0 = fw_of_class[int(g.colocation[v])]
+            if f0 != lab[v]:
+                pa.append(f0)
+                pb.append(int(lab[v]))
+        if not pa:
+            break
+        lab = _union(lab, np.array(pa, dtype=np.int64), np.array(pb, dtype=np.int64))
+    k = int(lab.max()) + 1 if n else 0
+    is_bw_group = np.zeros(k, dtype=bool)
+    is_bw_group[lab[bw]] = True
+    fw_groups = np.unique(lab[~bw])
+    # DP node of every group: forward groups are DP nodes; backward groups map to their
+    # partner or to a new artificial image
+    dp_of = np.full(k, -1, dtype=np.int64)
+    dp_of[fw_groups] = np.arange(fw_groups.size)
+    nxt = fw_groups.size
+    for b, f in partner.items():
+        dp_of[b] = dp_of[f]
+    orphans = np.flatnonzero(is_bw_group & (dp_of < 0))
+    dp_of[orphans] = nxt + np.arange(orphans.size)
+    n_dp = nxt + orphans.size
+    group = dp_of[lab]
+    # edges of H: forward edges between distinct DP nodes, and mirrored backward edges
+    # (u', v') with an orphan end point become (img v', img u')
+    fwe = ~bw[g.src] & ~bw[g.dst]
+    hs, hd = [group[g.src[fwe]]], [group[g.dst[fwe]]]
+    orphan_group = np.zeros(k, dtype=bool)
+    orphan_group[orphans] = True
+    bwe = bw[g.src] & bw[g.dst]
+    mir = bwe & (orphan_group[lab[g.src]] | orphan_group[lab[g.dst]])
+    hs.append(group[g.dst[mir]])
+    hd.append(group[g.src[mir]])
+    hs_a, hd_a = np.concatenate(hs), np.concatenate(hd)
+    keep = hs_a != hd_a
+    hs_a, hd_a = hs_a[keep], hd_a[keep]
+    # the mirrored edges may close cycles: contract them (they must share a device
+    # in any contiguous split of H anyway)
+    merged = _scc_merge(n_dp, np.arange(n_dp), hs_a, hd_a)
+    group = merged[group]
+    n_final = int(merged.max()) + 1 if n_dp else 0
+    a, b = merged[hs_a], merged[hd_a]
+    keep = a != b
+    pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0) if keep.any() else np.empty((0, 2), np.int64)
+    if trivial:
+        group, pairs = _merge_trivial(g, group, pairs)
+        n_final = int(group.max()) + 1 if n else 0
+    real = np.zeros(n_final, dtype=bool)
+    real[group[~bw]] = True
+    return DPGraph(n=n_final, group=group, src=pairs[:, 0].astype(np.int64), dst=pairs[:, 1].astype(np.int64),
+                   n_artificial=int((~real).sum()), training=bool(bw.any()))
+
+
+@dataclass
+class IdealLattice:
+    """All ideals of a DAG, indexed by size (index 0 = empty set, last = all nodes).
+
+    ``cover_ptr/cover_node/cover_to``: CSR of the cover relation, ideal ``i`` plus node
+    ``cover_node[j]`` is ideal ``cover_to[j]``. ``member``: ``(n_ideals, words)`` uint64
+    bitsets.
+    """
+
+    n_nodes: int
+    member: np.ndarray
+    cover_ptr: np.ndarray
+    cover_node: np.ndarray
+    cover_to: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.member.shape[0])
+
+    @property
+    def n_covers(self) -> int:
+        return int(self.cover_node.size)
+
+    def nodes(self, i: int) -> np.ndarray:
+        """Node indices in ideal ``i``."""
+        bits = np.unpackbits(self.member[i].view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[: self.n_nodes])
+
+
+def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: int = 2_000_000) -> IdealLattice:
+    """Breadth-first enumeration of the ideals of the DAG ``(n, src->dst)``.
+
+    Every ideal is reached from a smaller one by adding one node all of whose
+    predecessors it contains; ideals are Python ints used as bitsets and looked up in a
+    dict, so the cost is ``O(ideals * width)`` dictionary operations.
+    Raises :class:`TooManyIdeals` past ``max_ideals``.
+
+    >>> lat = enumerate_ideals(3, np.array([0]), np.array([1]))  # 0->1, 2 isolated
+    >>> lat.size  # {}, {0}, {2}, {0,1}, {0,2}, {0,1,2}
+    6
+    """
+    preds = [0] * n
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(src.tolist(), dst.tolist()):
+        preds[b] |= 1 << a
+        succs[a].append(b)
+    sources = [v for v in range(n) if preds[v] == 0]
+    index: dict[int, int] = {0: 0}
+    ideals = [0]
+    addable = [sources]
+    cov_from: list[int] = []
+    cov_node: list[int] = []
+    cov_to: list[int] = []
+    head = 0
+    while head < len(ideals):
+        cur = ideals[head]
+        for x in addable[head]:
+            nxt = cur | (1 << x)
+            j = index.get(nxt)
+            if j is None:
+                j = len(ideals)
+                if j >= max_ideals:
+                    raise TooManyIdeals(f"more than {max_ideals} ideals; use DPL (linearised) instead")
+                index[nxt] = j
+                ideals.append(nxt)
+                new = [y for y in addable[head] if y != x]
+                new += [y for y in succs[x] if preds[y] & ~nxt == 0]
+                addable.append(new)
+            cov_from.append(head)
+            cov_node.append(x)
+            cov_to.append(j)
+        addable[head] = None  # type: ignore[call-overload]  # free as we go
+        head += 1
+    words = max(1, (n + 63) // 64)
+    member = np.zeros((len(ideals), words), dtype=np.uint64)
+    mask = (1 << 64) - 1
+    for i, bits in enumerate(ideals):
+        for w in range(words):
+            member[i, w] = (bits >> (64 * w)) & mask
+    cov_from_a = np.array(cov_from, dtype=np.int64)
+    ptr = np.zeros(len(ideals) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cov_from_a, minlength=len(ideals)), out=ptr[1:])
+    # BFS appends covers in order of their source, so the arrays are already grouped
+    return IdealLattice(n, member, ptr, np.array(cov_node, dtype=np.int64), np.array(cov_to, dtype=np.int64))
+
+
+def dfs_topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """A topological order by depth-first search (Sec. 5.1.2): a node is emitted once
+    all its predecessors are, continuing from the most recently enabled node.
+
+    >>> dfs_topological_order(4, np.array([0, 0, 1]), np.array([1, 2, 3])).tolist()
+    [0, 1, 3, 2]
+    """
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(src.tolist(), dst.tolist()):
+        succs[a].append(b)
+    stack = [v for v in range(n - 1, -1, -1) if indeg[v] == 0]
+    order = []
+    while stack:
+        v = stack.pop()
+        order.append(v)
+        for w in reversed(succs[v]):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack.append(w)
+    return np.array(order, dtype=np.int64)
+
+
+def linearize(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """DPL (Sec. 5.1.2): the edges of a DFS topological order made into a path."""
+    order = dfs_topological_order(n, src, dst)
+    return order[:-1].copy(), order[1:].copy()

@@ -1,0 +1,350 @@
+"""Exact max-load DP over ideals and its linearisation heuristic (Tarnawski et al. 2020).
+
+Methods ``dp`` (Sec. 5.1.1, Sec. 5.3, Appendix B) and ``dpl`` (Sec. 5.1.2).
+
+The recurrence (Sec. 5.1.1), over ideals ``I`` of the preprocessed forward DAG ``H``
+(:func:`heuristics.ideals.build_dp_graph`) and device counts ``k' <= k``, ``l' <= l``::
+
+    dp[I][k'][l'] = min_{ideal I' subset I} min( max(dp[I'][k'-1][l'], acc(I \\ I')),
+                                               max(dp[I'][k'][l'-1], cpu(I \\ I')) )
+
+with ``dp[{}][.][.] = 0`` (devices may stay empty). ``acc(S)`` is the accelerator load
+of SPEC 2.2 of *all original nodes* carried by ``S`` (forward members and their
+colocated backward partners): compute plus every transfer ``c_u`` paid once per node
+and direction, ``inf`` if ``S`` does not fit in memory or holds a node the accelerator
+cannot run; ``cpu(S)`` is compute only. For training graphs a forward set is only used
+when its backward partners form a contiguous set of the backward part (Sec. 5.3), so
+the split is contiguous per part (the evaluator's ``contiguity="both"``), on CPUs too.
+
+Objectives: ``pipedream`` (sum of compute and transfers, the paper's default) and
+``overlap`` (Appendix C.1: ``max(comm, compute)``). Not done: GPipe's objective (not
+separable over devices), replication (C.2) and hierarchies (C.3).
+
+Speed (see ``benchmarks/bench_dp.py``): DPL runs first and its value bounds the exact
+DP, whose superset walks stop as soon as a set's compute exceeds that bound
+(:mod:`heuristics.dp_kernel`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dnnplace.registry import Method, MethodOutput, SolveRequest
+from graphs.cluster import Cluster
+from graphs.errors import InputError
+from graphs.graph import OpGraph
+from graphs.instance import Instance
+from graphs.placement import Placement
+from heuristics.dp_kernel import run_dp
+from heuristics.ideals import DPGraph, IdealLattice, build_dp_graph, enumerate_ideals, linearize
+
+__all__ = ["METHODS", "DPResult", "maxload_dp", "node_transfer_cost"]
+
+OBJECTIVES = ("pipedream", "overlap")
+
+
+@dataclass
+class DPResult:
+    """Outcome of one DP run: the split, its max-load and counters for the benchmark."""
+
+    placement: Placement | None
+    value: float
+    ideals: int
+    pairs_visited: int
+    dp_nodes: int
+    seconds: dict[str, float] = field(default_factory=dict)
+    linearized: bool = False
+
+
+def _devices(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    """Accelerator and CPU device indices, capped by ``meta['device_limit']``."""
+    accs = np.array([i for i, kd in enumerate(cluster.kinds) if kd != "cpu"], dtype=np.int64)
+    cpus = cluster.devices_of_kind("cpu").astype(np.int64)
+    limit = cluster.meta.get("device_limit", {})
+    if accs.size:
+        akind = cluster.kinds[accs[0]]
+        if any(cluster.kinds[a] != akind for a in accs):
+            raise InputError("the max-load DP needs identical accelerators (one device kind besides 'cpu')")
+        accs = accs[: limit.get(akind, accs.size)]
+        if np.unique(cluster.memory[accs]).size > 1 or np.unique(cluster.speed[accs]).size > 1:
+            raise InputError("the max-load DP needs identical accelerators (same memory and speed)")
+    cpus = cpus[: limit.get("cpu", cpus.size)]
+    return accs, cpus
+
+
+def node_transfer_cost(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """Tarnawski's ``c_u`` per node: the explicit cost of u's out-edges, or the link
+    model accelerator->host; raises if u's out-edges cost differently (the evaluator
+    would charge the largest crossing one, which a per-node DP cannot represent)."""
+    accs, cpus = _devices(cluster)
+    cost = graph.edge_cost.copy()
+    miss = np.isnan(cost)
+    if miss.any():
+        if accs.size == 0:
+            cost[miss] = 0.0
+        else:
+            a = accs[0]
+            h = cpus[0] if cpus.size else a
+            cost[miss] = cluster.beta0[a, h] + cluster.beta1[a, h] * graph.edge_bytes[miss]
+    hi = np.full(graph.n, -np.inf)
+    lo = np.full(graph.n, np.inf)
+    np.maximum.at(hi, graph.src, cost)
+    np.minimum.at(lo, graph.src, cost)
+    has = np.isfinite(hi)
+    bad = np.flatnonzero(has & (hi - lo > 1e-9 * np.maximum(1.0, np.abs(hi))))
+    if bad.size:
+        raise InputError(f"node {graph.ids[bad[0]]!r} has out-edges with different transfer costs; "
+                         "the DP charges one cost per node (Appendix B subdivision not supported)")
+    return np.where(has, hi, 0.0)
+
+
+@dataclass
+class _Prepared:
+    h: DPGraph
+    lattice: IdealLattice
+    arrays: dict[str, Any]
+
+
+def _bitsets(rows: list[np.ndarray], nbits: int) -> np.ndarray:
+    words = max(1, (nbits + 63) // 64)
+    out = np.zeros((len(rows), words), dtype=np.uint64)
+    for r, bits in enumerate(rows):
+        for b in bits.tolist():
+            out[r, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    return out
+
+
+def _prepare(inst: Instance, *, linear: bool, trivial: bool = True) -> _Prepared:
+    g, cl = inst.graph, inst.require_cluster()
+    accs, cpus = _devices(cl)
+    h = build_dp_graph(g, trivial=trivial)
+    src, dst = h.src, h.dst
+    if linear:
+        ps, pd = linearize(h.n, src, dst)
+        src, dst = np.concatenate([src, ps]), np.concatenate([dst, pd])
+    lattice = enumerate_ideals(h.n, src, dst)
+    grp = h.group
+    comp = cl.compute_matrix(g)
+    acc_t = comp[:, accs[0]] if accs.size else np.full(g.n, np.nan)
+    cpu_t = comp[:, cpus[0]] if cpus.size else np.full(g.n, np.nan)
+    acc_ok = np.bincount(grp, weights=np.isnan(acc_t).astype(float), minlength=h.n) == 0
+    cpu_ok = np.bincount(grp, weights=np.isnan(cpu_t).astype(float), minlength=h.n) == 0
+    acc_c = np.bincount(grp, weights=np.nan_to_num(acc_t), minlength=h.n)
+    cpu_c = np.bincount(grp, weights=np.nan_to_num(cpu_t), minlength=h.n)
+    mem = np.bincount(grp, weights=g.memory, minlength=h.n)
+    # one transfer term per original node with an out-edge to another DP node
+    c = node_transfer_cost(g, cl)
+    gs, gd = grp[g.src], grp[g.dst]
+    cross = gs != gd
+    pairs = np.unique(np.stack([g.src[cross], gd[cross]], axis=1), axis=0) if cross.any() \
+        else np.empty((0, 2), np.int64)
+    owners_u, term_of = np.unique(pairs[:, 0], return_inverse=True)
+    owner = grp[owners_u].astype(np.int64)
+    cost = c[owners_u]
+    ntarget = np.bincount(term_of, minlength=owners_u.size).astype(np.int64)
+    own_order = np.argsort(owner, kind="stable")
+    own_ptr = np.zeros(h.n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=h.n), out=own_ptr[1:])
+    tgt = pairs[:, 1]
+    tgt_order = np.argsort(tgt, kind="stable")
+    tgt_ptr = np.zeros(h.n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tgt, minlength=h.n), out=tgt_ptr[1:])
+    # backward contiguity data (training graphs)
+    bw = g.backward
+    check_bw = bool(bw.any())
+    if check_bw:
+        bidx = np.full(g.n, -1, dtype=np.int64)
+        bnodes = np.flatnonzero(bw)
+        bidx[bnodes] = np.arange(bnodes.size)
+        nb = bnodes.size
+        bmask = _bitsets([bidx[bnodes[grp[bnodes] == x]] for x in range(h.n)], nb)
+        be = bw[g.src] & bw[g.dst]
+        es, ed = bidx[g.src[be]], bidx[g.dst[be]]
+        desc, anc = _closure(nb, es, ed)
+        ideal_bw = _ideal_union(lattice, bmask)
+        ideal_ok = _is_filter(ideal_bw, es, ed)
+    else:
+        bmask = np.zeros((h.n, 1), dtype=np.uint64)
+        desc = anc = np.zeros((1, 1), dtype=np.uint64)
+        ideal_ok = np.ones(lattice.size, dtype=np.bool_)
+    arrays = dict(acc_c=acc_c, acc_ok_node=acc_ok, cpu_c=cpu_c, cpu_ok_node=cpu_ok, mem=mem,
+                  mem_cap=float(cl.memory[accs[0]]) if accs.size else 0.0,
+                  owner=owner, cost=cost, ntarget=ntarget, own_ptr=own_ptr, own_term=own_order.astype(np.int64),
+                  tgt_ptr=tgt_ptr, tgt_term=term_of[tgt_order].astype(np.int64),
+                  ideal_ok=ideal_ok, bmask=bmask, desc=desc, anc=anc, check_bw=check_bw,
+                  k=int(accs.size), l=int(cpus.size), accs=accs, cpus=cpus)
+    return _Prepared(h, lattice, arrays)
+
+
+def _closure(nb: int, es: np.ndarray, ed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Strict descendant and ancestor bitsets of the backward part."""
+    words = max(1, (nb + 63) // 64)
+    desc = np.zeros((max(nb, 1), words), dtype=np.uint64)
+    anc = np.zeros((max(nb, 1), words), dtype=np.uint64)
+    if nb == 0:
+        return desc, anc
+    g = OpGraph(ids=range(nb), kinds=("x",), compute=np.zeros((nb, 1)), memory=np.zeros(nb), src=es, dst=ed)
+    order = g.topo_order
+    one = np.uint64(1)
+    for v in order[::-1].tolist():
+        for w in g.successors(v).tolist():
+            desc[v] |= desc[w]
+            desc[v, w >> 6] |= one << np.uint64(w & 63)
+    for v in order.tolist():
+        for u in g.predecessors(v).tolist():
+            anc[v] |= anc[u]
+            anc[v, u >> 6] |= one << np.uint64(u & 63)
+    return desc, anc
+
+
+def _ideal_union(lat: IdealLattice, bmask: np.ndarray) -> np.ndarray:
+    """Backward nodes carried by every ideal (bitsets), along the cover relation."""
+    out = np.zeros((lat.size, bmask.shape[1]), dtype=np.uint64)
+    first = np.full(lat.size, -1, dtype=np.int64)
+    src_of = np.repeat(np.arange(lat.size), np.diff(lat.cover_ptr))
+    # the first cover reaching each ideal (BFS order: sources come earlier)
+    order = np.argsort(lat.cover_to, kind="stable")
+    tos = lat.cover_to[order]
+    starts = np.flatnonzero(np.r_[True, tos[1:] != tos[:-1]])
+    first[tos[starts]] = order[starts]
+    for j in range(1, lat.size):
+        e = first[j]
+        out[j] = out[src_of[e]] | bmask[lat.cover_node[e]]
+    return out
+
+
+def _is_filter(sets: np.ndarray, es: np.ndarray, ed: np.ndarray) -> np.ndarray:
+    """Rows that are closed under backward successors (then differences of two such
+    sets are contiguous)."""
+    ok = np.ones(sets.shape[0], dtype=np.bool_)
+    one = np.uint64(1)
+    for a, b in zip(es.tolist(), ed.tolist()):
+        ina = (sets[:, a >> 6] >> np.uint64(a & 63)) & one
+        inb = (sets[:, b >> 6] >> np.uint64(b & 63)) & one
+        ok &= ~((ina == 1) & (inb == 0))
+    return ok
+
+
+def _run(prep: _Prepared, ub: float, overlap: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    a, lat = prep.arrays, prep.lattice
+    return run_dp(lat.size, lat.cover_ptr, lat.cover_node, lat.cover_to, a["acc_c"], a["acc_ok_node"], a["cpu_c"],
+                  a["cpu_ok_node"], a["mem"], a["mem_cap"], a["owner"], a["cost"], a["ntarget"], a["own_ptr"],
+                  a["own_term"], a["tgt_ptr"], a["tgt_term"], a["ideal_ok"], a["bmask"], a["desc"], a["anc"],
+                  a["check_bw"], a["k"], a["l"], float(ub), overlap)
+
+
+def _decode(inst: Instance, prep: _Prepared, parent: np.ndarray, kind: np.ndarray) -> Placement:
+    lat, h, a = prep.lattice, prep.h, prep.arrays
+    dev_of_dp = np.full(h.n, -1, dtype=np.int64)
+    cur, kk, ll = lat.size - 1, a["k"], a["l"]
+    ia = ic = 0
+    while cur != 0:
+        prev = int(parent[cur, kk, ll])
+        if prev < 0:
+            raise RuntimeError("DP backtracking hit an unset entry")
+        nodes = np.setdiff1d(lat.nodes(cur), lat.nodes(prev))
+        if kind[cur, kk, ll] == 0:
+            dev_of_dp[nodes] = a["accs"][ia]
+            ia += 1
+            kk -= 1
+        else:
+            dev_of_dp[nodes] = a["cpus"][ic]
+            ic += 1
+            ll -= 1
+        cur = prev
+    return Placement(inst.graph, inst.require_cluster(), dev_of_dp[h.group])
+
+
+def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pipedream",
+               upper_bound: float | None = None, trivial: bool = True) -> DPResult:
+    """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
+
+    Parameters
+    ----------
+    inst : Instance
+        Graph with a cluster of identical accelerators and CPUs (Tarnawski's model).
+    linearized : bool
+        Run DPL (Sec. 5.1.2): add the path of a DFS topological order first.
+    objective : {"pipedream", "overlap"}
+        Load = compute + transfers (default) or their maximum (Appendix C.1).
+    upper_bound : float, optional
+        A known achievable max-load; by default the exact DP runs DPL first to get one.
+    trivial : bool
+        Merge zero-cost one-neighbour nodes into their neighbour first (exact for the
+        loads; see :func:`heuristics.ideals._merge_trivial`).
+
+    Returns
+    -------
+    DPResult
+        ``placement`` is ``None`` when no split is feasible (``value`` is ``inf``).
+
+    References
+    ----------
+    Tarnawski, Phanishayee, Devanur, Mahajan, Nina Paravecino. Efficient Algorithms for
+    Device Placement of DNN Graph Operators. NeurIPS 2020, Sec. 5.1, 5.3, App. B.
+
+    Examples
+    --------
+    >>> from graphs import OpGraph, Cluster
+    >>> from graphs.instance import Instance
+    >>> g = OpGraph(ids=[0, 1, 2], kinds=("acc", "cpu"), compute=[[2, 9], [2, 9], [2, 9]],
+    ...             memory=[0, 0, 0], src=[0, 1], dst=[1, 2], edge_cost=[1, 1])
+    >>> maxload_dp(Instance(g, Cluster.tarnawski(2, 0, 10))).value  # {0,1} + {2}: 4 + 1
+    5.0
+    """
+    if objective not in OBJECTIVES:
+        raise InputError(f"the DP supports objectives {OBJECTIVES}, not {objective!r}")
+    t0 = time.perf_counter()
+    prep = _prepare(inst, linear=linearized, trivial=trivial)
+    t1 = time.perf_counter()
+    seconds = {"prepare": t1 - t0}
+    ub = np.inf if upper_bound is None else float(upper_bound)
+    if not linearized and upper_bound is None:
+        first = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial)
+        ub = first.value
+        seconds["dpl_bound"] = sum(first.seconds.values())
+    ub_slack = ub * (1 + 1e-9) + 1e-12 if np.isfinite(ub) else np.inf
+    t2 = time.perf_counter()
+    dp, parent, kind, visited = _run(prep, ub_slack, objective == "overlap")
+    t3 = time.perf_counter()
+    seconds["dp"] = t3 - t2
+    a = prep.arrays
+    value = float(dp[-1, a["k"], a["l"]])
+    placement = _decode(inst, prep, parent, kind) if np.isfinite(value) else None
+    return DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized)
+
+
+def _run_method(linearized: bool):
+    def run(inst: Instance, req: SolveRequest) -> MethodOutput:
+        if req.contiguity not in (None, "both"):
+            raise InputError(f"the DP finds splits contiguous per part (contiguity 'both'), not {req.contiguity!r}")
+        res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload"
+                         else "pipedream")
+        extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
+                 "seconds": res.seconds}
+        if res.placement is None:
+            return MethodOutput(None, status="infeasible", contiguity="both", extra=extra,
+                                message="no contiguous split fits the devices")
+        if req.problem == "latency":
+            # Sec. 7 baseline: the max-load optimal split, scored for latency by the evaluator
+            extra["maxload"] = res.value
+            return MethodOutput(res.placement, status="feasible", objective=None, contiguity="both", extra=extra)
+        status = "feasible" if linearized else "optimal"
+        bound = None if linearized else res.value
+        return MethodOutput(res.placement, status=status, objective=res.value, bound=bound, contiguity="both",
+                            termination="completed", extra=extra)
+    return run
+
+
+METHODS = [
+    Method("dp", ("maxload", "latency"), _run_method(False),
+           "Tarnawski Sec. 5.1.1 exact DP over ideals (contiguous per part); for latency: "
+           "the max-load optimal split scored by the evaluator", kind="exact", default_contiguity="both"),
+    Method("dpl", ("maxload",), _run_method(True),
+           "Tarnawski Sec. 5.1.2 DP on a DFS linearisation (polynomial, heuristic)",
+           kind="heuristic", default_contiguity="both"),
+]
