@@ -1,8 +1,11 @@
 """Pesto experiments in simulation (Pesto Fig. 5, Fig. 8, Sec. 3.3/5.3), driven by TOML.
 
-    .venv/bin/python experiments/run_pesto.py experiments/pesto-congestion.toml
-    .venv/bin/python experiments/run_pesto.py experiments/pesto-hardware.toml
-    .venv/bin/python experiments/run_pesto.py experiments/pesto-coarsening.toml
+    dnnplace reproduce pesto-congestion      # experiments/pesto-congestion.toml
+    dnnplace reproduce pesto-hardware        # experiments/pesto-hardware.toml
+    dnnplace reproduce pesto-coarsening      # experiments/pesto-coarsening.toml
+
+(``--quick`` caps every ILP at 10 s; ``pesto-congestion-wide`` and ``pesto-hardware-100``
+are variants on a wider graph and with 100 coarse nodes.)
 
 Every number is a *simulation* (graphs/simulate.py, SPEC 2.1) of generated operator
 graphs on a modelled cluster, not a hardware measurement. Each run writes
@@ -22,9 +25,7 @@ Experiment kinds (``kind`` in the TOML):
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import dataclasses
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -33,19 +34,21 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from dnnplace.registry import SolverOptions
+from dnnplace.runner import git_revision
+from formulations.pesto import pesto
+from graphs.cluster import Cluster
+from graphs.errors import InputError
+from graphs.generators import generate
+from graphs.graph import OpGraph
+from graphs.io import write_json
+from graphs.placement import Placement
+from graphs.simulate import simulate
+from heuristics.list_scheduling import best_list_schedule
 
-from dnnplace.registry import SolverOptions  # noqa: E402
-from formulations.pesto import pesto  # noqa: E402
-from graphs.cluster import Cluster  # noqa: E402
-from graphs.generators import generate  # noqa: E402
-from graphs.graph import OpGraph  # noqa: E402
-from graphs.io import write_json  # noqa: E402
-from graphs.placement import Placement  # noqa: E402
-from graphs.simulate import simulate  # noqa: E402
-from heuristics.list_scheduling import best_list_schedule  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = ("pesto-congestion", "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100",
+               "pesto-coarsening")
 
 
 @dataclass(frozen=True)
@@ -72,21 +75,13 @@ class Config:
         known = set(cls.__dataclass_fields__)
         unknown = set(doc) - known
         if unknown:
-            raise SystemExit(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
+            raise InputError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
         if doc.get("kind") not in ("congestion", "hardware", "coarsening"):
-            raise SystemExit(f"{path}: kind must be congestion, hardware or coarsening")
+            raise InputError(f"{path}: kind must be congestion, hardware or coarsening")
         for key in ("coarse_sizes", "gpus", "compute_scales", "link_scales"):
             if key in doc:
                 doc[key] = tuple(doc[key])
         return cls(**doc)
-
-
-def _git_rev() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def scaled_cluster(base: Cluster, compute: float = 1.0, link: float = 1.0) -> Cluster:
@@ -271,35 +266,29 @@ def run_coarsening(cfg: Config, out: Path) -> dict:
     return {"rows": rows}
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv:
-        print(__doc__)
-        return 2
-    cfg = Config.load(argv[0])
-    out = ROOT / cfg.out_dir / cfg.name
+def reproduce(name: str, quick: bool = False, out_dir: Path | None = None) -> Path:
+    """Run ``experiments/<name>.toml``; write ``table.md``, ``results.json`` and plots
+    into ``<out_dir or results/pesto>/<config name>/`` and return the table's path."""
+    cfg = Config.load(ROOT / "experiments" / f"{name}.toml")
+    if quick:
+        cfg = dataclasses.replace(cfg, time_limit=min(cfg.time_limit, 10.0))
+    out = (Path(out_dir) if out_dir is not None else ROOT / cfg.out_dir) / cfg.name
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     runner = {"congestion": run_congestion, "hardware": run_hardware, "coarsening": run_coarsening}[cfg.kind]
     res = runner(cfg, out)
     import highspy
-    doc = {"config": cfg.__dict__, "git_revision": _git_rev(), "simulation": True,
-           "solver": "highs", "solver_version": f"{highspy.Highs().version()}" if hasattr(highspy.Highs(), "version")
-           else None, "wall_seconds": time.perf_counter() - t0, "results": res}
-    write_json(out / "results.json", json.loads(json.dumps(doc, default=_jsonable)))
-    print((out / "table.md").read_text())
-    return 0
+    doc = {"config": cfg.__dict__, "git_revision": git_revision(ROOT), "simulation": True, "quick": quick,
+           "solver": "highs", "solver_version": highspy.Highs().version(),
+           "wall_seconds": time.perf_counter() - t0, "results": _public(res)}
+    write_json(out / "results.json", doc)
+    return out / "table.md"
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, tuple):
-        return list(x)
-    return str(x)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def _public(x: Any) -> Any:
+    """Drop private (``_``-prefixed) entries such as solver run objects."""
+    if isinstance(x, dict):
+        return {k: _public(v) for k, v in x.items() if not str(k).startswith("_")}
+    if isinstance(x, (list, tuple)):
+        return [_public(v) for v in x]
+    return x
