@@ -16,7 +16,8 @@ def _rows(path):
 
 
 def test_registered_names():
-    assert set(REPRODUCTIONS) == {"tarnawski-table1", "tarnawski-table3", "tarnawski-table4"}
+    assert set(REPRODUCTIONS) == {"tarnawski-table1", "tarnawski-table3", "tarnawski-table4", "pesto-congestion",
+                                  "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100", "pesto-coarsening"}
 
 
 def test_table3_quick(tmp_path):
