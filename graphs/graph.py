@@ -135,7 +135,10 @@ class OpGraph:
         coloc = (np.full(n, -1, dtype=np.int64) if self.colocation is None
                  else np.asarray(self.colocation, dtype=np.int64).ravel())
         set_(self, "colocation", coloc)
-        set_(self, "colocation_labels", tuple(self.colocation_labels))
+        labels = tuple(self.colocation_labels)
+        if not labels and coloc.size and coloc.max() >= 0:
+            labels = tuple(range(int(coloc.max()) + 1))  # codes given without labels name themselves
+        set_(self, "colocation_labels", labels)
         bw = (np.zeros(n, dtype=bool) if self.backward is None
               else np.asarray(self.backward, dtype=bool).ravel())
         set_(self, "backward", bw)
@@ -201,8 +204,8 @@ class OpGraph:
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
             raise InputError(f"{self._edge(j)}: field 'cost' must be a finite number >= 0, got {self.edge_cost[j]}")
-        if np.any(self.colocation >= max(len(self.colocation_labels), 0)) and self.colocation_labels:
-            raise InputError("colocation codes exceed colocation_labels")
+        if self.colocation.size and (self.colocation.max() >= len(self.colocation_labels) or self.colocation.min() < -1):
+            raise InputError(f"colocation codes must lie in -1..{len(self.colocation_labels) - 1}")
         _ = self.topo_order  # raises CycleError
 
     # ------------------------------------------------------------------ sizes and ids
