@@ -204,7 +204,8 @@ class OpGraph:
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
             raise InputError(f"{self._edge(j)}: field 'cost' must be a finite number >= 0, got {self.edge_cost[j]}")
-        if self.colocation.size and (self.colocation.max() >= len(self.colocation_labels) or self.colocation.min() < -1):
+        coloc = self.colocation
+        if coloc.size and (coloc.max() >= len(self.colocation_labels) or coloc.min() < -1):
             raise InputError(f"colocation codes must lie in -1..{len(self.colocation_labels) - 1}")
         _ = self.topo_order  # raises CycleError
 
