@@ -189,6 +189,8 @@ def solve(instance: Instance, method: str | Method, request: SolveRequest) -> Re
         res.start = {str(v): float(t) for v, t in zip(instance.graph.ids, out.start)}
     ev = evaluate(p, request.problem, **opts)
     res.evaluation = ev.to_dict()
+    if res.start is None and ev.schedule is not None:  # makespan: the start times the evaluator simulated
+        res.start = {str(v): float(t) for v, t in zip(instance.graph.ids, ev.schedule.start)}
     if res.objective is None:
         res.objective = ev.objective
     elif ev.objective is not None:

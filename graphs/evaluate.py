@@ -62,6 +62,7 @@ class Evaluation:
     feasible: bool
     violations: list[str]
     details: dict[str, Any] = field(default_factory=dict)
+    schedule: Any = field(default=None, repr=False)  # makespan: the simulated Schedule (not serialised)
 
     def to_dict(self) -> dict[str, Any]:
         return {"problem": self.problem, "objective": self.objective, "feasible": self.feasible,
@@ -389,7 +390,7 @@ def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | Non
     res = simulate(p, policy=policy, priorities=priorities, congestion=congestion,
                    dedup_transfers=dedup_transfers)
     viol += validate_schedule(res.schedule, congestion=congestion, transfers=res)
-    return Evaluation("makespan", float(res.makespan), not viol, viol, res.to_dict())
+    return Evaluation("makespan", float(res.makespan), not viol, viol, res.to_dict(), schedule=res.schedule)
 
 
 def evaluate(p: Placement, problem: str, **options: Any) -> Evaluation:

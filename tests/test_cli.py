@@ -285,3 +285,22 @@ def test_console_script_subprocess(tmp_path, bert, bert_expert, reference):
                           env=env, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("dnnplace: error:") and "missing.json" in proc.stderr
+
+
+def test_makespan_result_replays_in_the_simulator(tmp_path):
+    """A makespan method's result JSON carries the simulated start times, so
+    ``simulate --policy order`` replays exactly the reported makespan."""
+    import json
+
+    from dnnplace.cli import main
+
+    g = tmp_path / "g.json"
+    res = tmp_path / "r.json"
+    sim = tmp_path / "s.json"
+    assert main(["generate", "random-dag", "--nodes", "60", "--seed", "3", "--cluster", "single-host-2-nvlink",
+                 "--out", str(g)]) == 0
+    assert main(["solve", str(g), "--problem", "makespan", "--method", "heft", "--out", str(res)]) == 0
+    assert main(["simulate", str(g), str(res), "--policy", "order", "--out", str(sim)]) == 0
+    reported = json.loads(res.read_text())
+    assert len(reported["start"]) == 60
+    assert json.loads(sim.read_text())["makespan"] == reported["objective"]
