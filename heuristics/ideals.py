@@ -84,7 +84,8 @@ def _merge_trivial(g: OpGraph, group: np.ndarray, pairs: np.ndarray) -> tuple[np
     sitting apart from its only neighbour, so merging keeps the optimum (memory aside:
     its bytes go with the neighbour; they are counted exactly). This is what keeps the
     number of ideals of GNMT at the paper's 17914 instead of millions (16 zero-time
-    sinks would each double it).
+    sinks would each double it). The paper does not describe this step; the authors'
+    public driver applies the same reduction, re-implemented here from its description.
     """
     k = int(group.max()) + 1 if group.size else 0
     comp = np.nan_to_num(g.compute, nan=0.0).sum(axis=1)
