@@ -11,7 +11,7 @@ import numpy as np
 
 from graphs.graph import OpGraph
 
-__all__ = ["TOPO_ORDERS", "dfs_topological_order", "topological_order"]
+__all__ = ["TOPO_ORDERS", "dfs_topological_order", "stack_topological_order", "topological_order"]
 
 
 def dfs_topological_order(g: OpGraph) -> np.ndarray:
@@ -47,7 +47,33 @@ def dfs_topological_order(g: OpGraph) -> np.ndarray:
     return np.array(post[::-1], dtype=np.int64)
 
 
-TOPO_ORDERS = {"dfs": dfs_topological_order, "level": lambda g: g.topo_order}
+def stack_topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Kahn's algorithm with a stack: a node is emitted once all its predecessors are,
+    continuing from the most recently enabled node (depth-first in spirit; the order
+    DPL linearises with, Tarnawski Sec. 5.1.2). Takes raw edge arrays so that graphs
+    built inside an algorithm (the DP's contracted graph) need no ``OpGraph``.
+
+    >>> stack_topological_order(4, np.array([0, 0, 1]), np.array([1, 2, 3])).tolist()
+    [0, 1, 3, 2]
+    """
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(src.tolist(), dst.tolist()):
+        succs[a].append(b)
+    stack = [v for v in range(n - 1, -1, -1) if indeg[v] == 0]
+    order = []
+    while stack:
+        v = stack.pop()
+        order.append(v)
+        for w in reversed(succs[v]):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack.append(w)
+    return np.array(order, dtype=np.int64)
+
+
+TOPO_ORDERS = {"dfs": dfs_topological_order, "level": lambda g: g.topo_order,
+               "stack": lambda g: stack_topological_order(g.n, g.src, g.dst)}
 
 
 def topological_order(g: OpGraph, kind: str = "dfs") -> np.ndarray:

@@ -30,8 +30,9 @@ from scipy.sparse.csgraph import connected_components
 
 from graphs.errors import InputError
 from graphs.graph import OpGraph
+from graphs.orders import stack_topological_order
 
-__all__ = ["DPGraph", "build_dp_graph", "IdealLattice", "enumerate_ideals", "linearize", "dfs_topological_order"]
+__all__ = ["DPGraph", "build_dp_graph", "IdealLattice", "enumerate_ideals", "linearize"]
 
 
 class TooManyIdeals(InputError):
@@ -297,30 +298,7 @@ def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: in
     return IdealLattice(n, member, ptr, np.array(cov_node, dtype=np.int64), np.array(cov_to, dtype=np.int64))
 
 
-def dfs_topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """A topological order by depth-first search (Sec. 5.1.2): a node is emitted once
-    all its predecessors are, continuing from the most recently enabled node.
-
-    >>> dfs_topological_order(4, np.array([0, 0, 1]), np.array([1, 2, 3])).tolist()
-    [0, 1, 3, 2]
-    """
-    indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    succs: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(src.tolist(), dst.tolist()):
-        succs[a].append(b)
-    stack = [v for v in range(n - 1, -1, -1) if indeg[v] == 0]
-    order = []
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        for w in reversed(succs[v]):
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    return np.array(order, dtype=np.int64)
-
-
 def linearize(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """DPL (Sec. 5.1.2): the edges of a DFS topological order made into a path."""
-    order = dfs_topological_order(n, src, dst)
+    """DPL (Sec. 5.1.2): the edges of a depth-first topological order made into a path."""
+    order = stack_topological_order(n, src, dst)
     return order[:-1].copy(), order[1:].copy()
