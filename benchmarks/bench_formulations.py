@@ -98,19 +98,22 @@ def bench_table1(inputs: list[str], time_limit: float, out: Path, warm: list[str
                    "ours": r.objective,
                    "bound": r.bound, "gap": r.gap, "time_to_paper": tp, "solve_seconds": r.solve_seconds,
                    "build_seconds": r.build_seconds, "status": r.status, "termination": r.termination,
-                   "time_limit": time_limit, "nodes": r.extra.get("nodes"), "warm_note": r.extra.get("warm_start")}
+                   "time_limit": time_limit, "nodes": r.extra.get("nodes"), "warm_note": r.extra.get("warm_start"),
+                   "start_value": r.extra.get("warm_start_objective")}
             _print_row(rel, ws, paper, r, tp)
             with out.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
 
 
 def _warm_source(inst, name: str, problem: str) -> str:
-    """A registered method name, or (for a method not yet registered, e.g. the DP
-    while it is being integrated) a placement file written from its module."""
+    """A placement file, a registered method name, or (for a method not yet registered)
+    a placement file written from its module."""
     from dnnplace.registry import get_method
     from graphs.errors import InputError
     from graphs.io import write_json
 
+    if Path(name).is_file():
+        return name
     try:
         get_method(name)
         return name
@@ -126,6 +129,11 @@ def _warm_source(inst, name: str, problem: str) -> str:
         return str(path)
 
 
+def _warm_label(warm: str) -> str:
+    """``dp`` for a method name; ``latency-ls`` for ``.../{graph}_latency-ls.json``."""
+    return Path(warm).stem.rsplit("_", 1)[-1] if warm.endswith(".json") else warm
+
+
 def bench_table4(inputs: list[str], time_limit: float, out: Path, q: int, warm: str = "greedy") -> None:
     ref = {r["input"]: r for r in _reference()["table4_latency"]}
     print(f"{'input':48s} {'warm':6s} {'paper':>8s} {'ours':>8s} {'bound':>8s} {'gap%':>6s} "
@@ -133,13 +141,13 @@ def bench_table4(inputs: list[str], time_limit: float, out: Path, q: int, warm: 
     for rel in inputs:
         inst = load_instance(WORKLOADS / rel)
         paper = ref[rel]["latency"]["ip"]
-        start = _warm_source(inst, warm, "latency")
+        start = _warm_source(inst, warm.format(graph=inst.graph.name), "latency")
         req = SolveRequest("latency", warm_start=start, params={"subgraphs_per_device": q},
                            solver=SolverOptions("highs", time_limit=time_limit, rel_gap=0.01, threads=1))
         r = solve(inst, "ip", req)
         tp = _time_to(r.trace, paper)
-        _print_row(rel, warm, paper, r, tp)
-        row = {"table": 4, "input": rel, "q": q, "warm_start": warm, "paper": paper, "ours": r.objective,
+        _print_row(rel, _warm_label(warm), paper, r, tp)
+        row = {"table": 4, "input": rel, "q": q, "warm_start": _warm_label(warm), "paper": paper, "ours": r.objective,
                "bound": r.bound, "gap": r.gap, "time_to_paper": tp, "solve_seconds": r.solve_seconds,
                "build_seconds": r.build_seconds, "status": r.status, "termination": r.termination,
                "time_limit": time_limit, "start_value": r.extra.get("warm_start_objective"),
@@ -155,9 +163,11 @@ def _print_row(rel, ws, paper, r, tp) -> None:
           f"{f(r.build_seconds):>7s} {r.status}", flush=True)
 
 
-def report(runs: Path) -> str:
-    """Markdown tables (Table 1 and Table 4 rows) from the stored runs."""
+def report(runs: Path, min_limit: float = 0.0) -> str:
+    """Markdown tables (Table 1 and Table 4 rows) from the stored runs whose time limit
+    is at least ``min_limit`` seconds (``1200`` selects the paper-budget runs)."""
     rows = [json.loads(line) for line in runs.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r["time_limit"] >= min_limit]
     f = lambda x, p=2: "-" if x is None else f"{x:.{p}f}"  # noqa: E731
     out = []
     for table, cont, title in ((1, "both", "Table 1, IP contiguous (max-load / TPS, ms)"),
@@ -167,11 +177,12 @@ def report(runs: Path) -> str:
         if not sel:
             continue
         out += [f"### {title}", "",
-                "| input | warm start | paper | ours | diff % | bound | certified gap % | time to paper (s) "
-                "| solve (s) | limit (s) | status |", "|" + "---|" * 11]
+                "| input | warm start | start | paper | ours | diff % | bound | certified gap % | time to paper (s) "
+                "| solve (s) | limit (s) | status |", "|" + "---|" * 12]
         for r in sel:
             diff = None if r["ours"] is None else 100 * (r["ours"] - r["paper"]) / r["paper"]
-            out.append(f"| {r['input']} | {r['warm_start']} | {r['paper']:.2f} | {f(r['ours'])} | {f(diff)} | "
+            out.append(f"| {r['input']} | {r['warm_start']} | {f(r.get('start_value'))} | {r['paper']:.2f} | "
+                       f"{f(r['ours'])} | {f(diff)} | "
                        f"{f(r['bound'])} | {f(None if r['gap'] is None else 100 * r['gap'], 1)} | "
                        f"{f(r['time_to_paper'], 1)} | {f(r['solve_seconds'], 1)} | {r['time_limit']:.0f} | "
                        f"{r['status']} |")
@@ -185,10 +196,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--graph", default=str(LARGEST))
     ap.add_argument("--inputs", nargs="*")
     ap.add_argument("--time-limit", type=float, default=120.0)
-    ap.add_argument("--warm", nargs="*", default=["greedy", "none"])
+    ap.add_argument("--warm", nargs="*", default=["greedy", "none"],
+                    help="method names, 'none', or (table4) a placement file; '{graph}' in it is the graph's name")
     ap.add_argument("--q", type=int, default=1)
     ap.add_argument("--contiguity", default="both", help="table1: both (IP contiguous) or none (non-contiguous)")
     ap.add_argument("--out", default=str(REPO / "results" / "formulations" / "runs.jsonl"))
+    ap.add_argument("--min-limit", type=float, default=0.0, help="report: only runs with at least this time limit")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -197,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     elif a.what == "table1":
         bench_table1(a.inputs or TABLE1_DEFAULT, a.time_limit, out, a.warm, a.contiguity)
     elif a.what == "report":
-        print(report(out))
+        print(report(out, a.min_limit))
     else:
         bench_table4(a.inputs or TABLE4_DEFAULT, a.time_limit, out, a.q, (a.warm or ["greedy"])[0])
 

@@ -39,6 +39,7 @@ METHOD_MODULES = (
     "heuristics.local_search",
     "heuristics.pipedream",
     "heuristics.partitioner",
+    "heuristics.latency_search",
 )
 
 

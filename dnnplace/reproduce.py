@@ -9,7 +9,8 @@ the difference and a note. Nothing is dropped: a cell that was not run (``--quic
 method not registered) or that failed says so.
 
 ``--quick`` (CI and tests) skips the IP columns, runs the exact DP only on rows with at
-most ``quick_max_ideals`` ideals and the local search with ``quick_restarts`` restarts;
+most ``quick_max_ideals`` ideals and runs a column with its ``quick_params`` (e.g. fewer
+local-search restarts);
 skipped cells are marked ``not run (--quick)``.
 """
 
@@ -129,12 +130,12 @@ def _run_cell(cell: Cell, inst: Instance, spec: dict, problem: str, quick: bool,
         cell.note = "not run (--quick)"
         return {}
     params = dict(spec.get("params", {}))
-    if method == "local-search" and quick:
-        params["restarts"] = spec.get("quick_restarts", 2)
+    if quick:
+        params.update(spec.get("quick_params", {}))
     solver = SolverOptions(time_limit=spec.get("time_limit"), rel_gap=spec.get("rel_gap"),
                            threads=spec.get("threads", 1))
     req = SolveRequest(problem, contiguity=spec.get("contiguity"), solver=solver, seed=spec.get("seed", 0),
-                       params=params)
+                       warm_start=spec.get("warm_start"), params=params)
     t0 = time.perf_counter()
     try:
         res = solve(inst, method, req)
@@ -150,6 +151,8 @@ def _run_cell(cell: Cell, inst: Instance, spec: dict, problem: str, quick: bool,
     if method == "ip" and res.gap is not None:
         notes.append(f"gap {100 * res.gap:.1f}%")
         cell.limited = res.gap > (spec.get("rel_gap") or 0.0) + 1e-9
+    if spec.get("warm_start") and (res.extra or {}).get("warm_start_objective") is not None:
+        notes.append(f"start {spec['warm_start']} {res.extra['warm_start_objective']:.2f}")
     if ev and not ev.get("feasible", True):
         cell.feasible = False
         viol = ev.get("violations", [])
