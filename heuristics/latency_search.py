@@ -229,13 +229,8 @@ def _targets(x, dev, unit_ptr, unit_nodes, in_ptr, in_nbr, out_ptr, out_nbr, acc
 
 
 @njit(cache=True)
-def _descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, pool, in_ptr, in_nbr, out_ptr,
-             out_nbr, out_eid, comp, cin, cout, work, unit_dev_buf, max_evals, eject):
-    """First-improvement descent over unit moves and merges (then, with ``eject``,
-    ejection pairs once those are exhausted); returns (latency, sec, evals)."""
-    unit, dur, start, fin, indeg, uptr, uadj, stamp, tmp, queue = work
-    n_acc = accs.shape[0]
-    n_dev = cap.shape[0]
+def _usage(dev, acc_idx, unit_ptr, unit_nodes, umem, n_acc):
+    """Memory and node count on every accelerator slot."""
     mem = np.zeros(n_acc)
     used = np.zeros(n_acc, dtype=np.int64)
     for v in range(dev.shape[0]):
@@ -246,6 +241,32 @@ def _descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, poo
         a = acc_idx[dev[unit_nodes[unit_ptr[x]]]]
         if a >= 0:
             mem[a] += umem[x]
+    return mem, used
+
+
+@njit(cache=True)
+def _account(x, a, b, acc_idx, unit_ptr, umem, mem, used):
+    """Book the move of unit ``x`` from device ``a`` to device ``b`` in ``mem``/``used``."""
+    size = unit_ptr[x + 1] - unit_ptr[x]
+    ia = acc_idx[a]
+    ib = acc_idx[b]
+    if ia >= 0:
+        mem[ia] -= umem[x]
+        used[ia] -= size
+    if ib >= 0:
+        mem[ib] += umem[x]
+        used[ib] += size
+
+
+@njit(cache=True)
+def _descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, pool, in_ptr, in_nbr, out_ptr,
+             out_nbr, out_eid, comp, cin, cout, work, unit_dev_buf, max_evals, eject):
+    """First-improvement descent over unit moves and merges (then, with ``eject``,
+    ejection pairs once those are exhausted); returns (latency, sec, evals)."""
+    unit, dur, start, fin, indeg, uptr, uadj, stamp, tmp, queue = work
+    n_acc = accs.shape[0]
+    n_dev = cap.shape[0]
+    mem, used = _usage(dev, acc_idx, unit_ptr, unit_nodes, umem, n_acc)
     cur, cursec = _score(dev, acc_idx, n_acc, comp, cin, cout, out_ptr, out_nbr, out_eid, unit, dur, start, fin,
                          indeg, uptr, uadj, stamp, tmp, queue)
     evals = 1
@@ -259,7 +280,6 @@ def _descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, poo
             a = dev[unit_nodes[unit_ptr[x]]]
             k = _targets(x, dev, unit_ptr, unit_nodes, in_ptr, in_nbr, out_ptr, out_nbr, acc_idx, accs, pool, ok,
                          used, mark, cand)
-            size = unit_ptr[x + 1] - unit_ptr[x]
             for j in range(k):
                 b = cand[j]
                 ib = acc_idx[b]
@@ -271,13 +291,7 @@ def _descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, poo
                 evals += 1
                 if _better(val, sec, cur, cursec):
                     cur, cursec = val, sec
-                    ia = acc_idx[a]
-                    if ia >= 0:
-                        mem[ia] -= umem[x]
-                        used[ia] -= size
-                    if ib >= 0:
-                        mem[ib] += umem[x]
-                        used[ib] += size
+                    _account(x, a, b, acc_idx, unit_ptr, umem, mem, used)
                     improved = True
                     break
                 _apply(x, a, dev, unit_ptr, unit_nodes)
@@ -371,16 +385,8 @@ def _descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, poo
                         evals += 1
                         if _better(val, sec, cur, cursec):
                             cur, cursec = val, sec
-                            sx = unit_ptr[x + 1] - unit_ptr[x]
-                            sy = unit_ptr[y + 1] - unit_ptr[y]
-                            if ia >= 0:
-                                mem[ia] -= umem[x]
-                                used[ia] -= sx
-                            mem[ib] += umem[x] - umem[y]
-                            used[ib] += sx - sy
-                            if ic >= 0:
-                                mem[ic] += umem[y]
-                                used[ic] += sy
+                            _account(x, a, b, acc_idx, unit_ptr, umem, mem, used)
+                            _account(y, b, c, acc_idx, unit_ptr, umem, mem, used)
                             found = True
                             break
                         _apply(y, b, dev, unit_ptr, unit_nodes)
@@ -401,16 +407,7 @@ def _perturb(dev, units, targets_pick, unit_ptr, unit_nodes, umem, ok, cap, acc_
     unit, dur, start, fin, indeg, uptr, uadj, stamp, tmp, queue = work
     n_acc = accs.shape[0]
     n_dev = cap.shape[0]
-    mem = np.zeros(n_acc)
-    used = np.zeros(n_acc, dtype=np.int64)
-    for v in range(dev.shape[0]):
-        a = acc_idx[dev[v]]
-        if a >= 0:
-            used[a] += 1
-    for x in range(unit_ptr.shape[0] - 1):
-        a = acc_idx[dev[unit_nodes[unit_ptr[x]]]]
-        if a >= 0:
-            mem[a] += umem[x]
+    mem, used = _usage(dev, acc_idx, unit_ptr, unit_nodes, umem, n_acc)
     mark = np.zeros(n_dev, dtype=np.bool_)
     cand = np.empty(n_dev, dtype=np.int64)
     moved = 0
@@ -431,14 +428,7 @@ def _perturb(dev, units, targets_pick, unit_ptr, unit_nodes, umem, ok, cap, acc_
         if val == np.inf:
             _apply(x, a, dev, unit_ptr, unit_nodes)
             continue
-        size = unit_ptr[x + 1] - unit_ptr[x]
-        ia = acc_idx[a]
-        if ia >= 0:
-            mem[ia] -= umem[x]
-            used[ia] -= size
-        if ib >= 0:
-            mem[ib] += umem[x]
-            used[ib] += size
+        _account(x, a, b, acc_idx, unit_ptr, umem, mem, used)
         moved += 1
     return moved
 
