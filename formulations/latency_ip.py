@@ -116,17 +116,10 @@ def horizon(inst: Instance, q: int, candidates: list[Placement] = ()) -> tuple[f
 
 def best_split(inst: Instance, q: int, candidates: list[Placement] = ()) -> tuple[float, str, Placement]:
     """:func:`horizon` plus the split that achieves it (the natural warm start)."""
-    from heuristics.baselines import greedy_fill
+    from heuristics.baselines import latency_starts
 
-    g, cl = inst.graph, inst.require_cluster()
-    cands = [(p, "given") for p in candidates]
-    try:
-        cands.append((greedy_fill(g, cl), "greedy"))
-    except InputError:
-        pass
-    cpus = cl.devices_of_kind("cpu")
-    if cpus.size:
-        cands.append((Placement(g, cl, np.full(g.n, cpus[0])), "all-cpu"))
+    cl = inst.require_cluster()
+    cands = [(p, "given") for p in candidates] + [(p, name) for name, p in latency_starts(inst)]
     best, which, split = np.inf, "", None
     acc = np.array([k != "cpu" for k in cl.kinds])
     for p, name in cands:

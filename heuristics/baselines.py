@@ -25,7 +25,7 @@ from graphs.io import load_placement
 from graphs.orders import topological_order
 from graphs.placement import Placement
 
-__all__ = ["METHODS", "single_device", "greedy_fill", "expert_split", "EXPERT_DIR"]
+__all__ = ["METHODS", "single_device", "greedy_fill", "expert_split", "latency_starts", "EXPERT_DIR"]
 
 EXPERT_DIR = Path(__file__).resolve().parent.parent / "graphs" / "workloads" / "tarnawski" / "human-experts"
 
@@ -107,6 +107,31 @@ def expert_split(inst: Instance, split: str | None = None) -> Placement:
                              f"(bundled: {sorted(p.name for p in EXPERT_DIR.glob('*.json'))})")
         split = str(found[0])
     return load_placement(split, inst)
+
+
+def latency_starts(inst: Instance, *, dp: bool = False) -> list[tuple[str, Placement]]:
+    """The standard starting splits for latency, as ``(name, placement)``: greedy (Sec. 7),
+    with ``dp`` the max-load DP's optimal split, and the all-CPU split; a start the
+    instance does not admit (e.g. greedy with nowhere to put a node) is left out."""
+    from heuristics.maxload_dp import maxload_dp
+
+    g, cl = inst.graph, inst.require_cluster()
+    out = []
+    try:
+        out.append(("greedy", greedy_fill(g, cl)))
+    except InputError:
+        pass
+    if dp:
+        try:
+            res = maxload_dp(inst)
+            if res.placement is not None:
+                out.append(("dp", res.placement))
+        except InputError:
+            pass
+    cpus = cl.devices_of_kind("cpu")
+    if cpus.size:
+        out.append(("all-cpu", Placement(g, cl, np.full(g.n, cpus[0], dtype=np.int64))))
+    return out
 
 
 def _run_single(inst: Instance, req: SolveRequest) -> MethodOutput:

@@ -56,7 +56,6 @@ does not). The result is never worse than the best start.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -67,6 +66,7 @@ from graphs.errors import InputError
 from graphs.evaluate import latency
 from graphs.instance import Instance
 from graphs.placement import Placement
+from heuristics.baselines import latency_starts
 
 __all__ = ["METHODS", "latency_search", "LatencyScorer"]
 
@@ -495,37 +495,10 @@ def _units(g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return labels, ptr, nodes
 
 
-def _candidates(inst: Instance) -> list[tuple[str, Placement]]:
-    from heuristics.baselines import greedy_fill
-    from heuristics.maxload_dp import maxload_dp
-
-    g, cl = inst.graph, inst.require_cluster()
-    out = []
-    try:
-        out.append(("greedy", greedy_fill(g, cl)))
-    except InputError:
-        pass
-    try:
-        res = maxload_dp(inst)
-        if res.placement is not None:
-            out.append(("dp", res.placement))
-    except InputError:
-        pass
-    cpus = cl.devices_of_kind("cpu")
-    if cpus.size:
-        out.append(("all-cpu", Placement(g, cl, np.full(g.n, cpus[0], dtype=np.int64))))
-    return out
-
-
 def _start_placement(inst: Instance, start: str) -> Placement:
-    if Path(start).exists():
-        from graphs.io import load_placement
-        return load_placement(start, inst)
-    from dnnplace.registry import get_method
-    out = get_method(start).run(inst, SolveRequest("latency"))
-    if out.placement is None:
-        raise InputError(f"start method {start!r} gave no placement")
-    return out.placement
+    from formulations.methods import warm_start_placement
+
+    return warm_start_placement(inst, SolveRequest("latency", warm_start=start), None)[0]
 
 
 def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, start: str | Placement | None = None,
@@ -605,7 +578,7 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
     elif start is not None:
         cands = [(str(start), _start_placement(inst, start))]
     else:
-        cands = _candidates(inst)
+        cands = latency_starts(inst, dp=True)
     best_dev, best_val, best_name, starts, valid = None, np.inf, None, {}, []
     for name, p in cands:
         dev = normalise(p)
