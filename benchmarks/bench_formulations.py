@@ -105,30 +105,6 @@ def bench_table1(inputs: list[str], time_limit: float, out: Path, warm: list[str
                 fh.write(json.dumps(row) + "\n")
 
 
-def _warm_source(inst, name: str, problem: str) -> str:
-    """A placement file, a registered method name, or (for a method not yet registered)
-    a placement file written from its module."""
-    from dnnplace.registry import get_method
-    from graphs.errors import InputError
-    from graphs.io import write_json
-
-    if Path(name).is_file():
-        return name
-    try:
-        get_method(name)
-        return name
-    except InputError:
-        import importlib
-
-        mods = {"dp": "heuristics.maxload_dp"}
-        method = next(m for m in importlib.import_module(mods[name]).METHODS if m.name == name)
-        p = method.run(inst, SolveRequest(problem)).placement
-        path = REPO / "results" / "formulations" / "warm" / f"{inst.graph.name}_{name}_{problem}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, p.to_mapping())
-        return str(path)
-
-
 def _warm_label(warm: str) -> str:
     """``dp`` for a method name; ``latency-ls`` for ``.../{graph}_latency-ls.json``."""
     return Path(warm).stem.rsplit("_", 1)[-1] if warm.endswith(".json") else warm
@@ -141,8 +117,7 @@ def bench_table4(inputs: list[str], time_limit: float, out: Path, q: int, warm: 
     for rel in inputs:
         inst = load_instance(WORKLOADS / rel)
         paper = ref[rel]["latency"]["ip"]
-        start = _warm_source(inst, warm.format(graph=inst.graph.name), "latency")
-        req = SolveRequest("latency", warm_start=start, params={"subgraphs_per_device": q},
+        req = SolveRequest("latency", warm_start=warm.format(graph=inst.graph.name), params={"subgraphs_per_device": q},
                            solver=SolverOptions("highs", time_limit=time_limit, rel_gap=0.01, threads=1))
         r = solve(inst, "ip", req)
         tp = _time_to(r.trace, paper)
