@@ -13,6 +13,7 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import solver_approx
 
 from dnnplace.registry import SolveRequest, SolverOptions, solve
 from formulations.driver import solve_model
@@ -107,8 +108,10 @@ def test_ip_equals_brute_force(training):
                 value, p = _ip(inst, obj, contiguity)
                 ev = maxload(p, objective=obj, contiguity=contiguity)
                 assert ev.feasible, ev.violations
-                assert value == pytest.approx(ref[obj, contiguity], rel=1e-7, abs=1e-7), (seed, obj, contiguity)
-                assert ev.objective == pytest.approx(value, rel=1e-7, abs=1e-7)
+                # the decoded placement's exact score equals the exhaustive optimum; the solver's
+                # incumbent agrees with it at the solver's feasibility tolerance
+                assert ev.objective == pytest.approx(ref[obj, contiguity], rel=1e-9), (seed, obj, contiguity)
+                assert value == solver_approx(ev.objective)
                 checked += 1
     assert checked == 50 * 6
 
@@ -117,9 +120,9 @@ def test_noncontiguous_never_worse_and_sometimes_better():
     gains = 0
     for seed in range(20):
         inst = tiny_instance(500 + seed, training=False)
-        c, _ = _ip(inst, "pipedream", "both")
-        nc, _ = _ip(inst, "pipedream", "none")
-        assert nc <= c + 1e-9
+        c = maxload(_ip(inst, "pipedream", "both")[1], objective="pipedream").objective
+        nc = maxload(_ip(inst, "pipedream", "none")[1], objective="pipedream").objective
+        assert nc <= c + 1e-9  # exact scores of the decoded placements
         gains += nc < c - 1e-9
     assert gains > 0  # the relaxation matters on some instance
 
