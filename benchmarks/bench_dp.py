@@ -37,8 +37,8 @@ CPP_HERE = {
 _CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
-from graphs.io import load_instance
-from heuristics.maxload_dp import maxload_dp
+from dnnplace.graphs.io import load_instance
+from dnnplace.heuristics.maxload_dp import maxload_dp
 inst = load_instance(sys.argv[2])
 warm = load_instance(sys.argv[3])
 maxload_dp(warm)  # JIT compile / load the cache outside the timing

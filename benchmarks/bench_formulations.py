@@ -28,10 +28,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from dnnplace.formulations import latency_ip, maxload_ip  # noqa: E402
+from dnnplace.formulations.driver import model_size  # noqa: E402
+from dnnplace.graphs.io import load_instance  # noqa: E402
 from dnnplace.registry import SolveRequest, SolverOptions, solve  # noqa: E402
-from formulations import latency_ip, maxload_ip  # noqa: E402
-from formulations.driver import model_size  # noqa: E402
-from graphs.io import load_instance  # noqa: E402
 
 WORKLOADS = REPO / "graphs" / "workloads" / "tarnawski"
 REFERENCE = REPO / "experiments" / "reference" / "tarnawski-neurips20.json"

@@ -4,7 +4,7 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/bench_foundation.py [--nodes 200000] [--devices 8] [--seed 0]
 
-Generates a random layered DAG (``graphs.generators.random_layered_dag``, ~1.5 edges per
+Generates a random layered DAG (``dnnplace.graphs.generators.random_layered_dag``, ~1.5 edges per
 node), writes it as native JSON, then times each step of the evaluation chain on a
 random placement over a single host with ``--devices`` GPUs on NVLink (congestion on),
 and every simulator policy with congestion on and off. Targets (issue 2): the whole
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from graphs.cluster import Cluster
-from graphs.evaluate import maxload, validate
-from graphs.generators import random_layered_dag
-from graphs.instance import Instance
-from graphs.io import load_instance, save_instance
-from graphs.placement import Placement
-from graphs.simulate import POLICIES, simulate, validate_schedule
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.evaluate import maxload, validate
+from dnnplace.graphs.generators import random_layered_dag
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io import load_instance, save_instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.simulate import POLICIES, simulate, validate_schedule
 
 
 def _timed(label: str, rows: list, fn, *args, **kwargs):

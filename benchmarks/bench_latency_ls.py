@@ -21,8 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from dnnplace.graphs.io import load_instance, write_json  # noqa: E402
 from dnnplace.registry import SolveRequest, solve  # noqa: E402
-from graphs.io import load_instance, write_json  # noqa: E402
 
 WORKLOADS = ["OperatorGraphs/bert_l-3_inference", "OperatorGraphs/bert_l-6_inference",
              "OperatorGraphs/bert_l-12_inference", "OperatorGraphs/resnet50_inference",

@@ -36,16 +36,16 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from dnnplace.formulations.driver import solve_model  # noqa: E402
+from dnnplace.formulations.pesto import memory_ok, safe_horizon  # noqa: E402
+from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, warm_start_values  # noqa: E402
+from dnnplace.graphs.cluster import Cluster  # noqa: E402
+from dnnplace.graphs.generators import generate  # noqa: E402
+from dnnplace.graphs.placement import Placement  # noqa: E402
+from dnnplace.graphs.simulate import simulate  # noqa: E402
+from dnnplace.heuristics.coarsening import coarsen  # noqa: E402
+from dnnplace.heuristics.list_scheduling import best_list_schedule  # noqa: E402
 from dnnplace.registry import SolverOptions  # noqa: E402
-from formulations.driver import solve_model  # noqa: E402
-from formulations.pesto import memory_ok, safe_horizon  # noqa: E402
-from formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, warm_start_values  # noqa: E402
-from graphs.cluster import Cluster  # noqa: E402
-from graphs.generators import generate  # noqa: E402
-from graphs.placement import Placement  # noqa: E402
-from graphs.simulate import simulate  # noqa: E402
-from heuristics.coarsening import coarsen  # noqa: E402
-from heuristics.list_scheduling import best_list_schedule  # noqa: E402
 
 OUT = REPO / "results" / "pesto" / "bench.jsonl"
 
@@ -131,7 +131,7 @@ def bench_ilp(sizes, gpus, time_limit: float, warm_modes=(True, False)) -> None:
 
 
 def bench_tarnawski(time_limit: float) -> None:
-    from graphs.io import load_instance
+    from dnnplace.graphs.io import load_instance
     rows = []
     for name in ("throughput-inputs/LayerGraphs/gnmt_inference.json",
                  "throughput-inputs/LayerGraphs/bert24_inference.json"):

@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from graphs.errors import InputError
+from dnnplace.graphs.errors import InputError
 
 __all__ = ["main", "build_parser"]
 
@@ -78,9 +78,9 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 def _load(graph: str, cluster: str | None = None):
     """Instance from a file, with ``--cluster`` replacing (or supplying) its cluster."""
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.io import load_instance
     from dnnplace.runner import cluster_preset
-    from graphs.instance import Instance
-    from graphs.io import load_instance
 
     inst = load_instance(graph)
     if cluster:
@@ -115,7 +115,7 @@ def _check_out(path: str | None, flag: str = "--out") -> None:
 
 # ---------------------------------------------------------------------------- info
 def cmd_info(args: argparse.Namespace) -> int:
-    from graphs.stats import graph_stats
+    from dnnplace.graphs.stats import graph_stats
 
     inst = _load(args.graph, args.cluster)
     stats = graph_stats(inst.graph)
@@ -123,7 +123,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     cluster_doc = None
     check = None
     if cl is not None:
-        from graphs.checks import check_instance
+        from dnnplace.graphs.checks import check_instance
         try:
             check_instance(inst.graph, cl)
             check = "ok"
@@ -228,8 +228,8 @@ def _print_evaluation(ev, placement) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from graphs.evaluate import evaluate
-    from graphs.io import load_placement, write_json
+    from dnnplace.graphs.evaluate import evaluate
+    from dnnplace.graphs.io import load_placement, write_json
 
     _check_out(args.out)
     inst = _load(args.graph, args.cluster)
@@ -246,8 +246,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from graphs.io import placement_from_doc, read_json, write_json
-    from graphs.simulate import simulate
+    from dnnplace.graphs.io import placement_from_doc, read_json, write_json
+    from dnnplace.graphs.simulate import simulate
 
     _check_out(args.out)
     _check_out(args.gantt, "--gantt")
@@ -282,7 +282,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if len(d["links"]) > 10:
             _out(f"... {len(d['links']) - 10} more links")
     if args.gantt:
-        from graphs.gantt import plot_gantt
+        from dnnplace.graphs.gantt import plot_gantt
         plot_gantt(res, args.gantt)
         _out(f"\nwrote {args.gantt}")
     if args.out:
@@ -293,10 +293,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- generate
 def cmd_generate(args: argparse.Namespace) -> int:
+    from dnnplace.graphs.generators import generate
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.io import save_instance
     from dnnplace.runner import cluster_preset
-    from graphs.generators import generate
-    from graphs.instance import Instance
-    from graphs.io import save_instance
 
     _check_out(args.out)
     if args.nodes < 1:
@@ -347,8 +347,8 @@ def build_request(args: argparse.Namespace):
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from dnnplace.graphs.io import write_json
     from dnnplace.registry import get_method, solve
-    from graphs.io import write_json
 
     _check_out(args.out)
     if args.objective is not None and args.problem != "maxload":
@@ -358,7 +358,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.problem not in method.problems:
         raise InputError(f"method {method.name!r} does not solve {args.problem!r} (it solves {list(method.problems)})")
     inst = _load(args.graph, args.cluster)
-    from graphs.checks import check_instance
+    from dnnplace.graphs.checks import check_instance
     check_instance(inst.graph, inst.require_cluster())  # infeasible instance -> one line naming why
     if args.split and not Path(args.split).is_file():
         raise InputError(f"--split {args.split}: no such file")
@@ -384,7 +384,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         for v in ev.get("violations", []):
             _out(f"  violation: {v}")
         if res.placement is not None:
-            from graphs.io import placement_from_doc
+            from dnnplace.graphs.io import placement_from_doc
             p = placement_from_doc(res.placement, inst)
             _out()
             _out(_device_table(p, ev))
@@ -396,8 +396,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- methods
 def cmd_methods(args: argparse.Namespace) -> int:
+    from dnnplace.graphs.evaluate import PROBLEMS
     from dnnplace.registry import all_methods
-    from graphs.evaluate import PROBLEMS
 
     methods = all_methods()
     for prob in PROBLEMS:
@@ -455,7 +455,7 @@ def _add_cluster(p: argparse.ArgumentParser) -> None:
 
 
 def _add_eval_flags(p: argparse.ArgumentParser, makespan_only: bool = False) -> None:
-    from graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
+    from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
 
     if not makespan_only:
         p.add_argument("--objective", choices=MAXLOAD_OBJECTIVES, help="max-load variant (default pipedream)")
@@ -478,7 +478,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``dnnplace`` argument parser."""
     from dnnplace import __version__
-    from graphs.evaluate import PROBLEMS
+    from dnnplace.graphs.evaluate import PROBLEMS
 
     parser = _Parser(prog="dnnplace", description="Device placement and scheduling of DNN operator graphs.")
     parser.add_argument("--version", action="version", version=f"dnnplace {__version__}")
@@ -525,7 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster(p)
     p.set_defaults(func=cmd_simulate)
 
-    from graphs.generators import GENERATORS
+    from dnnplace.graphs.generators import GENERATORS
 
     p = sub.add_parser("generate", help="generate a synthetic graph")
     p.add_argument("family", choices=sorted(GENERATORS))
@@ -553,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="backend-specific option, repeatable")
     g.add_argument("--warm-start", metavar="METHOD_OR_FILE", help="a method name or a placement file")
     g = p.add_argument_group("model")
-    from graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
+    from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
     g.add_argument("--objective", choices=MAXLOAD_OBJECTIVES, help="max-load variant (default pipedream)")
     c = g.add_mutually_exclusive_group()
     c.add_argument("--contiguous", action="store_true",

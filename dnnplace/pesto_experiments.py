@@ -34,19 +34,20 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.data import experiment_config
+from dnnplace.formulations.pesto import pesto
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.generators import generate
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.io import write_json
+from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.simulate import simulate
+from dnnplace.heuristics.list_scheduling import best_list_schedule
 from dnnplace.registry import SolverOptions
 from dnnplace.runner import git_revision
-from formulations.pesto import pesto
-from graphs.cluster import Cluster
-from graphs.errors import InputError
-from graphs.generators import generate
-from graphs.graph import OpGraph
-from graphs.io import write_json
-from graphs.placement import Placement
-from graphs.simulate import simulate
-from heuristics.list_scheduling import best_list_schedule
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the checkout, for git provenance
 EXPERIMENTS = ("pesto-congestion", "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100",
                "pesto-coarsening")
 
@@ -86,7 +87,7 @@ class Config:
 
 def scaled_cluster(base: Cluster, compute: float = 1.0, link: float = 1.0) -> Cluster:
     """Devices ``compute`` times faster, links ``link`` times faster (beta0, beta1 / link)."""
-    from graphs.cluster import Device
+    from dnnplace.graphs.cluster import Device
     devs = tuple(Device(d.name, d.kind, d.memory, d.speed * compute) for d in base.devices)
     return Cluster(devs, base.beta0 / link, base.beta1 / link, base.cost_factor,
                    name=f"{base.name}-c{compute}-l{link}", meta=dict(base.meta))
@@ -127,7 +128,7 @@ def run_congestion(cfg: Config, out: Path) -> dict:
                             and the no-congestion ILP's solution (re-simulated with
                             congestion, hence feasible for this ILP).
     """
-    from graphs.gantt import plot_gantt
+    from dnnplace.graphs.gantt import plot_gantt
 
     g = generate(**cfg.graph)
     cl = Cluster.single_host(**cfg.cluster)
@@ -269,10 +270,10 @@ def run_coarsening(cfg: Config, out: Path) -> dict:
 def reproduce(name: str, quick: bool = False, out_dir: Path | None = None) -> Path:
     """Run ``experiments/<name>.toml``; write ``table.md``, ``results.json`` and plots
     into ``<out_dir or results/pesto>/<config name>/`` and return the table's path."""
-    cfg = Config.load(ROOT / "experiments" / f"{name}.toml")
+    cfg = Config.load(experiment_config(name))
     if quick:
         cfg = dataclasses.replace(cfg, time_limit=min(cfg.time_limit, 10.0))
-    out = (Path(out_dir) if out_dir is not None else ROOT / cfg.out_dir) / cfg.name
+    out = (Path(out_dir) if out_dir is not None else Path(cfg.out_dir)) / cfg.name
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     runner = {"congestion": run_congestion, "hardware": run_hardware, "coarsening": run_coarsening}[cfg.kind]

@@ -6,7 +6,7 @@ registration); :data:`METHOD_MODULES` names those modules, so adding a method me
 adding it to its module's ``METHODS`` (and a new module to this tuple).
 
 :func:`solve` is where the framework keeps methods honest: it times the run, re-scores
-the returned placement with the independent evaluator (:mod:`graphs.evaluate`) and
+the returned placement with the independent evaluator (:mod:`dnnplace.graphs.evaluate`) and
 raises :class:`EvaluationMismatch` when a method's own objective disagrees with it.
 """
 
@@ -21,25 +21,25 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluate import PROBLEMS, evaluate
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
 from dnnplace.results import Result
-from graphs.errors import InputError
-from graphs.evaluate import PROBLEMS, evaluate
-from graphs.instance import Instance
-from graphs.placement import Placement
 
 __all__ = ["METHOD_MODULES", "Method", "MethodOutput", "SolverOptions", "SolveRequest",
            "EvaluationMismatch", "all_methods", "get_method", "methods_for", "solve", "evaluation_options"]
 
 METHOD_MODULES = (
-    "heuristics.baselines",
-    "formulations.methods",
-    "heuristics.list_scheduling",
-    "formulations.pesto",
-    "heuristics.maxload_dp",
-    "heuristics.local_search",
-    "heuristics.pipedream",
-    "heuristics.partitioner",
-    "heuristics.latency_search",
+    "dnnplace.heuristics.baselines",
+    "dnnplace.formulations.methods",
+    "dnnplace.heuristics.list_scheduling",
+    "dnnplace.formulations.pesto",
+    "dnnplace.heuristics.maxload_dp",
+    "dnnplace.heuristics.local_search",
+    "dnnplace.heuristics.pipedream",
+    "dnnplace.heuristics.partitioner",
+    "dnnplace.heuristics.latency_search",
 )
 
 
@@ -62,7 +62,7 @@ class SolveRequest:
 
     ``objective`` is the max-load variant (``pipedream``/``gpipe``/``overlap``);
     ``contiguity`` is ``None`` for the method's default or a mode of
-    :data:`graphs.evaluate.CONTIGUITY_MODES`; ``warm_start`` is a method name or a
+    :data:`dnnplace.graphs.evaluate.CONTIGUITY_MODES`; ``warm_start`` is a method name or a
     placement file; ``params`` holds method-specific options (e.g. ``split`` for the
     expert baseline, ``subgraphs_per_device``, ``coarsen_to``, ``congestion``).
     """

@@ -32,17 +32,18 @@ from typing import Any
 import numpy as np
 
 from dnnplace import pesto_experiments
+from dnnplace.data import experiment_config, reference_path, tarnawski_dir
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io import load_instance
 from dnnplace.registry import SolveRequest, SolverOptions, all_methods, solve
 from dnnplace.runner import git_revision
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.io import load_instance
 
 __all__ = ["REPRODUCTIONS", "layer_labels", "contract_layers"]
 
-ROOT = Path(__file__).resolve().parent.parent
-WORKLOADS = ROOT / "graphs" / "workloads" / "tarnawski"
-REFERENCE = ROOT / "experiments" / "reference" / "tarnawski-neurips20.json"
+ROOT = Path(__file__).resolve().parent.parent  # the checkout, for git provenance
+WORKLOADS = tarnawski_dir()
+REFERENCE = reference_path("tarnawski-neurips20")
 
 
 @dataclass
@@ -112,7 +113,7 @@ def _number(x: Any, column: str = "") -> float | None:
 
 
 def _config(name: str) -> dict:
-    return tomllib.loads((ROOT / "experiments" / f"{name}.toml").read_text())
+    return tomllib.loads(experiment_config(name).read_text())
 
 
 # ---------------------------------------------------------------------------- solving
@@ -173,7 +174,7 @@ def _fmt(x: Any) -> str:
 
 
 def _write(name: str, title: str, cells: list[Cell], notes: list[str], out_dir: Path | None, quick: bool) -> Path:
-    out = Path(out_dir) if out_dir is not None else ROOT / "results"
+    out = Path(out_dir) if out_dir is not None else Path("results")
     out.mkdir(parents=True, exist_ok=True)
     stem = name + ("-quick" if quick else "")
     fields = ["row", "column", "paper", "ours", "diff", "verdict", "seconds", "note"]
@@ -372,7 +373,7 @@ def table3(quick: bool = False, out_dir: Path | None = None) -> Path:
 
 # ---------------------------------------------------------------------------- Table 4
 def _ideal_count(inst: Instance) -> int:
-    from heuristics.ideals import build_dp_graph, enumerate_ideals
+    from dnnplace.heuristics.ideals import build_dp_graph, enumerate_ideals
 
     h = build_dp_graph(inst.graph)
     return enumerate_ideals(h.n, h.src, h.dst).size

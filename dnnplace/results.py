@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from graphs.io import jsonable
+from dnnplace.graphs.io import jsonable
 
 __all__ = ["STATUSES", "Result", "relative_gap"]
 

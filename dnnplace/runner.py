@@ -42,17 +42,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dnnplace.data import workloads_dir
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.io import jsonable
 from dnnplace.registry import SolverOptions
-from graphs.cluster import Cluster
-from graphs.errors import InputError
-from graphs.io import jsonable
 
 __all__ = ["REPO_ROOT", "WORKLOADS_DIR", "CLUSTER_PRESETS", "cluster_preset", "parse_bytes", "RunSpec",
            "ExperimentConfig", "load_config", "parse_config", "run_config", "read_runs", "git_revision",
            "environment", "write_tables", "progress_enabled"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-WORKLOADS_DIR = REPO_ROOT / "graphs" / "workloads"
+REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout (git provenance); a wheel has none
+WORKLOADS_DIR = workloads_dir()
 
 # ---------------------------------------------------------------------------- cluster presets
 CLUSTER_PRESETS = {
@@ -233,7 +234,7 @@ def _resolve_graphs(pattern: str, base: Path, where: str) -> list[tuple[str, str
 
 
 def _expand(spec: dict, base: Path, where: str) -> list[RunSpec]:
-    from graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
+    from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
 
     _check_keys(spec, _RUN_KEYS, where)
     if "graphs" not in spec:
@@ -412,11 +413,11 @@ def _append(path: Path, record: dict) -> None:
 
 def _execute(spec: RunSpec) -> dict:
     """Run one spec; any exception except an interrupt becomes an ``error`` result."""
+    from dnnplace.graphs.checks import check_instance
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.io import load_instance
     from dnnplace.registry import SolveRequest, solve
     from dnnplace.results import Result
-    from graphs.checks import check_instance
-    from graphs.instance import Instance
-    from graphs.io import load_instance
 
     try:
         inst = load_instance(spec.graph)

@@ -33,13 +33,13 @@ times in ``[0, H]``, ``CommIn = 0`` makes (6) read ``Start_j >= Lat_u - H`` with
 non-positive right side, and ``x = 0`` does the same for (10): both vacuous, as the
 lemma requires, with the smallest ``H`` that keeps an optimal solution.
 
-Communication uses the same exact staircase as :mod:`formulations.maxload_ip`; the
+Communication uses the same exact staircase as :mod:`dnnplace.formulations.maxload_ip`; the
 first level (any crossing edge) is kept even at zero cost as the indicator in (6).
 
 Semantics versus the evaluator. With ``q = 1`` every accelerator holds one contiguous
 set, which the evaluator scores as one piece, so the IP's optimum is the evaluator's
 optimum over contiguous splits. With ``q >= 2`` the IP chooses how an accelerator's
-nodes are cut into slots, while :func:`graphs.evaluate.latency` always cuts a split
+nodes are cut into slots, while :func:`dnnplace.graphs.evaluate.latency` always cuts a split
 into the fewest pieces along the topological order; the IP is then a relaxation
 (optimum ``<=`` the best evaluator latency of a split with ``<= q`` pieces per
 accelerator), its bound stays valid, and the decoded split is re-scored.
@@ -55,12 +55,12 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
-from formulations.maxload_ip import comm_levels, host_costs, reach_down
-from graphs.errors import InputError
-from graphs.evaluate import latency, latency_pieces
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
+from dnnplace.formulations.maxload_ip import comm_levels, host_costs, reach_down
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluate import latency, latency_pieces
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
 
 __all__ = ["LatencyOptions", "build_latency_ip", "decode", "decode_slots", "decode_pieces", "warm_start_values",
            "horizon", "best_split", "slot_pieces"]
@@ -116,7 +116,7 @@ def horizon(inst: Instance, q: int, candidates: list[Placement] = ()) -> tuple[f
 
 def best_split(inst: Instance, q: int, candidates: list[Placement] = ()) -> tuple[float, str, Placement]:
     """:func:`horizon` plus the split that achieves it (the natural warm start)."""
-    from heuristics.baselines import latency_starts
+    from dnnplace.heuristics.baselines import latency_starts
 
     cl = inst.require_cluster()
     cands = [(p, "given") for p in candidates] + [(p, name) for name, p in latency_starts(inst)]
@@ -354,7 +354,7 @@ def decode_slots(m: pyo.ConcreteModel) -> np.ndarray:
 
 def decode_pieces(m: pyo.ConcreteModel) -> np.ndarray:
     """Slot number within its accelerator of every node (0 for the CPU pool): the IP's
-    own decomposition, which :func:`graphs.evaluate.latency` scores with ``pieces=``."""
+    own decomposition, which :func:`dnnplace.graphs.evaluate.latency` scores with ``pieces=``."""
     data: _Data = m._data
     return np.array([data.slot_of[j][1] if j > 0 else 0 for j in decode_slots(m).tolist()], dtype=np.int64)
 
@@ -368,7 +368,7 @@ def decode(m: pyo.ConcreteModel) -> Placement:
 
 def warm_start_values(m: pyo.ConcreteModel, p: Placement) -> ComponentMap:
     """Values for every variable encoding ``p``: each accelerator's evaluator pieces
-    (:func:`graphs.evaluate.latency_pieces`) fill its slots in order; comm indicators,
+    (:func:`dnnplace.graphs.evaluate.latency_pieces`) fill its slots in order; comm indicators,
     z witnesses and the earliest-start times follow, so ``total`` equals the
     evaluator's latency. Raises ``InputError`` when ``p`` needs more than ``q`` pieces
     on an accelerator, puts a node where it cannot run, or its pieces wait in a cycle."""

@@ -1,7 +1,7 @@
 r"""Max-load (pipelined throughput) integer program of Tarnawski et al., Fig. 6.
 
 Build-only module: :func:`build_maxload_ip` returns a Pyomo ``ConcreteModel`` and never
-solves; :func:`decode` turns a solved model into a :class:`~graphs.placement.Placement`
+solves; :func:`decode` turns a solved model into a :class:`~dnnplace.graphs.placement.Placement`
 and :func:`warm_start_values` completes a placement into values for every variable.
 
 Model (SPEC 2.2; devices ``d``: accelerators ``A`` pay communication, CPUs ``C`` do not)::
@@ -55,12 +55,12 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
-from graphs.contract import colocation_labels
-from graphs.errors import InputError
-from graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
+from dnnplace.graphs.contract import colocation_labels
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
 
 __all__ = ["MaxLoadOptions", "build_maxload_ip", "decode", "warm_start_values", "contiguity_parts",
            "comm_levels"]
@@ -70,7 +70,7 @@ __all__ = ["MaxLoadOptions", "build_maxload_ip", "decode", "warm_start_values", 
 class MaxLoadOptions:
     """Which constraint families and objective the max-load IP gets.
 
-    ``contiguity``: a mode of :data:`graphs.evaluate.CONTIGUITY_MODES` (``none`` = the
+    ``contiguity``: a mode of :data:`dnnplace.graphs.evaluate.CONTIGUITY_MODES` (``none`` = the
     non-contiguous IP); ``contiguity_on_cpus``: also constrain CPUs (SPEC 2.2 default);
     ``upper_bound``: optional known achievable max-load (adds ``objective <= ub``).
     """
@@ -110,7 +110,7 @@ class _Data:
 # ---------------------------------------------------------------------------- shared data
 def host_costs(g: OpGraph, cl: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(m, D)`` cost of moving each edge's tensor host->device (in) and device->host
-    (out), exactly as :mod:`graphs.evaluate` charges it (explicit cost, else the link
+    (out), exactly as :mod:`dnnplace.graphs.evaluate` charges it (explicit cost, else the link
     model to/from the first CPU)."""
     cpus = cl.devices_of_kind("cpu")
     if cpus.size == 0:

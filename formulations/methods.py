@@ -1,5 +1,5 @@
 """The ``ip`` method: Tarnawski et al.'s max-load IP (Fig. 6) and latency IP (Figs. 3-4)
-solved by :mod:`formulations.driver` with any backend.
+solved by :mod:`dnnplace.formulations.driver` with any backend.
 
 Request handling:
 
@@ -28,15 +28,15 @@ import os
 import time
 from typing import Any
 
+from dnnplace.formulations import latency_ip, maxload_ip
+from dnnplace.formulations.driver import solve_model
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluate import latency as eval_latency
+from dnnplace.graphs.evaluate import maxload as eval_maxload
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io import load_placement
+from dnnplace.graphs.placement import Placement
 from dnnplace.registry import Method, MethodOutput, SolveRequest, get_method
-from formulations import latency_ip, maxload_ip
-from formulations.driver import solve_model
-from graphs.errors import InputError
-from graphs.evaluate import latency as eval_latency
-from graphs.evaluate import maxload as eval_maxload
-from graphs.instance import Instance
-from graphs.io import load_placement
-from graphs.placement import Placement
 
 __all__ = ["METHODS", "warm_start_placement", "run_ip"]
 

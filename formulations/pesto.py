@@ -3,13 +3,13 @@
 Pipeline (Pesto Sec. 3.2-3.3):
 
 1. optionally coarsen the graph to about ``coarsen_to`` nodes with cycle-free batch
-   merging (:func:`heuristics.coarsening.coarsen`);
+   merging (:func:`dnnplace.heuristics.coarsening.coarsen`);
 2. list-schedule the (coarse) graph with every algorithm of
-   :mod:`heuristics.list_scheduling`, re-simulate each, keep the best: its makespan is the
+   :mod:`dnnplace.heuristics.list_scheduling`, re-simulate each, keep the best: its makespan is the
    horizon ``U`` of every big-M and its schedule the MIP start (``warm_start="none"``
    disables the start, not the horizon);
-3. build (:func:`formulations.pesto_ip.build_pesto_model`) and solve the ILP with the
-   project's driver (:func:`formulations.driver.solve_model`);
+3. build (:func:`dnnplace.formulations.pesto_ip.build_pesto_model`) and solve the ILP with the
+   project's driver (:func:`dnnplace.formulations.driver.solve_model`);
 4. expand: every original node takes its coarse node's device; the per-device order is
    the coarse start time, members of one coarse node in topological order;
 5. re-simulate the *original* graph with ``policy="order"`` and the requested
@@ -35,15 +35,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dnnplace.formulations.driver import solve_model
+from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, decode, warm_start_values
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.simulate import simulate
+from dnnplace.heuristics.coarsening import expand_priorities, monotone_keys
 from dnnplace.registry import Method, MethodOutput, SolveRequest, SolverOptions
-from formulations.driver import solve_model
-from formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, decode, warm_start_values
-from graphs.cluster import Cluster
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
-from graphs.simulate import simulate
-from heuristics.coarsening import expand_priorities, monotone_keys
 
 __all__ = ["PestoRun", "pesto", "safe_horizon", "memory_ok", "METHODS"]
 
@@ -128,8 +128,8 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         its ``coarse_start`` qualify); the best re-simulated one (under the ILP's
         congestion setting) replaces the list schedule as horizon and MIP start.
     """
-    from heuristics.coarsening import coarsen
-    from heuristics.list_scheduling import best_list_schedule
+    from dnnplace.heuristics.coarsening import coarsen
+    from dnnplace.heuristics.list_scheduling import best_list_schedule
 
     solver = solver or SolverOptions(time_limit=60.0, threads=1)
     ilp_cong = congestion if ilp_congestion is None else bool(ilp_congestion)

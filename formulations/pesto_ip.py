@@ -44,7 +44,7 @@ exactly) that can use the same directed link: they share a link iff
 (:math:`s_{ii} = 1`.) Links are free to order their transfers in any way (Pesto's (7));
 the simulator's FCFS queue is one particular order, so this ILP is a *relaxation* of the
 FCFS semantics of SPEC 2.1: its optimum and bound are lower bounds there, and a decoded
-solution is re-simulated (see :mod:`formulations.pesto`).
+solution is re-simulated (see :mod:`dnnplace.formulations.pesto`).
 
 Time windows: every schedule of makespan :math:`\le U` runs op :math:`i` inside
 :math:`[h_i, U - q_i]` and transfer :math:`(i, j)` inside
@@ -81,10 +81,10 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
-from graphs.cluster import Cluster
-from graphs.errors import InputError
-from graphs.graph import OpGraph
-from graphs.placement import Placement
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.placement import Placement
 
 __all__ = ["PestoOptions", "PestoData", "build_pesto_model", "warm_start_values", "decode",
            "reachability", "identical_device_classes", "canonical_relabel"]
@@ -574,7 +574,7 @@ def decode(model: pyo.ConcreteModel) -> tuple[Placement, np.ndarray, np.ndarray,
         val = pyo.value(model.x[i, d])
         if val > best[i]:
             best[i], dev[i] = val, d
-    from heuristics.coarsening import monotone_keys
+    from dnnplace.heuristics.coarsening import monotone_keys
 
     start = np.array([pyo.value(model.start[i]) for i in range(g.n)])
     rank = np.empty(g.n, dtype=np.int64)

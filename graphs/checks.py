@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs.cluster import Cluster
-from graphs.errors import InfeasibleError
-from graphs.graph import OpGraph
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InfeasibleError
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["check_instance"]
 
@@ -44,7 +44,7 @@ def _total_capacity(cluster: Cluster) -> float:
 
 
 def check_instance(graph: OpGraph, cluster: Cluster) -> None:
-    """Raise :class:`~graphs.errors.InfeasibleError` if no placement of ``graph`` on
+    """Raise :class:`~dnnplace.graphs.errors.InfeasibleError` if no placement of ``graph`` on
     ``cluster`` can satisfy affinity, colocation and static memory; return ``None``
     otherwise.
 
@@ -65,7 +65,7 @@ def check_instance(graph: OpGraph, cluster: Cluster) -> None:
     >>> check_instance(g, Cluster.single_host(1, gpu_memory=8e9, with_cpu=False))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    graphs.errors.InfeasibleError: graph 'graph': total memory 12,000,000,000 bytes exceeds ... (50.0% over)
+    dnnplace.graphs.errors.InfeasibleError: graph 'graph': total memory 12,000,000,000 bytes exceeds ... (50.0% over)
     """
     n = graph.n
     ckinds = list(dict.fromkeys(cluster.kinds))

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.errors import InputError
+from dnnplace.graphs.errors import InputError
 
 __all__ = ["Device", "Cluster", "LinkFit", "fit_link"]
 

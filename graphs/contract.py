@@ -18,8 +18,8 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from graphs.errors import InputError
-from graphs.graph import OpGraph
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["quotient", "acyclic_labels", "colocation_labels", "expand"]
 

@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.graph import OpGraph
-from graphs.placement import Placement
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.placement import Placement
 
 __all__ = ["Evaluation", "PROBLEMS", "MAXLOAD_OBJECTIVES", "CONTIGUITY_MODES", "evaluate", "validate",
            "maxload", "latency", "makespan", "noncontiguous_sets", "noncontiguous", "contiguity_violations",
@@ -382,7 +382,7 @@ def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | Non
              congestion: bool = True, dedup_transfers: bool = False) -> Evaluation:
     """Simulated makespan (SPEC 2.1) of a placement under a dispatch policy; a given
     ``priorities`` array with ``policy="order"`` replays a method's device order."""
-    from graphs.simulate import simulate, validate_schedule
+    from dnnplace.graphs.simulate import simulate, validate_schedule
 
     viol = validate(p)
     if any("does not support" in v for v in viol):

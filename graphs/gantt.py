@@ -40,12 +40,12 @@ def _node_colours(graph, durations: np.ndarray) -> tuple[np.ndarray, list[tuple[
 
 
 def plot_gantt(result, path, *, title: str | None = None, max_rows: int | None = None) -> Path:
-    """Draw a :class:`~graphs.simulate.SimResult` as a Gantt chart and save it as PNG.
+    """Draw a :class:`~dnnplace.graphs.simulate.SimResult` as a Gantt chart and save it as PNG.
 
     Parameters
     ----------
     result : SimResult
-        Output of :func:`graphs.simulate.simulate`.
+        Output of :func:`dnnplace.graphs.simulate.simulate`.
     path : str or Path
         Where to write the PNG (parent folders are created).
     title : str, optional

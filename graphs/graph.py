@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from graphs.errors import CycleError, InputError
+from dnnplace.graphs.errors import CycleError, InputError
 
 __all__ = ["OpGraph", "csr_rows"]
 

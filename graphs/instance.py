@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphs.cluster import Cluster
-from graphs.errors import InputError
-from graphs.graph import OpGraph
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["Instance"]
 

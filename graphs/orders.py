@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from graphs.graph import OpGraph
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["TOPO_ORDERS", "dfs_topological_order", "stack_topological_order", "topological_order"]
 
@@ -79,6 +79,6 @@ TOPO_ORDERS = {"dfs": dfs_topological_order, "level": lambda g: g.topo_order,
 def topological_order(g: OpGraph, kind: str = "dfs") -> np.ndarray:
     """A topological order by name: ``dfs`` (reverse DFS post-order) or ``level``."""
     if kind not in TOPO_ORDERS:
-        from graphs.errors import InputError
+        from dnnplace.graphs.errors import InputError
         raise InputError(f"unknown topological order {kind!r}; use one of {sorted(TOPO_ORDERS)}")
     return TOPO_ORDERS[kind](g)

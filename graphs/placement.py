@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from graphs.cluster import Cluster
-from graphs.errors import InputError
-from graphs.graph import OpGraph
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["Placement", "Schedule"]
 
@@ -20,7 +20,7 @@ class Placement:
     """Device index of every node: ``device[i]`` indexes ``cluster.devices``.
 
     A placement is only a decision; whether it is feasible and what it costs is the
-    evaluator's business (:mod:`graphs.evaluate`).
+    evaluator's business (:mod:`dnnplace.graphs.evaluate`).
     """
 
     graph: OpGraph

@@ -1,6 +1,6 @@
 """Discrete-event simulation of a placed operator graph (SPEC 2.1 and 3).
 
-:func:`simulate` executes a :class:`~graphs.placement.Placement` the way a DL runtime
+:func:`simulate` executes a :class:`~dnnplace.graphs.placement.Placement` the way a DL runtime
 would and returns a :class:`SimResult`: the start and finish of every node, every
 inter-device transfer, the makespan, per-device busy time, per-link traffic and the
 static and dynamic (peak-over-time) memory per device. :func:`validate_schedule`
@@ -42,8 +42,8 @@ one of its nodes is ready):
     strict per-device order: each device runs its nodes exactly in increasing
     ``priorities`` (ties by topological position), waiting for the next one even if
     others are ready. This replays a solver's per-device sequence
-    (:meth:`graphs.placement.Schedule.priorities`); an order that deadlocks against
-    precedence raises :class:`~graphs.errors.InputError`.
+    (:meth:`dnnplace.graphs.placement.Schedule.priorities`); an order that deadlocks against
+    precedence raises :class:`~dnnplace.graphs.errors.InputError`.
 
 Events at the same time are processed together before devices pick their next node
 (completions first, then nodes becoming ready), so ties never depend on heap internals.
@@ -69,8 +69,8 @@ from typing import Any
 
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.placement import Placement, Schedule
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.placement import Placement, Schedule
 
 __all__ = ["SimResult", "simulate", "validate_schedule", "bottom_level", "POLICIES"]
 
@@ -231,7 +231,7 @@ def bottom_level(placement: Placement) -> np.ndarray:
 
     Examples
     --------
-    >>> from graphs import Cluster, OpGraph, Placement
+    >>> from dnnplace.graphs import Cluster, OpGraph, Placement
     >>> g = OpGraph.from_ids(["a", "b"], [("a", "b")], kinds=["gpu"],
     ...                      compute=[[1.0], [2.0]], memory=[0, 0])
     >>> c = Cluster.from_links(Cluster.single_host(2, with_cpu=False).devices,
@@ -351,7 +351,7 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
     --------
     Two nodes on two GPUs joined by a 0.5-time-unit transfer:
 
-    >>> from graphs import Cluster, OpGraph, Placement
+    >>> from dnnplace.graphs import Cluster, OpGraph, Placement
     >>> g = OpGraph.from_ids(["a", "b"], [("a", "b")], kinds=["gpu"],
     ...                      compute=[[1.0], [2.0]], memory=[0, 0])
     >>> c = Cluster.from_links(Cluster.single_host(2, with_cpu=False).devices,

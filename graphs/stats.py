@@ -1,6 +1,6 @@
 """Graph statistics used by the placement papers, vectorised level by level over CSR.
 
-Every function works on an :class:`~graphs.graph.OpGraph` in near-linear time: nodes are
+Every function works on an :class:`~dnnplace.graphs.graph.OpGraph` in near-linear time: nodes are
 processed one topological *level* at a time (all predecessors of a level lie in earlier
 levels), with the in- or out-entries of a level gathered as one contiguous slice, so a
 200k-node graph takes a fraction of a second. Deep, narrow graphs (few nodes per level)
@@ -17,7 +17,7 @@ edge cost ``c_ij``
     ``comm=None``: the edge's explicit ``cost`` where it has one, else 0 (the Tarnawski
     inputs carry explicit costs; generated graphs carry bytes only); a number or an
     array of length ``m``: used as given (``comm=0`` gives computation-only paths);
-    a :class:`~graphs.cluster.Cluster`: the mean transfer time over the cluster's
+    a :class:`~dnnplace.graphs.cluster.Cluster`: the mean transfer time over the cluster's
     ordered pairs of distinct devices (``beta0 + beta1 * bytes``, or
     ``cost_factor * cost`` for edges with an explicit cost), i.e. the cost of an edge
     whose ends land on two different devices chosen at random.
@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from graphs.cluster import Cluster
-from graphs.errors import InputError
-from graphs.graph import OpGraph, csr_rows
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph, csr_rows
 
 __all__ = [
     "average_parallelism",

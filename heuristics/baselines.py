@@ -15,19 +15,19 @@ from pathlib import Path
 
 import numpy as np
 
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.contract import acyclic_labels, colocation_labels, quotient
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io import load_placement
+from dnnplace.graphs.orders import topological_order
+from dnnplace.graphs.placement import Placement
 from dnnplace.registry import Method, MethodOutput, SolveRequest
-from graphs.cluster import Cluster
-from graphs.contract import acyclic_labels, colocation_labels, quotient
-from graphs.errors import InputError
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.io import load_placement
-from graphs.orders import topological_order
-from graphs.placement import Placement
 
 __all__ = ["METHODS", "single_device", "greedy_fill", "expert_split", "latency_starts", "EXPERT_DIR"]
 
-EXPERT_DIR = Path(__file__).resolve().parent.parent / "graphs" / "workloads" / "tarnawski" / "human-experts"
+EXPERT_DIR = Path(__file__).resolve().parents[1] / "graphs" / "workloads" / "tarnawski" / "human-experts"
 
 
 def _accelerators(cluster: Cluster) -> np.ndarray:
@@ -45,7 +45,7 @@ def _fallback(graph: OpGraph, cluster: Cluster) -> int:
 def single_device(graph: OpGraph, cluster: Cluster) -> Placement:
     """All nodes on the first accelerator; nodes it cannot run go to the first CPU.
 
-    >>> from graphs import OpGraph, Cluster
+    >>> from dnnplace.graphs import OpGraph, Cluster
     >>> g = OpGraph(ids=[0, 1], kinds=("acc", "cpu"), compute=[[1, 2], [float("nan"), 3]],
     ...             memory=[0, 0], src=[0], dst=[1])
     >>> single_device(g, Cluster.tarnawski(2, 1, 10)).to_mapping()
@@ -65,7 +65,7 @@ def greedy_fill(graph: OpGraph, cluster: Cluster, *, order: str = "dfs") -> Plac
     """Tarnawski Sec. 7 greedy: fill accelerators along a topological order of the
     colocation-contracted graph, each up to its memory; the rest goes to the CPU.
 
-    ``order`` names the topological order (:mod:`graphs.orders`); the paper does not say
+    ``order`` names the topological order (:mod:`dnnplace.graphs.orders`); the paper does not say
     which one it fixes, and the latencies of Table 4 depend on it (see the README).
     A contracted node that an accelerator cannot run is skipped there (it goes to the
     CPU); when the next node does not fit, the next accelerator starts.
@@ -113,7 +113,7 @@ def latency_starts(inst: Instance, *, dp: bool = False) -> list[tuple[str, Place
     """The standard starting splits for latency, as ``(name, placement)``: greedy (Sec. 7),
     with ``dp`` the max-load DP's optimal split, and the all-CPU split; a start the
     instance does not admit (e.g. greedy with nowhere to put a node) is left out."""
-    from heuristics.maxload_dp import maxload_dp
+    from dnnplace.heuristics.maxload_dp import maxload_dp
 
     g, cl = inst.graph, inst.require_cluster()
     out = []

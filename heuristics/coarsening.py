@@ -5,13 +5,13 @@ satisfying Pesto's Theorem 3.5, with priority to edges of large communication ti
 (Pesto: "we prioritize the merging of pairs of vertices based on the size of their
 connecting edge"), until the graph has ``target`` nodes or no edge can be merged.
 Merging goes through the framework's one coarsening interface,
-:func:`graphs.contract.quotient` (summed compute and memory; ``NaN`` compute where a
+:func:`dnnplace.graphs.contract.quotient` (summed compute and memory; ``NaN`` compute where a
 member cannot run), and the result is a coarse graph plus ``labels`` (the coarse node of
 every original node).
 
 The merge rule, and why it never creates a cycle
 -------------------------------------------------
-Let :math:`H` be the heights of Definition 3.4 (``graphs.stats.heights``; every edge
+Let :math:`H` be the heights of Definition 3.4 (``dnnplace.graphs.stats.heights``; every edge
 :math:`x \to w` has :math:`H(w) \ge H(x) + 1`) and :math:`M` a matching of edges
 :math:`(u, v)` with :math:`d = H(v) - H(u)`. An edge is mergeable when
 
@@ -61,12 +61,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from graphs.cluster import Cluster
-from graphs.contract import quotient
-from graphs.errors import InputError
-from graphs.graph import OpGraph
-from graphs.placement import Placement
-from graphs.stats import heights
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.contract import quotient
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.stats import heights
 
 __all__ = ["Coarsening", "coarsen", "mergeable_matching", "expand_placement", "expand_priorities",
            "monotone_keys"]
@@ -100,7 +100,7 @@ def _edge_priority(graph: OpGraph, cluster: Cluster | None) -> np.ndarray:
     if cluster is None or cluster.size < 2:
         c = np.nan_to_num(graph.edge_cost, nan=0.0)
         return np.where(np.isnan(graph.edge_cost), graph.edge_bytes, c)
-    from graphs.stats import edge_weights
+    from dnnplace.graphs.stats import edge_weights
     return edge_weights(graph, cluster)
 
 
@@ -272,7 +272,7 @@ def coarsen(graph: OpGraph, cluster: Cluster | None = None, *, target: int, weig
 
 def _critical_edges(g: OpGraph, comm: np.ndarray) -> np.ndarray:
     """Edges on a heaviest out-path of their source or in-path of their target."""
-    from graphs.stats import blevel, tlevel
+    from dnnplace.graphs.stats import blevel, tlevel
 
     w = np.nanmin(g.compute, axis=1)
     bl = blevel(g, kind=w, comm=comm)

@@ -28,9 +28,9 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from graphs.errors import InputError
-from graphs.graph import OpGraph
-from graphs.orders import stack_topological_order
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.orders import stack_topological_order
 
 __all__ = ["DPGraph", "build_dp_graph", "IdealLattice", "enumerate_ideals", "linearize"]
 

@@ -4,9 +4,9 @@ Problem (SPEC 2.3; Tarnawski et al. Sec. 4, Fig. 3 with ``q = 1``): every accele
 holds one contiguous node set, run as one subgraph (``CommIn + compute + CommOut``,
 constraint (7)) once all its inputs are in host memory; CPU nodes run on an unbounded
 pool (constraints (8)-(9)); minimise the time the last output is ready.
-:func:`graphs.evaluate.latency` is the reference semantics.
+:func:`dnnplace.graphs.evaluate.latency` is the reference semantics.
 
-Search space. *Units* are colocation classes (:func:`graphs.contract.colocation_labels`);
+Search space. *Units* are colocation classes (:func:`dnnplace.graphs.contract.colocation_labels`);
 a unit sits on one usable accelerator (the first ``device_limit`` of its kind) or on the
 CPU pool (the first CPU device; all CPU nodes are put there). A split is kept only if
 
@@ -17,7 +17,7 @@ CPU pool (the first CPU device; all CPU nodes are put there). A split is kept on
   ``S -> w -> S`` through an outside vertex, i.e. a cycle. So every kept split is one
   evaluator piece per accelerator, and its latency is the longest path of the unit
   graph, which :func:`_score` computes in ``O(n + m)`` (compiled) and which equals
-  :func:`graphs.evaluate.latency` (asserted by the tests; the method reports the
+  :func:`dnnplace.graphs.evaluate.latency` (asserted by the tests; the method reports the
   evaluator's value).
 
 Neighbourhood of a split (all moves that stay in the space above):
@@ -60,13 +60,13 @@ import time
 import numpy as np
 from numba import njit
 
+from dnnplace.graphs.contract import colocation_labels
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluate import latency
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.heuristics.baselines import latency_starts
 from dnnplace.registry import Method, MethodOutput, SolveRequest
-from graphs.contract import colocation_labels
-from graphs.errors import InputError
-from graphs.evaluate import latency
-from graphs.instance import Instance
-from graphs.placement import Placement
-from heuristics.baselines import latency_starts
 
 __all__ = ["METHODS", "latency_search", "LatencyScorer"]
 
@@ -496,7 +496,7 @@ def _units(g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _start_placement(inst: Instance, start: str) -> Placement:
-    from formulations.methods import warm_start_placement
+    from dnnplace.formulations.methods import warm_start_placement
 
     return warm_start_placement(inst, SolveRequest("latency", warm_start=start), None)[0]
 
@@ -536,7 +536,7 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
 
     Examples
     --------
-    >>> from graphs import OpGraph, Cluster
+    >>> from dnnplace.graphs import OpGraph, Cluster
     >>> g = OpGraph(ids=[0, 1], kinds=("acc", "cpu"), compute=[[1, 5], [1, 5]], memory=[1, 1],
     ...             src=[0], dst=[1], edge_cost=[1])
     >>> latency_search(Instance(g, Cluster.tarnawski(1, 1, 10)), max_iters=5)[1]  # both on acc0

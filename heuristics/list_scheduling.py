@@ -15,7 +15,7 @@ The result is a :class:`ListSchedule`: a placement, the scheduler's own start ti
 methods report the makespan of the simulator replaying that per-device order
 (``simulate(policy="order")``), which is what the evaluator re-scores; the scheduler's
 internal makespan is kept in ``extra``. Any of them warm-starts the Pesto ILP
-(:mod:`formulations.pesto`).
+(:mod:`dnnplace.formulations.pesto`).
 
 Algorithms
 ----------
@@ -59,12 +59,12 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
 from dnnplace.registry import Method, MethodOutput, SolveRequest
-from graphs.cluster import Cluster
-from graphs.errors import InputError
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
 
 __all__ = ["ListSchedule", "heft", "etf", "m_topo", "m_etf", "m_sct", "ALGORITHMS", "best_list_schedule",
            "simulated_makespan",
@@ -263,7 +263,7 @@ def heft(graph: OpGraph, cluster: Cluster, *, insertion: bool = True, congestion
     --------
     Two independent unit nodes on two GPUs run in parallel:
 
-    >>> from graphs import OpGraph, Cluster
+    >>> from dnnplace.graphs import OpGraph, Cluster
     >>> g = OpGraph(ids=[0, 1], kinds=["gpu"], compute=[[1.0], [1.0]], memory=[0, 0], src=[], dst=[])
     >>> heft(g, Cluster.single_host(2, with_cpu=False)).makespan
     1.0
@@ -285,7 +285,7 @@ def _etf_core(graph: OpGraph, cluster: Cluster, name: str, *, insertion: bool, c
               memory: bool, favourite: np.ndarray | None = None) -> ListSchedule:
     st = _State(graph, cluster, congestion, insertion)
     w, c = _mean_costs(graph, cluster)
-    from graphs.stats import blevel
+    from dnnplace.graphs.stats import blevel
     bl = blevel(graph, kind=w, comm=c).tolist()
     tp = graph.topo_position.tolist()
     indeg = np.bincount(graph.dst, minlength=graph.n).tolist()
@@ -392,7 +392,7 @@ ALGORITHMS = {
 
 def simulated_makespan(ls: ListSchedule, *, congestion: bool = True) -> float:
     """Makespan of the simulator replaying ``ls``'s per-device order."""
-    from graphs.simulate import simulate
+    from dnnplace.graphs.simulate import simulate
     return simulate(ls.placement, policy="order", priorities=ls.priorities, congestion=congestion).makespan
 
 

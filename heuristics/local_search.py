@@ -19,12 +19,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from dnnplace.graphs.contract import colocation_labels
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost
 from dnnplace.registry import Method, MethodOutput, SolveRequest
-from graphs.contract import colocation_labels
-from graphs.errors import InputError
-from graphs.instance import Instance
-from graphs.placement import Placement
-from heuristics.maxload_dp import _devices, node_transfer_cost
 
 __all__ = ["METHODS", "local_search"]
 
@@ -140,7 +140,7 @@ def local_search(inst: Instance, *, restarts: int = 10, seed: int = 0) -> tuple[
 
     Returns the best placement, its max-load and the value of every restart.
 
-    >>> from graphs import OpGraph, Cluster
+    >>> from dnnplace.graphs import OpGraph, Cluster
     >>> g = OpGraph(ids=[0, 1], kinds=("acc", "cpu"), compute=[[3, 9], [3, 9]], memory=[0, 0],
     ...             src=[0], dst=[1], edge_cost=[1])
     >>> local_search(Instance(g, Cluster.tarnawski(2, 1, 10)), restarts=3)[1]  # apart: 3+1 each

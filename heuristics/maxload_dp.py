@@ -3,7 +3,7 @@
 Methods ``dp`` (Sec. 5.1.1, Sec. 5.3, Appendix B) and ``dpl`` (Sec. 5.1.2).
 
 The recurrence (Sec. 5.1.1), over ideals ``I`` of the preprocessed forward DAG ``H``
-(:func:`heuristics.ideals.build_dp_graph`) and device counts ``k' <= k``, ``l' <= l``::
+(:func:`dnnplace.heuristics.ideals.build_dp_graph`) and device counts ``k' <= k``, ``l' <= l``::
 
     dp[I][k'][l'] = min_{ideal I' subset I} min( max(dp[I'][k'-1][l'], acc(I \\ I')),
                                                max(dp[I'][k'][l'-1], cpu(I \\ I')) )
@@ -22,7 +22,7 @@ separable over devices), replication (C.2) and hierarchies (C.3).
 
 Speed (see ``benchmarks/bench_dp.py``): DPL runs first and its value bounds the exact
 DP, whose superset walks stop as soon as a set's compute exceeds that bound
-(:mod:`heuristics.dp_kernel`).
+(:mod:`dnnplace.heuristics.dp_kernel`).
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.heuristics.dp_kernel import run_dp
+from dnnplace.heuristics.ideals import DPGraph, IdealLattice, build_dp_graph, enumerate_ideals, linearize
 from dnnplace.registry import Method, MethodOutput, SolveRequest
-from graphs.cluster import Cluster
-from graphs.errors import InputError
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
-from heuristics.dp_kernel import run_dp
-from heuristics.ideals import DPGraph, IdealLattice, build_dp_graph, enumerate_ideals, linearize
 
 __all__ = ["METHODS", "DPResult", "maxload_dp", "node_transfer_cost"]
 
@@ -275,7 +275,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         A known achievable max-load; by default the exact DP runs DPL first to get one.
     trivial : bool
         Merge zero-cost one-neighbour nodes into their neighbour first (exact for the
-        loads; see :func:`heuristics.ideals._merge_trivial`).
+        loads; see :func:`dnnplace.heuristics.ideals._merge_trivial`).
 
     Returns
     -------
@@ -289,8 +289,8 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
 
     Examples
     --------
-    >>> from graphs import OpGraph, Cluster
-    >>> from graphs.instance import Instance
+    >>> from dnnplace.graphs import OpGraph, Cluster
+    >>> from dnnplace.graphs.instance import Instance
     >>> g = OpGraph(ids=[0, 1, 2], kinds=("acc", "cpu"), compute=[[2, 9], [2, 9], [2, 9]],
     ...             memory=[0, 0, 0], src=[0, 1], dst=[1, 2], edge_cost=[1, 1])
     >>> maxload_dp(Instance(g, Cluster.tarnawski(2, 0, 10))).value  # {0,1} + {2}: 4 + 1

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from dnnplace.graphs.contract import colocation_labels
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost
 from dnnplace.registry import Method, MethodOutput, SolveRequest
-from graphs.contract import colocation_labels
-from graphs.errors import InputError
-from graphs.instance import Instance
-from graphs.placement import Placement
-from heuristics.maxload_dp import _devices, node_transfer_cost
 
 __all__ = ["METHODS", "partition_split"]
 
@@ -34,7 +34,7 @@ _SCALE = 1_000_000  # total integer weight of all units
 def partition_split(inst: Instance, *, seed: int = 0) -> Placement:
     """METIS k-way partition of the colocation classes onto the accelerators.
 
-    >>> from graphs import OpGraph, Cluster
+    >>> from dnnplace.graphs import OpGraph, Cluster
     >>> g = OpGraph(ids=range(4), kinds=("acc", "cpu"), compute=[[1, 1]] * 4, memory=[0] * 4,
     ...             src=[0, 2], dst=[1, 3], edge_cost=[5, 5])
     >>> p = partition_split(Instance(g, Cluster.tarnawski(2, 1, 10)))

@@ -10,7 +10,7 @@ attention mask feeding every layer, or a node with one input and a fan-out above
 e.g. GNMT's encoder output read by every decoder layer) are ignored there, as PipeDream ignores such inputs (the
 authors' driver lists these nodes by hand for BERT-24 and GNMT; this is the rule that
 selects them). The contracted graph is then
-linearised and split by the DP over its prefixes (``heuristics.maxload_dp`` with
+linearised and split by the DP over its prefixes (``dnnplace.heuristics.maxload_dp`` with
 ``linearized=True``), i.e. PipeDream's DP without replication, and backward nodes follow
 their forward partners through colocation. The split is scored on the original graph by
 the independent evaluator; it is contiguous per part.
@@ -23,11 +23,11 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.heuristics.maxload_dp import maxload_dp
 from dnnplace.registry import Method, MethodOutput, SolveRequest
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
-from heuristics.maxload_dp import maxload_dp
 
 __all__ = ["METHODS", "pipedream_split", "branch_labels"]
 

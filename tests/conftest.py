@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run from any directory without installing the package
-    sys.path.insert(0, str(REPO))
+from dnnplace.data import tarnawski_dir as _bundled_tarnawski
 
-_BUNDLED = REPO / "graphs" / "workloads" / "tarnawski"
-_SHARED = Path("/work/shared/workloads/tarnawski")
+REPO = Path(__file__).resolve().parents[1]
 
 
 def solver_approx(expected: float):
@@ -23,8 +19,8 @@ def solver_approx(expected: float):
 
 
 def tarnawski_root() -> Path:
-    """The bundled workloads inside the repository, else the shared copy."""
-    return _BUNDLED if _BUNDLED.is_dir() else _SHARED
+    """The bundled Tarnawski workloads of the installed package."""
+    return _bundled_tarnawski()
 
 
 @pytest.fixture(scope="session")
@@ -32,5 +28,5 @@ def tarnawski_dir() -> Path:
     """Directory holding ``latency-inputs/``, ``throughput-inputs/`` and ``human-experts/``."""
     root = tarnawski_root()
     if not root.is_dir():
-        pytest.fail(f"Tarnawski workloads not found in {_BUNDLED} or {_SHARED}")
+        pytest.fail(f"Tarnawski workloads not found in {root}")
     return root

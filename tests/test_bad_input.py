@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from graphs.checks import check_instance
-from graphs.cluster import Cluster, Device
-from graphs.errors import CycleError, InfeasibleError, InputError
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.io import load_instance, load_placement, read_json, write_json
+from dnnplace.graphs.checks import check_instance
+from dnnplace.graphs.cluster import Cluster, Device
+from dnnplace.graphs.errors import CycleError, InfeasibleError, InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io import load_instance, load_placement, read_json, write_json
 
 
 def native(nodes, edges, cluster=None):
@@ -282,6 +282,6 @@ def test_instance_without_cluster_cannot_take_a_placement(tmp_path):
 def test_doc_copy_is_untouched_by_loading(tarnawski_dir, tmp_path):
     doc = read_json(tarnawski_dir / "throughput-inputs/LayerGraphs/bert24_inference.json")
     before = copy.deepcopy(doc)
-    from graphs.io.tarnawski import instance_from_tarnawski
+    from dnnplace.graphs.io.tarnawski import instance_from_tarnawski
     instance_from_tarnawski(doc)
     assert doc == before

@@ -6,19 +6,19 @@ import itertools
 
 import numpy as np
 import pytest
+from test_maxload_dp import random_inference
 
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.evaluate import maxload
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io import load_instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.heuristics.local_search import local_search
+from dnnplace.heuristics.maxload_dp import maxload_dp
+from dnnplace.heuristics.partitioner import partition_split
+from dnnplace.heuristics.pipedream import branch_labels, pipedream_split
 from dnnplace.registry import SolveRequest, solve
-from graphs.cluster import Cluster
-from graphs.evaluate import maxload
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.io import load_instance
-from graphs.placement import Placement
-from heuristics.local_search import local_search
-from heuristics.maxload_dp import maxload_dp
-from heuristics.partitioner import partition_split
-from heuristics.pipedream import branch_labels, pipedream_split
-from tests.test_maxload_dp import random_inference
 
 
 def _acc_instance(seed: int) -> Instance:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dnnplace.cli import main
-from graphs.io import load_instance, read_json
+from dnnplace.graphs.io import load_instance, read_json
 
 REQUIRED_RESULT_KEYS = {"problem", "method", "solver", "status", "objective", "bound", "gap", "build_seconds",
                         "solve_seconds", "placement", "evaluation"}

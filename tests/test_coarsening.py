@@ -17,11 +17,11 @@ from conftest import tarnawski_root
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphs.cluster import Cluster
-from graphs.graph import OpGraph
-from graphs.placement import Placement
-from graphs.simulate import simulate, validate_schedule
-from heuristics.coarsening import coarsen, expand_priorities, mergeable_matching
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.simulate import simulate, validate_schedule
+from dnnplace.heuristics.coarsening import coarsen, expand_priorities, mergeable_matching
 
 
 def contracted_is_acyclic(g: OpGraph, labels: np.ndarray) -> bool:
@@ -146,7 +146,7 @@ def _workloads():
 
 @pytest.mark.parametrize("path", _workloads(), ids=lambda p: Path(p).parent.name + "/" + Path(p).name)
 def test_bundled_workloads_stay_acyclic(path):
-    from graphs.io import load_instance
+    from dnnplace.graphs.io import load_instance
     g = load_instance(path).graph
     for target in (max(1, g.n // 10), 20):
         c = coarsen(g, target=target)
@@ -160,8 +160,8 @@ def test_bundled_workloads_stay_acyclic(path):
                                 dict(family="lstm", layers=2, steps=20),
                                 dict(family="lstm", layers=4, steps=10, training=False)])
 def test_generated_graphs_stay_acyclic_and_expand(kw):
-    from graphs.generators import generate
-    from heuristics.list_scheduling import heft
+    from dnnplace.graphs.generators import generate
+    from dnnplace.heuristics.list_scheduling import heft
 
     g = generate(**kw)
     cl = Cluster.single_host(2)
@@ -215,7 +215,7 @@ def test_lstm_generator_shape():
     """layers x steps cells of 4 ops + embed/project/loss per step + loss_sum; the
     backward pass doubles the ops and adds one update per layer. h tensors carry
     batch * hidden * 4 bytes, gate tensors four times that."""
-    from graphs.generators import generate
+    from dnnplace.graphs.generators import generate
 
     L, T, hid, b = 3, 5, 64, 8
     g = generate("lstm", layers=L, steps=T, hidden=hid, batch=b, vocab=50, training=False)

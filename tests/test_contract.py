@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from graphs import OpGraph
-from graphs.contract import acyclic_labels, colocation_labels, expand, quotient
-from graphs.errors import CycleError
+from dnnplace.graphs import OpGraph
+from dnnplace.graphs.contract import acyclic_labels, colocation_labels, expand, quotient
+from dnnplace.graphs.errors import CycleError
 
 
 def diamond() -> OpGraph:

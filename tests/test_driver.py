@@ -13,11 +13,11 @@ import numpy as np
 import pyomo.environ as pyo
 import pytest
 
+from dnnplace.formulations.driver import SolveOutcome, available_solvers, solve_model
+from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
+from dnnplace.graphs.evaluate import maxload, validate
+from dnnplace.graphs.placement import Placement
 from dnnplace.registry import SolveRequest, SolverOptions, solve
-from formulations.driver import SolveOutcome, available_solvers, solve_model
-from formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
-from graphs.evaluate import maxload, validate
-from graphs.placement import Placement
 
 HAS_GUROBI = importlib.util.find_spec("gurobipy") is not None
 gurobi = pytest.mark.skipif(not HAS_GUROBI, reason="gurobipy not installed")
@@ -44,7 +44,7 @@ def infeasible() -> pyo.ConcreteModel:
 
 
 def _tiny(seed: int):
-    from tests.test_maxload_ip import tiny_instance
+    from test_maxload_ip import tiny_instance
 
     return tiny_instance(seed, training=seed % 2 == 1)
 
@@ -85,8 +85,8 @@ def test_unknown_or_missing_solver_is_an_error_result():
 def test_time_limit_with_warm_start_is_feasible_result(tarnawski_dir):
     """A time limit with an incumbent is a result: the gnmt layer graph (96 nodes)
     cannot be closed in 0.5 s, the greedy start is the incumbent to beat."""
-    from graphs.io import load_instance
-    from heuristics.baselines import greedy_fill
+    from dnnplace.graphs.io import load_instance
+    from dnnplace.heuristics.baselines import greedy_fill
 
     inst = load_instance(tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json")
     m = build_maxload_ip(inst, MaxLoadOptions(contiguity="both"))
@@ -121,7 +121,7 @@ def test_warm_start_optimum_is_first_incumbent(solver):
 
 def test_warm_start_first_incumbent_on_a_real_workload(tarnawski_dir):
     """HiGHS on the BERT-24 layer graph: the trace starts at the greedy start's value."""
-    from graphs.io import load_instance
+    from dnnplace.graphs.io import load_instance
 
     inst = load_instance(tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json")
     r = solve(inst, "ip", SolveRequest("maxload", warm_start="greedy",
@@ -150,7 +150,7 @@ def test_highs_and_gurobi_agree():
 @gurobi
 def test_gurobi_size_limit_is_a_clear_message(tarnawski_dir):
     """The gnmt layer model (2149 variables / 3713 constraints) exceeds the pip licence."""
-    from graphs.io import load_instance
+    from dnnplace.graphs.io import load_instance
 
     inst = load_instance(tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json")
     m = build_maxload_ip(inst, MaxLoadOptions(contiguity="both"))

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dnnplace.graphs import Cluster, OpGraph, Placement
+from dnnplace.graphs.evaluate import contiguity_violations, latency, latency_pieces, maxload, validate
+from dnnplace.graphs.io import load_instance, load_placement
 from dnnplace.registry import SolveRequest, solve
-from graphs import Cluster, OpGraph, Placement
-from graphs.evaluate import contiguity_violations, latency, latency_pieces, maxload, validate
-from graphs.io import load_instance, load_placement
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "graphs" / "workloads" / "tarnawski"

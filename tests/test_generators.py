@@ -8,9 +8,9 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
-from graphs.generators import GENERATORS, generate, random_layered_dag
-from graphs.io.netx import to_networkx
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.generators import GENERATORS, generate, random_layered_dag
+from dnnplace.graphs.io.netx import to_networkx
 
 FIELDS = ("compute", "memory", "src", "dst", "edge_bytes", "persistent_bytes", "output_bytes", "colocation",
           "backward")

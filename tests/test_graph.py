@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graphs.errors import InputError
-from graphs.generators import random_layered_dag
-from graphs.graph import OpGraph, csr_rows
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.generators import random_layered_dag
+from dnnplace.graphs.graph import OpGraph, csr_rows
 
 #   0 --> 1 --> 3
 #    \         ^

@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from graphs.cluster import Cluster
-from graphs.generators import random_layered_dag
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.io import load_instance, load_placement, read_json, save_instance, write_json
-from graphs.io.native import instance_from_native, instance_to_native
-from graphs.io.netx import from_networkx, to_networkx
-from graphs.io.tarnawski import instance_to_tarnawski
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.generators import random_layered_dag
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io import load_instance, load_placement, read_json, save_instance, write_json
+from dnnplace.graphs.io.native import instance_from_native, instance_to_native
+from dnnplace.graphs.io.netx import from_networkx, to_networkx
+from dnnplace.graphs.io.tarnawski import instance_to_tarnawski
 
 
 def input_files(root):

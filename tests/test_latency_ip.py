@@ -1,7 +1,7 @@
 """Latency IP (Tarnawski Figs. 3-4) against exhaustive search.
 
 q = 1 (Fig. 3): the IP optimum equals the best evaluator latency over every device
-assignment whose accelerator sets are single pieces (graphs.evaluate.latency).
+assignment whose accelerator sets are single pieces (dnnplace.graphs.evaluate.latency).
 
 q = 2 (Fig. 4): the IP decides how an accelerator's nodes are cut into its slots,
 the evaluator always cuts into the fewest pieces in topological order. So the IP
@@ -19,14 +19,21 @@ import itertools
 import numpy as np
 import pytest
 
+from dnnplace.formulations.driver import solve_model
+from dnnplace.formulations.latency_ip import (
+    LatencyOptions,
+    build_latency_ip,
+    decode,
+    decode_pieces,
+    horizon,
+    warm_start_values,
+)
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.evaluate import latency
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
 from dnnplace.registry import SolverOptions
-from formulations.driver import solve_model
-from formulations.latency_ip import LatencyOptions, build_latency_ip, decode, decode_pieces, horizon, warm_start_values
-from graphs.cluster import Cluster
-from graphs.evaluate import latency
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
 
 EXACT = SolverOptions("highs", rel_gap=1e-9)
 
@@ -255,8 +262,8 @@ def test_latency_decoded_and_warm_start_values_consistent():
 
 def test_paper_row_bert24_layer(tarnawski_dir):
     """Table 4, BERT-24 layer graph: IP latency 100.22 (our greedy start already has it)."""
+    from dnnplace.graphs.io import load_instance
     from dnnplace.registry import SolveRequest, solve
-    from graphs.io import load_instance
 
     inst = load_instance(tarnawski_dir / "latency-inputs" / "LayerGraphs" / "bert24_inference.json")
     r = solve(inst, "ip", SolveRequest("latency", warm_start="greedy",

@@ -1,6 +1,6 @@
 """``latency-ls`` (heuristics/latency_search.py) against the evaluator and brute force.
 
-- its compiled scorer equals :func:`graphs.evaluate.latency` on every split whose
+- its compiled scorer equals :func:`dnnplace.graphs.evaluate.latency` on every split whose
   accelerator sets are single pieces, and rejects exactly the others;
 - on seeded tiny instances its result is a feasible one-piece-per-accelerator split,
   never below the brute-force optimum (:func:`brute_force_evaluator`, q = 1), never
@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_latency_ip import brute_force_evaluator, tiny_instance
 
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.evaluate import latency, validate
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.heuristics.latency_search import LatencyScorer, latency_search
 from dnnplace.registry import SolveRequest, solve
-from graphs.cluster import Cluster
-from graphs.evaluate import latency, validate
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
-from heuristics.latency_search import LatencyScorer, latency_search
-from tests.test_latency_ip import brute_force_evaluator, tiny_instance
 
 
 def _one_piece(ev) -> bool:
@@ -71,8 +71,8 @@ def test_scorer_matches_evaluator_link_model():
 
 def test_scorer_matches_evaluator_on_workload(tarnawski_dir):
     """Random boundary moves around greedy's split of a real graph (GNMT layer)."""
-    from graphs.io import load_instance
-    from heuristics.baselines import greedy_fill
+    from dnnplace.graphs.io import load_instance
+    from dnnplace.heuristics.baselines import greedy_fill
 
     inst = load_instance(tarnawski_dir / "latency-inputs" / "LayerGraphs" / "gnmt_inference.json")
     g, cl = inst.graph, inst.cluster
@@ -138,7 +138,7 @@ def test_registry_and_explicit_start(tarnawski_dir):
     """Through the registry (re-scored, EvaluationMismatch otherwise): BERT-24 layer from
     the DP split (108.03 ms) reaches the paper's IP latency 100.22 ms (Table 4); the
     result is deterministic for a fixed seed and never worse than its start."""
-    from graphs.io import load_instance
+    from dnnplace.graphs.io import load_instance
 
     inst = load_instance(tarnawski_dir / "latency-inputs" / "LayerGraphs" / "bert24_inference.json")
     req = SolveRequest("latency", params={"start": "dp", "max_iters": 30, "time_limit": 60, "seed": 1})

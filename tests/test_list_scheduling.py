@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dnnplace.graphs.cluster import Cluster, Device
+from dnnplace.graphs.generators import random_layered_dag
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.simulate import simulate, validate_schedule
+from dnnplace.heuristics.list_scheduling import ALGORITHMS, heft, simulated_makespan
 from dnnplace.registry import SolveRequest, solve
-from graphs.cluster import Cluster, Device
-from graphs.generators import random_layered_dag
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.simulate import simulate, validate_schedule
-from heuristics.list_scheduling import ALGORITHMS, heft, simulated_makespan
 
 ALGOS = sorted(ALGORITHMS)
 

@@ -14,17 +14,17 @@ import json
 import numpy as np
 import pytest
 
-from graphs.cluster import Cluster
-from graphs.evaluate import maxload
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.io import load_instance
-from graphs.placement import Placement
-from heuristics.ideals import build_dp_graph, enumerate_ideals
-from heuristics.maxload_dp import maxload_dp
-from tests.conftest import REPO
+from dnnplace.data import reference_path
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.evaluate import maxload
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io import load_instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.heuristics.ideals import build_dp_graph, enumerate_ideals
+from dnnplace.heuristics.maxload_dp import maxload_dp
 
-REF = json.loads((REPO / "experiments" / "reference" / "tarnawski-neurips20.json").read_text())
+REF = json.loads(reference_path("tarnawski-neurips20").read_text())
 
 
 # ---------------------------------------------------------------------------- brute force

@@ -1,7 +1,7 @@
 """Max-load IP (Tarnawski Fig. 6) against exhaustive search scored by the evaluator.
 
 Every tiny instance (5-6 nodes, 1-2 accelerators + 1 CPU) is solved to optimality by
-the IP and by enumerating every device assignment; the evaluator (graphs.evaluate) is
+the IP and by enumerating every device assignment; the evaluator (dnnplace.graphs.evaluate) is
 the reference semantics. Variants: inference / training (backward part + colocation
 classes), contiguous (forward and backward parts separately, CPUs included) and
 non-contiguous, objectives pipedream / gpipe / overlap.
@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from conftest import solver_approx
 
+from dnnplace.formulations.driver import solve_model
+from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.evaluate import device_loads, maxload, noncontiguous, validate
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
 from dnnplace.registry import SolveRequest, SolverOptions, solve
-from formulations.driver import solve_model
-from formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
-from graphs.cluster import Cluster
-from graphs.evaluate import device_loads, maxload, noncontiguous, validate
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
 
 EXACT = SolverOptions("highs", rel_gap=1e-9)
 OBJECTIVES = ("pipedream", "gpipe", "overlap")
@@ -218,7 +218,7 @@ def test_symmetry_breaking_keeps_optimum():
 def test_registry_rescoring_and_warm_start(tarnawski_dir):
     """`ip` through dnnplace.registry.solve on the 32-node BERT-24 layer graph: warm
     started from greedy, re-scored by the evaluator; Table 1 'IP contiguous' = 17.79."""
-    from graphs.io import load_instance
+    from dnnplace.graphs.io import load_instance
 
     inst = load_instance(tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json")
     r = solve(inst, "ip", SolveRequest("maxload", warm_start="greedy", solver=SolverOptions(rel_gap=1e-4)))
@@ -232,7 +232,7 @@ def test_registry_rescoring_and_warm_start(tarnawski_dir):
 def test_warm_start_from_placement_file_and_infeasible_start_skipped(tmp_path):
     """A placement file seeds the IP; a start that breaks contiguity is skipped with a
     message, and the solve still returns the optimum."""
-    from graphs.io import write_json
+    from dnnplace.graphs.io import write_json
 
     inst = tiny_instance(42, training=False)
     best = brute_force(inst)["pipedream", "both"]

@@ -27,10 +27,9 @@ import numpy as np
 import pytest
 from conftest import solver_approx
 
-from dnnplace.registry import SolveRequest, SolverOptions, solve
-from formulations.driver import solve_model
-from formulations.pesto import memory_ok, safe_horizon
-from formulations.pesto_ip import (
+from dnnplace.formulations.driver import solve_model
+from dnnplace.formulations.pesto import memory_ok, safe_horizon
+from dnnplace.formulations.pesto_ip import (
     PestoOptions,
     build_pesto_model,
     canonical_relabel,
@@ -38,11 +37,12 @@ from formulations.pesto_ip import (
     reachability,
     warm_start_values,
 )
-from graphs.cluster import Cluster, Device
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
-from graphs.simulate import simulate, validate_schedule
+from dnnplace.graphs.cluster import Cluster, Device
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.simulate import simulate, validate_schedule
+from dnnplace.registry import SolveRequest, SolverOptions, solve
 
 OPTS = SolverOptions(time_limit=60, threads=1, rel_gap=0.0, solver_options={"mip_abs_gap": 0.0})
 
@@ -221,7 +221,7 @@ def exact_fcfs(g: OpGraph, cl: Cluster, congestion: bool) -> float:
 
 
 def solve_ilp(g: OpGraph, cl: Cluster, congestion: bool, warm: bool = True):
-    from heuristics.list_scheduling import best_list_schedule
+    from dnnplace.heuristics.list_scheduling import best_list_schedule
 
     ls, ms, _ = best_list_schedule(g, cl, congestion=congestion)
     feasible = memory_ok(ls.placement)
@@ -335,7 +335,7 @@ def test_symmetry_breaking_keeps_optimum():
 
 def test_pesto_method_registered_and_rescored():
     """The registered method runs end to end; the registry re-scores it by simulation."""
-    from graphs.generators import random_layered_dag
+    from dnnplace.graphs.generators import random_layered_dag
     g = random_layered_dag(30, seed=4, kinds=("gpu",))
     inst = Instance(g, Cluster.single_host(2, with_cpu=False), source="rand30")
     res = solve(inst, "pesto", SolveRequest(problem="makespan", solver=SolverOptions(time_limit=10, threads=1),

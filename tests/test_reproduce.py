@@ -6,8 +6,8 @@ import csv
 
 import pytest
 
+from dnnplace.graphs.io import load_instance
 from dnnplace.reproduce import REPRODUCTIONS, layer_labels
-from graphs.io import load_instance
 
 
 def _rows(path):

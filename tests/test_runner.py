@@ -11,10 +11,10 @@ import pytest
 
 import dnnplace.registry as registry
 from dnnplace.cli import main
+from dnnplace.graphs.errors import InputError
+from dnnplace.heuristics.baselines import greedy_fill
 from dnnplace.registry import Method, MethodOutput
 from dnnplace.runner import cluster_preset, load_config, parse_config, read_runs, run_config
-from graphs.errors import InputError
-from heuristics.baselines import greedy_fill
 
 LAYER = "tarnawski/throughput-inputs/LayerGraphs"
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphs import Cluster, Device, InputError, OpGraph, Placement, Schedule
-from graphs.simulate import POLICIES, SimResult, bottom_level, simulate, validate_schedule
+from dnnplace.graphs import Cluster, Device, InputError, OpGraph, Placement, Schedule
+from dnnplace.graphs.simulate import POLICIES, SimResult, bottom_level, simulate, validate_schedule
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -348,7 +348,7 @@ def test_congestion_never_shortens_a_fixed_order(seed, dedup):
 
 # ---------------------------------------------------------------------------- gantt
 def test_gantt_writes_a_png(tmp_path):
-    from graphs.gantt import plot_gantt
+    from dnnplace.graphs.gantt import plot_gantt
 
     c = POLICY_CASE
     g = graph(c["ids"], c["edges"], c["times"], op_types=["in", "conv", "relu", "conv", "fc"])

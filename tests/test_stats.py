@@ -8,12 +8,12 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from graphs.cluster import Cluster
-from graphs.errors import InputError
-from graphs.generators import random_layered_dag
-from graphs.graph import OpGraph
-from graphs.io import load_instance
-from graphs.stats import (
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.generators import random_layered_dag
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.io import load_instance
+from dnnplace.graphs.stats import (
     _sweep,
     _sweep_loop,
     average_parallelism,

@@ -2,7 +2,7 @@
 
 ``GENERATORS`` maps a family name to a function ``f(n, *, seed=0, **options) -> OpGraph``;
 :func:`generate` looks the family up and calls it. A new family (LSTM grid, Transformer,
-Inception, ...) is a module beside :mod:`graphs.generators.random_dag` plus one line in
+Inception, ...) is a module beside :mod:`dnnplace.graphs.generators.random_dag` plus one line in
 ``GENERATORS``. Every generator is deterministic for its ``seed`` and draws randomness
 only from a local ``numpy.random.default_rng(seed)``.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from graphs.errors import InputError
-from graphs.generators.lstm import lstm_grid
-from graphs.generators.random_dag import random_layered_dag
-from graphs.graph import OpGraph
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.generators.lstm import lstm_grid
+from dnnplace.graphs.generators.random_dag import random_layered_dag
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["GENERATORS", "generate", "random_layered_dag"]
 

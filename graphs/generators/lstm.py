@@ -27,7 +27,7 @@ holding any step of a layer is charged that fraction of the weights). ``layers``
 each node's layer (``-1`` below the first LSTM layer, ``L`` above the last), which is
 what an expert layer-wise split uses (Pesto Sec. 5.2).
 
-The family is registered as ``"lstm"`` in :data:`graphs.generators.GENERATORS`; other
+The family is registered as ``"lstm"`` in :data:`dnnplace.graphs.generators.GENERATORS`; other
 model families (Transformer, NMT, NASNet, Inception) can be added as sibling modules in
 the same style.
 """
@@ -38,8 +38,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.graph import OpGraph
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["lstm_grid"]
 

@@ -35,8 +35,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.graph import OpGraph
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["random_layered_dag"]
 

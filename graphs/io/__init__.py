@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from graphs.errors import InputError
-from graphs.instance import Instance
-from graphs.io.native import instance_from_native, instance_to_native, is_native
-from graphs.io.tarnawski import (
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io.native import instance_from_native, instance_to_native, is_native
+from dnnplace.graphs.io.tarnawski import (
     instance_from_tarnawski,
     instance_to_tarnawski,
     is_split,
@@ -26,7 +26,7 @@ from graphs.io.tarnawski import (
     placement_from_split,
     placement_to_split,
 )
-from graphs.placement import Placement
+from dnnplace.graphs.placement import Placement
 
 __all__ = ["jsonable", "read_json", "write_json", "load_instance", "save_instance", "load_placement",
            "placement_from_doc", "placement_to_split"]

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from graphs.cluster import Cluster, Device
-from graphs.errors import InputError
-from graphs.graph import OpGraph
-from graphs.instance import Instance
+from dnnplace.graphs.cluster import Cluster, Device
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
 
 __all__ = ["FORMAT", "is_native", "instance_from_native", "instance_to_native",
            "cluster_from_dict", "cluster_to_dict"]

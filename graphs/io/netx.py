@@ -7,7 +7,7 @@ import math
 import networkx as nx
 import numpy as np
 
-from graphs.graph import OpGraph
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["to_networkx", "from_networkx"]
 

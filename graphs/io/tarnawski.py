@@ -6,7 +6,7 @@ edges: [{sourceId, destId, cost, size?}]}``. It maps onto the framework's model 
 kinds ``("acc", "cpu")``; ``fpgaLatency`` is the ``acc`` time (absent when
 ``supportedOnFpga`` is 0); ``size`` is the node's ``memory``; ``colorClass`` its
 colocation group; an edge's ``cost`` its explicit transfer time and ``size`` its bytes;
-the cluster is :meth:`graphs.cluster.Cluster.tarnawski` ``(maxFPGAs, maxCPUs,
+the cluster is :meth:`dnnplace.graphs.cluster.Cluster.tarnawski` ``(maxFPGAs, maxCPUs,
 maxSizePerFPGA)``. Fields the model has no slot for are kept in ``graph.meta`` so that
 writing the instance back gives the same JSON document.
 
@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from graphs.cluster import Cluster
-from graphs.errors import InputError
-from graphs.graph import OpGraph
-from graphs.instance import Instance
-from graphs.placement import Placement
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.placement import Placement
 
 __all__ = ["is_tarnawski", "is_split", "instance_from_tarnawski", "instance_to_tarnawski",
            "placement_from_split", "placement_to_split"]

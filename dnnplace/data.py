@@ -1,0 +1,51 @@
+"""Where the bundled data lives, for a checkout and an installed wheel alike.
+
+Workloads ship inside :mod:`dnnplace.graphs` (``graphs/workloads/`` in the checkout),
+experiment configs and published references inside :mod:`dnnplace.experiments`
+(``experiments/``); both are read through :mod:`importlib.resources`, never through a
+path relative to the source tree. Outputs go to the working directory (``results/``).
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+from dnnplace.graphs.errors import InputError
+
+__all__ = ["workloads_dir", "tarnawski_dir", "experiments_dir", "experiment_config", "reference_path"]
+
+
+def _path(package: str, *parts: str) -> Path:
+    # installed packages (wheel or editable) are plain folders, so this is a real path
+    return Path(str(files(package).joinpath(*parts)))
+
+
+def workloads_dir() -> Path:
+    """The bundled workloads (``graphs/workloads``)."""
+    return _path("dnnplace.graphs", "workloads")
+
+
+def tarnawski_dir() -> Path:
+    """Tarnawski et al.'s inputs and expert splits (``latency-inputs/``, ``throughput-inputs/``,
+    ``human-experts/``)."""
+    return workloads_dir() / "tarnawski"
+
+
+def experiments_dir() -> Path:
+    """The bundled experiment configs (``experiments/*.toml``)."""
+    return _path("dnnplace.experiments")
+
+
+def experiment_config(name: str) -> Path:
+    """``experiments/<name>.toml``, or a named error listing the bundled ones."""
+    p = experiments_dir() / f"{name}.toml"
+    if not p.is_file():
+        known = sorted(q.stem for q in experiments_dir().glob("*.toml"))
+        raise InputError(f"no bundled experiment config {name!r}; known: {known}")
+    return p
+
+
+def reference_path(name: str) -> Path:
+    """A published reference table (``experiments/reference/<name>.json``)."""
+    return experiments_dir() / "reference" / f"{name}.json"
