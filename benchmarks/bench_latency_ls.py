@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dnnplace.graphs.io import load_instance, write_json  # noqa: E402
-from dnnplace.registry import SolveRequest, solve  # noqa: E402
+from dnnplace.registry import SolveRequest, SolverOptions, solve  # noqa: E402
 
 WORKLOADS = ["OperatorGraphs/bert_l-3_inference", "OperatorGraphs/bert_l-6_inference",
              "OperatorGraphs/bert_l-12_inference", "OperatorGraphs/resnet50_inference",
@@ -50,11 +50,10 @@ def main() -> None:
         if args.only and not any(s in w for s in args.only):
             continue
         inst = load_instance(root / f"{w}.json")
-        params = {"time_limit": args.time_limit, "seed": args.seed}
-        if args.start:
-            params["start"] = args.start
+        req = SolveRequest("latency", seed=args.seed, warm_start=args.start,
+                           solver=SolverOptions(time_limit=args.time_limit))
         t0 = time.perf_counter()
-        res = solve(inst, "latency-ls", SolveRequest("latency", params=params))
+        res = solve(inst, "latency-ls", req)
         wall = time.perf_counter() - t0
         ex = res.extra
         at = min((v for t, v, _ in res.trace if t - ex["start_seconds"] <= args.at), default=ex["start_value"])

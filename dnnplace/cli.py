@@ -78,14 +78,9 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 def _load(graph: str, cluster: str | None = None):
     """Instance from a file, with ``--cluster`` replacing (or supplying) its cluster."""
-    from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import load_instance
-    from dnnplace.runner import cluster_preset
 
-    inst = load_instance(graph)
-    if cluster:
-        inst = Instance(inst.graph, cluster_preset(cluster, inst.graph), inst.source)
-    return inst
+    return load_instance(graph, cluster)
 
 
 def _parse_param(text: str) -> tuple[str, Any]:
@@ -296,7 +291,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from dnnplace.graphs.generators import generate
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import save_instance
-    from dnnplace.runner import cluster_preset
+    from dnnplace.graphs.presets import cluster_preset
 
     _check_out(args.out)
     if args.nodes < 1:
@@ -330,12 +325,10 @@ def build_request(args: argparse.Namespace):
     from dnnplace.registry import SolveRequest, SolverOptions
 
     params: dict[str, Any] = dict(_parse_param(t) for t in args.param)
-    for key in ("subgraphs_per_device", "coarsen_to", "policy", "split"):
+    for key in ("subgraphs_per_device", "coarsen_to", "split"):
         v = getattr(args, key)
         if v is not None:
             params[key] = v
-    if args.congestion is not None:
-        params["congestion"] = args.congestion
     if args.problem != "makespan" and (args.policy is not None or args.congestion is not None):
         flag = "--policy" if args.policy is not None else "--congestion/--no-congestion"
         raise InputError(f"{flag} applies to problem 'makespan' only, not {args.problem!r}")
@@ -343,23 +336,24 @@ def build_request(args: argparse.Namespace):
     solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.mip_gap,
                            threads=args.threads, seed=args.seed, tee=args.tee, solver_options=solver_opts)
     return SolveRequest(problem=args.problem, objective=args.objective or "pipedream", contiguity=_contiguity(args),
-                        solver=solver, warm_start=args.warm_start, seed=args.seed or 0, params=params)
+                        solver=solver, warm_start=args.warm_start, seed=args.seed or 0,
+                        congestion=True if args.congestion is None else args.congestion,
+                        policy=args.policy or "fifo", params=params)
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import write_json
-    from dnnplace.registry import get_method, solve
+    from dnnplace.registry import get_method, method_options, solve
 
     _check_out(args.out)
     if args.objective is not None and args.problem != "maxload":
         raise InputError(f"--objective applies to problem 'maxload' only, not {args.problem!r}")
     req = build_request(args)
-    method = get_method(args.method)  # unknown method -> InputError before loading anything big
-    if args.problem not in method.problems:
-        raise InputError(f"method {method.name!r} does not solve {args.problem!r} (it solves {list(method.problems)})")
-    inst = _load(args.graph, args.cluster)
-    from dnnplace.graphs.checks import check_instance
-    check_instance(inst.graph, inst.require_cluster())  # infeasible instance -> one line naming why
+    method = get_method(args.method)  # unknown method or option -> InputError before loading anything big
+    method_options(method, req)
+    from dnnplace.graphs.io import prepare_instance
+
+    inst = prepare_instance(args.graph, args.cluster)  # infeasible instance -> one line naming why
     if args.split and not Path(args.split).is_file():
         raise InputError(f"--split {args.split}: no such file")
     res = solve(inst, method, req)
@@ -400,6 +394,22 @@ def cmd_methods(args: argparse.Namespace) -> int:
     from dnnplace.registry import all_methods
 
     methods = all_methods()
+    if args.name:
+        from dnnplace.methods.base import describe_options
+        from dnnplace.registry import get_method
+
+        m = get_method(args.name)
+        _out(f"{m.name} ({m.kind}): {m.summary}")
+        _out(f"problems: {', '.join(m.problems)}   default contiguity: {m.default_contiguity}")
+        rows = describe_options(m.options)
+        if not rows:
+            _out("options: none")
+            return 0
+        _out("options (--param KEY=VALUE, or [params] in an experiment config):")
+        w = max(len(r[0]) for r in rows)
+        for name, typ, default, doc in rows:
+            _out(f"  {name.ljust(w)}  {typ} = {default}  {doc}")
+        return 0
     for prob in PROBLEMS:
         ms = [m for m in methods.values() if prob in m.problems]
         _out(f"{prob}:")
@@ -573,7 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="RESULT.json", help="write the result JSON")
     p.set_defaults(func=cmd_solve)
 
-    p = sub.add_parser("methods", help="list the registered methods per problem")
+    p = sub.add_parser("methods", help="list the methods per problem, or one method's options")
+    p.add_argument("name", nargs="?", metavar="NAME", help="a method: print its options with types and defaults")
     p.set_defaults(func=cmd_methods)
 
     p = sub.add_parser("run", help="run (or resume) an experiment config")

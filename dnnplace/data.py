@@ -13,7 +13,8 @@ from pathlib import Path
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["workloads_dir", "tarnawski_dir", "experiments_dir", "experiment_config", "reference_path"]
+__all__ = ["workloads_dir", "tarnawski_dir", "experiments_dir", "experiment_config", "reference_path",
+           "expert_split_path"]
 
 
 def _path(package: str, *parts: str) -> Path:
@@ -49,3 +50,18 @@ def experiment_config(name: str) -> Path:
 def reference_path(name: str) -> Path:
     """A published reference table (``experiments/reference/<name>.json``)."""
     return experiments_dir() / "reference" / f"{name}.json"
+
+
+def expert_split_path(graph_name: str) -> Path:
+    """The bundled human-expert split of a Tarnawski workload (a training graph without
+    one of its own uses its inference split, whose ``colorClass`` covers the backward
+    nodes), or a named error listing the bundled splits."""
+    folder = tarnawski_dir() / "human-experts"
+    candidates = [folder / f"{graph_name}_expert.json"]
+    if graph_name.endswith("_training"):
+        candidates.append(folder / f"{graph_name[: -len('_training')]}_inference_expert.json")
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise InputError(f"no expert split for {graph_name!r}: pass one with --split FILE "
+                     f"(bundled: {sorted(p.name for p in folder.glob('*.json'))})")

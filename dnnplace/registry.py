@@ -1,125 +1,34 @@
-"""Registered methods and the one entry point that runs and re-scores them.
+"""Looking methods up, and the one entry point that runs and re-scores them.
 
-A method is a plain function ``run(instance, request) -> MethodOutput``. Modules that
-implement methods expose a module-level ``METHODS`` list (pure data, no import-time
-registration); :data:`METHOD_MODULES` names those modules, so adding a method means
-adding it to its module's ``METHODS`` (and a new module to this tuple).
-
-:func:`solve` is where the framework keeps methods honest: it times the run, re-scores
-the returned placement with the independent evaluator (:mod:`dnnplace.graphs.evaluate`) and
-raises :class:`EvaluationMismatch` when a method's own objective disagrees with it.
+The methods themselves are listed in :mod:`dnnplace.methods`. :func:`solve` is where
+the framework keeps them honest: it parses the method's options, times the run, checks
+that the answer is of the request's graph, re-scores the placement with the
+independent evaluator (:mod:`dnnplace.graphs.evaluate`), derives the final status from
+that evaluation (a placement the evaluator finds infeasible is never ``feasible`` or
+``optimal``) and raises :class:`EvaluationMismatch` when a method's own objective
+disagrees with the evaluator or lies below its own bound.
 """
 
 from __future__ import annotations
 
-import importlib
-import math
+import dataclasses
+import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from dnnplace.formulations.solver_options import SolverOptions
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluate import PROBLEMS, evaluate
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
-from dnnplace.results import Result
+from dnnplace.methods.base import POLICIES, Method, MethodOutput, Options, SolveRequest, WarmStart, parse_options
+from dnnplace.results import Result, relative_gap
 
-__all__ = ["METHOD_MODULES", "Method", "MethodOutput", "SolverOptions", "SolveRequest",
-           "EvaluationMismatch", "all_methods", "get_method", "methods_for", "solve", "evaluation_options"]
-
-METHOD_MODULES = (
-    "dnnplace.heuristics.baselines",
-    "dnnplace.formulations.methods",
-    "dnnplace.heuristics.list_scheduling",
-    "dnnplace.formulations.pesto",
-    "dnnplace.heuristics.maxload_dp",
-    "dnnplace.heuristics.local_search",
-    "dnnplace.heuristics.pipedream",
-    "dnnplace.heuristics.partitioner",
-    "dnnplace.heuristics.latency_search",
-)
-
-
-@dataclass(frozen=True)
-class SolverOptions:
-    """Backend options in Pyomo's vocabulary (``pyomo.contrib.solver`` config)."""
-
-    solver: str = "highs"
-    time_limit: float | None = None
-    rel_gap: float | None = None
-    threads: int | None = None
-    seed: int | None = None
-    tee: bool = False
-    solver_options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SolveRequest:
-    """What to solve and how.
-
-    ``objective`` is the max-load variant (``pipedream``/``gpipe``/``overlap``);
-    ``contiguity`` is ``None`` for the method's default or a mode of
-    :data:`dnnplace.graphs.evaluate.CONTIGUITY_MODES`; ``warm_start`` is a method name or a
-    placement file; ``params`` holds method-specific options (e.g. ``split`` for the
-    expert baseline, ``subgraphs_per_device``, ``coarsen_to``, ``congestion``).
-    """
-
-    problem: str
-    objective: str = "pipedream"
-    contiguity: str | None = None
-    solver: SolverOptions = field(default_factory=SolverOptions)
-    warm_start: str | None = None
-    seed: int = 0
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class MethodOutput:
-    """What a method returns; :func:`solve` turns it into a :class:`Result`.
-
-    ``objective`` is the method's own value for its placement (``None`` if it has none);
-    ``priorities`` (makespan methods) is the order the simulator replays; ``pieces``
-    (latency methods with several subgraphs per device) is the method's own cut of each
-    accelerator's nodes, which the evaluator then scores instead of its fewest-pieces rule.
-    """
-
-    placement: Placement | None
-    status: str = "feasible"
-    objective: float | None = None
-    bound: float | None = None
-    termination: str | None = None
-    message: str | None = None
-    solver: str | None = None
-    solver_version: str | None = None
-    build_seconds: float = 0.0
-    solve_seconds: float | None = None
-    start: np.ndarray | None = None
-    priorities: np.ndarray | None = None
-    pieces: np.ndarray | None = None
-    contiguity: str | None = None
-    trace: list = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Method:
-    """A registered method.
-
-    ``objective_exact``: the method's own objective must equal the evaluator's (DP,
-    heuristics); otherwise it must be an upper bound on it (an IP whose communication
-    variables need not be tight for a time-limited incumbent).
-    """
-
-    name: str
-    problems: tuple[str, ...]
-    run: Callable[[Instance, SolveRequest], MethodOutput]
-    summary: str
-    kind: str = "heuristic"  # baseline | heuristic | exact | ip
-    objective_exact: bool = True
-    default_contiguity: str = "none"
+__all__ = ["SolveRequest", "SolverOptions", "Method", "MethodOutput", "EvaluationMismatch", "all_methods",
+           "get_method", "methods_for", "method_options", "solve", "run_method", "warm_start_placement",
+           "evaluation_options"]
 
 
 class EvaluationMismatch(AssertionError):
@@ -127,13 +36,14 @@ class EvaluationMismatch(AssertionError):
 
 
 def all_methods() -> dict[str, Method]:
-    """Every registered method by name (modules imported on first call)."""
+    """Every listed method by name."""
+    from dnnplace.methods import METHODS
+
     out: dict[str, Method] = {}
-    for mod in METHOD_MODULES:
-        for m in importlib.import_module(mod).METHODS:
-            if m.name in out:
-                raise RuntimeError(f"method {m.name!r} registered twice")
-            out[m.name] = m
+    for m in METHODS:
+        if m.name in out:
+            raise RuntimeError(f"method {m.name!r} listed twice")
+        out[m.name] = m
     return out
 
 
@@ -150,26 +60,57 @@ def methods_for(problem: str) -> list[Method]:
     return [m for m in all_methods().values() if problem in m.problems]
 
 
-def evaluation_options(request: SolveRequest, contiguity: str) -> dict[str, Any]:
-    """Evaluator keyword arguments for a request."""
-    if request.problem == "maxload":
-        return {"objective": request.objective, "contiguity": contiguity}
-    if request.problem == "makespan":
-        return {"congestion": bool(request.params.get("congestion", True)),
-                "policy": request.params.get("policy", "fifo")}
-    return {}
-
-
-def solve(instance: Instance, method: str | Method, request: SolveRequest) -> Result:
-    """Run a method, re-score its placement independently and return the Result."""
+def method_options(method: str | Method, request: SolveRequest) -> Options:
+    """The method's typed options from ``request.params`` (one-line error on a typo),
+    after checking that the method solves the request's problem."""
     m = get_method(method) if isinstance(method, str) else method
     if request.problem not in PROBLEMS:
         raise InputError(f"unknown problem {request.problem!r}; use one of {PROBLEMS}")
     if request.problem not in m.problems:
         raise InputError(f"method {m.name!r} does not solve {request.problem!r} (it solves {list(m.problems)})")
+    if request.policy not in POLICIES:
+        raise InputError(f"unknown policy {request.policy!r}; use one of {POLICIES}")
+    return parse_options(m.options, request.params, method=m.name)
+
+
+def evaluation_options(request: SolveRequest, contiguity: str) -> dict[str, Any]:
+    """Evaluator keyword arguments for a request."""
+    if request.problem == "maxload":
+        return {"objective": request.objective, "contiguity": contiguity}
+    if request.problem == "makespan":
+        return {"congestion": request.congestion, "policy": request.policy}
+    return {}
+
+
+def _check_shape(out: MethodOutput, instance: Instance, name: str) -> Instance:
+    """The instance the answer is of: the request's, or the transformed graph the method
+    reports explicitly (``out.graph``). Anything else is a bug, never truncated."""
+    scored = instance if out.graph is None else Instance(out.graph, instance.require_cluster(),
+                                                         f"{instance.source or instance.name} (transformed)")
+    n = scored.graph.n
+    if out.placement is not None and out.placement.graph.n != n:
+        raise EvaluationMismatch(f"{name}: placement has {out.placement.graph.n} nodes, the graph it should "
+                                 f"place has {n} (a transformed graph must be mapped back or reported)")
+    for field_name in ("start", "priorities", "pieces"):
+        arr = getattr(out, field_name)
+        if arr is not None and len(arr) != n:
+            raise EvaluationMismatch(f"{name}: {field_name} has {len(arr)} entries for a graph of {n} nodes")
+    return scored
+
+
+def run_method(instance: Instance, method: str | Method, request: SolveRequest) -> tuple[Result, Placement | None]:
+    """:func:`solve`, also returning the placement object (for warm starts)."""
+    m = get_method(method) if isinstance(method, str) else method
+    opts = method_options(m, request)
+    if m.warm_start and request.warm_start and request.warm is None:
+        if request.warm_start == m.name:
+            raise InputError(f"the {m.name} method cannot warm start itself")
+        contiguity = request.contiguity or m.default_contiguity
+        request = dataclasses.replace(request, warm=warm_start_placement(instance, request, contiguity))
     t0 = time.perf_counter()
-    out = m.run(instance, request)
+    out = m.run(instance, request, opts)
     wall = time.perf_counter() - t0
+    scored = _check_shape(out, instance, m.name)
     contiguity = out.contiguity or request.contiguity or m.default_contiguity
     res = Result(problem=request.problem, method=m.name, instance=instance.source or instance.name,
                  status=out.status, objective=out.objective, bound=out.bound, termination=out.termination,
@@ -177,21 +118,24 @@ def solve(instance: Instance, method: str | Method, request: SolveRequest) -> Re
                  options=_request_dict(request, contiguity), build_seconds=out.build_seconds,
                  solve_seconds=wall - out.build_seconds if out.solve_seconds is None else out.solve_seconds,
                  wall_seconds=wall, trace=list(out.trace), unit=instance.graph.unit, extra=dict(out.extra))
+    if out.graph is not None:
+        res.extra["scored_graph"] = f"transformed: {out.graph.n} nodes, {out.graph.m} edges"
     if out.placement is None:
-        return res
+        return res, None
     p = out.placement
+    ids = scored.graph.ids
     res.placement = p.to_mapping()
-    opts = evaluation_options(request, contiguity)
+    opts_ev = evaluation_options(request, contiguity)
     if request.problem == "makespan" and out.priorities is not None:
-        opts.update(policy="order", priorities=out.priorities)
+        opts_ev.update(policy="order", priorities=out.priorities)
     if request.problem == "latency" and out.pieces is not None:
-        opts["pieces"] = out.pieces
+        opts_ev["pieces"] = out.pieces
     if out.start is not None:
-        res.start = {str(v): float(t) for v, t in zip(instance.graph.ids, out.start)}
-    ev = evaluate(p, request.problem, **opts)
+        res.start = {str(v): float(t) for v, t in zip(ids, out.start, strict=True)}
+    ev = evaluate(p, request.problem, **opts_ev)
     res.evaluation = ev.to_dict()
     if res.start is None and ev.schedule is not None:  # makespan: the start times the evaluator simulated
-        res.start = {str(v): float(t) for v, t in zip(instance.graph.ids, ev.schedule.start)}
+        res.start = {str(v): float(t) for v, t in zip(ids, ev.schedule.start, strict=True)}
     if res.objective is None:
         res.objective = ev.objective
     elif ev.objective is not None:
@@ -199,13 +143,51 @@ def solve(instance: Instance, method: str | Method, request: SolveRequest) -> Re
         if (m.objective_exact and abs(res.objective - ev.objective) > tol) or res.objective < ev.objective - tol:
             raise EvaluationMismatch(
                 f"{m.name} on {res.instance}: method reports {res.objective!r}, the evaluator {ev.objective!r}")
-    if res.bound is not None and res.objective is not None and not math.isnan(res.bound):
-        res.gap = abs(res.objective - res.bound) / max(abs(res.objective), 1e-12)
-    return res
+    if not ev.feasible and res.status in ("optimal", "feasible"):
+        # the status comes from the evaluation, whatever the method said
+        res.status = "infeasible"
+        res.message = "; ".join(filter(None, [res.message, "evaluation: " + "; ".join(ev.violations[:3])]))
+    if (res.bound is not None and res.objective is not None and np.isfinite(res.bound)
+            and res.objective < res.bound - 1e-6 * max(1.0, abs(res.bound)) and ev.feasible):
+        raise EvaluationMismatch(f"{m.name} on {res.instance}: objective {res.objective!r} is below the method's "
+                                 f"own bound {res.bound!r}")
+    res.gap = relative_gap(res.objective, res.bound)
+    return res, p
+
+
+def solve(instance: Instance, method: str | Method, request: SolveRequest) -> Result:
+    """Run a method, re-score its placement independently and return the Result."""
+    return run_method(instance, method, request)[0]
+
+
+def warm_start_placement(inst: Instance, request: SolveRequest, contiguity: str | None = None) -> WarmStart:
+    """The placement named by ``request.warm_start``: a placement file, or a method's
+    answer, run through :func:`run_method` (so re-scored) with the same problem,
+    objective and contiguity (a max-load-only method is run for max-load)."""
+    from dnnplace.graphs.io import load_placement
+
+    name = request.warm_start
+    if name is None:
+        raise InputError("no warm start requested")
+    if os.path.exists(name):
+        return WarmStart(load_placement(name, inst), f"file {name}")
+    method = get_method(name)
+    # a max-load method (e.g. the DP) still gives a good split to start the latency IP from
+    problem = request.problem if request.problem in method.problems else "maxload"
+    if problem not in method.problems:
+        raise InputError(f"warm-start method {name!r} solves {list(method.problems)}, not {request.problem!r}")
+    sub = SolveRequest(problem=problem, objective=request.objective,
+                       contiguity=contiguity if request.problem == "maxload" else None,
+                       solver=request.solver, seed=request.seed, congestion=request.congestion)
+    res, p = run_method(inst, method, sub)
+    if p is None:
+        raise InputError(f"warm-start method {name!r} returned no placement ({res.message})")
+    return WarmStart(p, f"method {name}")
 
 
 def _request_dict(r: SolveRequest, contiguity: str) -> dict[str, Any]:
     return {"objective": r.objective, "contiguity": contiguity, "warm_start": r.warm_start, "seed": r.seed,
+            "congestion": r.congestion, "policy": r.policy,
             "solver": {"name": r.solver.solver, "time_limit": r.solver.time_limit, "rel_gap": r.solver.rel_gap,
                        "threads": r.solver.threads, "seed": r.solver.seed, "solver_options": r.solver.solver_options},
             "params": r.params}

@@ -135,8 +135,9 @@ def _run_cell(cell: Cell, inst: Instance, spec: dict, problem: str, quick: bool,
         params.update(spec.get("quick_params", {}))
     solver = SolverOptions(time_limit=spec.get("time_limit"), rel_gap=spec.get("rel_gap"),
                            threads=spec.get("threads", 1))
+    warm = spec.get("quick_warm_start", spec.get("warm_start")) if quick else spec.get("warm_start")
     req = SolveRequest(problem, contiguity=spec.get("contiguity"), solver=solver, seed=spec.get("seed", 0),
-                       warm_start=spec.get("warm_start"), params=params)
+                       warm_start=warm, params=params)
     t0 = time.perf_counter()
     try:
         res = solve(inst, method, req)

@@ -8,9 +8,6 @@ second invocation skips every run whose key is already recorded and goes on. A r
 that fails is recorded with ``status: "error"`` and the sweep continues. At the end
 ``table.md`` and ``table.csv`` summarise the config's runs.
 
-Also home of :func:`cluster_preset`, the parser for cluster names such as
-``single-host-4-nvlink`` or ``tarnawski-4-1-16GB`` used by the CLI and configs.
-
 Example
 -------
 >>> cfg = parse_config({"name": "demo", "grid": {
@@ -43,86 +40,27 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.data import workloads_dir
-from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.io import jsonable
-from dnnplace.registry import SolverOptions
+from dnnplace.graphs.presets import cluster_preset
+from dnnplace.registry import SolveRequest, SolverOptions
 
-__all__ = ["REPO_ROOT", "WORKLOADS_DIR", "CLUSTER_PRESETS", "cluster_preset", "parse_bytes", "RunSpec",
+__all__ = ["REPO_ROOT", "WORKLOADS_DIR", "RunSpec",
            "ExperimentConfig", "load_config", "parse_config", "run_config", "read_runs", "git_revision",
            "environment", "write_tables", "progress_enabled"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout (git provenance); a wheel has none
 WORKLOADS_DIR = workloads_dir()
 
-# ---------------------------------------------------------------------------- cluster presets
-CLUSTER_PRESETS = {
-    "single-host-<N>-<nvlink|pcie>[-<GPU memory>]": "one host, N GPUs (kind 'gpu') on NVLink or PCIe, plus cpu0",
-    "tarnawski-<K>-<L>-<memory>": "Tarnawski et al.: K accelerators of <memory> each and L CPUs, "
-                                  "all transfers through host RAM",
-}
-
-_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-          "KIB": 2 ** 10, "MIB": 2 ** 20, "GIB": 2 ** 30, "TIB": 2 ** 40}
-
-
-def parse_bytes(text: str) -> float:
-    """A byte count such as ``16GB`` (10^9), ``16GiB`` (2^30), ``8e9`` or ``inf``.
-
-    >>> parse_bytes("16GB"), parse_bytes("1KiB"), parse_bytes("8e9")
-    (16000000000.0, 1024.0, 8000000000.0)
-    """
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?|inf)\s*([A-Za-z]*)\s*", str(text))
-    if not m or m.group(2).upper() not in _UNITS:
-        raise InputError(f"cannot read {text!r} as a byte count (e.g. 16GB, 16GiB, 8e9)")
-    return float(m.group(1)) * _UNITS[m.group(2).upper()]
-
-
-def cluster_preset(spec: str, graph=None) -> Cluster:
-    """Build a cluster from a preset name (see :data:`CLUSTER_PRESETS`).
-
-    ``graph`` (optional) adapts the preset to it: link times use ``graph.unit``, and a
-    Tarnawski preset names its accelerator kind after the graph's first non-CPU kind
-    when the graph has no ``"acc"`` column (so a generated ``gpu``/``cpu`` graph works).
-
-    >>> c = cluster_preset("single-host-4-nvlink")
-    >>> c.names
-    ('gpu0', 'gpu1', 'gpu2', 'gpu3', 'cpu0')
-    >>> c = cluster_preset("tarnawski-2-1-16GB")
-    >>> c.names, float(c.memory[0])
-    (('acc0', 'acc1', 'cpu0'), 16000000000.0)
-    """
-    s = str(spec).strip()
-    unit = getattr(graph, "unit", "ms")
-    m = re.fullmatch(r"single-host-(\d+)-(nvlink|pcie)(?:-(.+))?", s)
-    if m:
-        n = int(m.group(1))
-        if n < 1:
-            raise InputError(f"cluster preset {s!r}: needs at least one GPU")
-        mem = parse_bytes(m.group(3)) if m.group(3) else 16e9
-        return Cluster.single_host(n, interconnect=m.group(2), gpu_memory=mem,
-                                   unit=unit if unit in ("ms", "s", "us") else "ms")
-    m = re.fullmatch(r"tarnawski-(\d+)-(\d+)-(.+)", s)
-    if m:
-        k, l_cpus = int(m.group(1)), int(m.group(2))
-        if k < 1:
-            raise InputError(f"cluster preset {s!r}: needs at least one accelerator")
-        acc = "acc"
-        kinds = tuple(getattr(graph, "kinds", ()) or ())
-        if kinds and "acc" not in kinds:
-            acc = next((k_ for k_ in kinds if k_ != "cpu"), "acc")
-        return Cluster.tarnawski(k, l_cpus, parse_bytes(m.group(3)), acc_kind=acc)
-    raise InputError(f"unknown cluster preset {s!r}; use one of {list(CLUSTER_PRESETS)} "
-                     "(e.g. single-host-4-nvlink, single-host-2-pcie-32GB, tarnawski-4-1-16GB)")
-
-
 # ---------------------------------------------------------------------------- config
 _TOP_KEYS = {"name", "description", "out_dir", "defaults", "grid", "runs"}
 _SOLVER_KEYS = {f.name for f in dataclasses.fields(SolverOptions)}
 # run keys; those in _AXES may be a list (one run per value)
 _RUN_KEYS = {"graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start",
-             "solver", "params"}
-_AXES = ("graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start")
+             "congestion", "policy", "solver", "params"}
+_AXES = ("graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start", "congestion",
+         "policy")
+_DEFAULTS = {"congestion": True, "policy": "fifo"}  # left out of a run's identity at their default
 
 
 @dataclass(frozen=True)
@@ -138,15 +76,27 @@ class RunSpec:
     cluster: str | None = None
     seed: int = 0
     warm_start: str | None = None
+    congestion: bool = True
+    policy: str = "fifo"
     solver: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
-        """What makes two runs the same run (everything but the resolved path)."""
+        """What makes two runs the same run (everything but the resolved path; makespan
+        settings only where they differ from their default, so older keys stay valid)."""
         d = dataclasses.asdict(self)
         d.pop("graph")
         d["graph"] = d.pop("graph_label")
+        for k, v in _DEFAULTS.items():
+            if d[k] == v:
+                d.pop(k)
         return d
+
+    def request(self) -> SolveRequest:
+        """The :class:`~dnnplace.registry.SolveRequest` of this run."""
+        return SolveRequest(problem=self.problem, objective=self.objective, contiguity=self.contiguity,
+                            solver=SolverOptions(**self.solver), warm_start=self.warm_start, seed=self.seed,
+                            congestion=self.congestion, policy=self.policy, params=dict(self.params))
 
     @property
     def key(self) -> str:
@@ -168,6 +118,7 @@ class RunSpec:
             bits.append(f"seed={self.seed}")
         if self.warm_start:
             bits.append(f"ws={self.warm_start}")
+        bits += [f"{k}={getattr(self, k)}" for k, v in _DEFAULTS.items() if getattr(self, k) != v]
         short = {"time_limit": "tl", "rel_gap": "gap", "threads": "thr", "solver": "solver"}
         for k, v in self.solver.items():
             if v is not None and k != "tee":
@@ -275,6 +226,7 @@ def _expand(spec: dict, base: Path, where: str) -> list[RunSpec]:
         out.append(RunSpec(graph=gpath, graph_label=glabel, problem=kw.pop("problems"), method=kw.pop("methods"),
                            objective=kw.get("objective", "pipedream"), contiguity=kw.get("contiguity"),
                            cluster=kw.get("cluster"), seed=int(kw.get("seed", 0)), warm_start=kw.get("warm_start"),
+                           congestion=bool(kw.get("congestion", True)), policy=kw.get("policy", "fifo"),
                            solver=solver, params=params))
     return out
 
@@ -309,15 +261,13 @@ def parse_config(doc: dict, *, base: str | os.PathLike | None = None, source: st
             if sub in defaults or sub in table:
                 merged[sub] = {**defaults.get(sub, {}), **table.get(sub, {})}
         specs += _expand(merged, base_dir, f"{where}: {label}")
-    from dnnplace.registry import all_methods
+    from dnnplace.registry import method_options
 
-    known = all_methods()
-    for s in specs:
-        if s.method not in known:
-            raise InputError(f"{where}: unknown method {s.method!r}; known: {sorted(known)}")
-        if s.problem not in known[s.method].problems:
-            raise InputError(f"{where}: method {s.method!r} does not solve {s.problem!r} "
-                             f"(it solves {list(known[s.method].problems)})")
+    for s in specs:  # every method, problem and option checked before the first run
+        try:
+            method_options(s.method, s.request())
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
     seen: dict[str, RunSpec] = {}
     for s in specs:
         seen.setdefault(s.key, s)  # the same run listed twice runs once
@@ -413,21 +363,12 @@ def _append(path: Path, record: dict) -> None:
 
 def _execute(spec: RunSpec) -> dict:
     """Run one spec; any exception except an interrupt becomes an ``error`` result."""
-    from dnnplace.graphs.checks import check_instance
-    from dnnplace.graphs.instance import Instance
-    from dnnplace.graphs.io import load_instance
-    from dnnplace.registry import SolveRequest, solve
+    from dnnplace.graphs.io import prepare_instance
+    from dnnplace.registry import solve
     from dnnplace.results import Result
 
     try:
-        inst = load_instance(spec.graph)
-        if spec.cluster:
-            inst = Instance(inst.graph, cluster_preset(spec.cluster, inst.graph), inst.source)
-        check_instance(inst.graph, inst.require_cluster())
-        req = SolveRequest(problem=spec.problem, objective=spec.objective, contiguity=spec.contiguity,
-                           solver=SolverOptions(**spec.solver), warm_start=spec.warm_start, seed=spec.seed,
-                           params=dict(spec.params))
-        return solve(inst, spec.method, req).to_dict()
+        return solve(prepare_instance(spec.graph, spec.cluster), spec.method, spec.request()).to_dict()
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # noqa: BLE001 - a failing run is a result, the sweep goes on

@@ -21,7 +21,7 @@ Backends (``pyomo.contrib.solver`` interfaces, see ``/work/shared/SOLVERS.md``):
   failing that, the classic ``pyomo.environ.SolverFactory`` (``cbc``, ``glpk``,
   ``cplex`` ...) when installed; these get no trace and no warm start.
 
-Options use Pyomo's vocabulary (:class:`dnnplace.registry.SolverOptions`):
+Options use Pyomo's vocabulary (:class:`dnnplace.formulations.solver_options.SolverOptions`):
 ``time_limit``, ``rel_gap``, ``threads``, ``seed``, ``tee``, ``solver_options``.
 """
 
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from dnnplace.registry import SolverOptions
+from dnnplace.formulations.solver_options import SolverOptions
 
 __all__ = ["SolveOutcome", "solve_model", "model_size", "available_solvers", "LicenceLimitError"]
 

@@ -33,8 +33,9 @@ times in ``[0, H]``, ``CommIn = 0`` makes (6) read ``Start_j >= Lat_u - H`` with
 non-positive right side, and ``x = 0`` does the same for (10): both vacuous, as the
 lemma requires, with the smallest ``H`` that keeps an optimal solution.
 
-Communication uses the same exact staircase as :mod:`dnnplace.formulations.maxload_ip`; the
-first level (any crossing edge) is kept even at zero cost as the indicator in (6).
+Communication uses the same exact staircase as :mod:`dnnplace.formulations.maxload_ip`
+(:mod:`dnnplace.formulations.comm_costs`); the first level (any crossing edge) is kept even
+at zero cost as the indicator in (6).
 
 Semantics versus the evaluator. With ``q = 1`` every accelerator holds one contiguous
 set, which the evaluator scores as one piece, so the IP's optimum is the evaluator's
@@ -55,7 +56,9 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
-from dnnplace.formulations.maxload_ip import comm_levels, host_costs, reach_down
+from dnnplace.formulations.comm_costs import comm_levels, host_costs
+from dnnplace.formulations.contiguity import reach_down
+from dnnplace.formulations.families import add_families
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluate import latency, latency_pieces
 from dnnplace.graphs.graph import OpGraph
@@ -173,15 +176,8 @@ def build_latency_ip(inst: Instance, opts: LatencyOptions | None = None) -> pyo.
     m.start = pyo.Var(m.acc_slots, bounds=(0, data.H), doc="SubgraphStart_j")
     m.finish = pyo.Var(m.acc_slots, bounds=(0, data.H), doc="SubgraphFinish_j")
     m.total = pyo.Var(bounds=(0, data.H), doc="TotalLatency")
-    _add_assignment(m, data)
-    if opts.memory:
-        _add_memory(m, data)
-    if opts.colocation:
-        _add_colocation(m, data)
-    if opts.contiguity:
-        _add_contiguity(m, data)
-    _add_communication(m, data)
-    _add_timing(m, data)
+    add_families(m, data, [(True, _add_assignment), (opts.memory, _add_memory), (opts.colocation, _add_colocation),
+                           (opts.contiguity, _add_contiguity), (True, _add_communication), (True, _add_timing)])
     m.objective = pyo.Objective(expr=m.total, sense=pyo.minimize, doc="min TotalLatency")
     return m
 

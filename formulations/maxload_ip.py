@@ -2,7 +2,11 @@ r"""Max-load (pipelined throughput) integer program of Tarnawski et al., Fig. 6.
 
 Build-only module: :func:`build_maxload_ip` returns a Pyomo ``ConcreteModel`` and never
 solves; :func:`decode` turns a solved model into a :class:`~dnnplace.graphs.placement.Placement`
-and :func:`warm_start_values` completes a placement into values for every variable.
+and :func:`warm_start_values` completes a placement into values for every variable (both in
+:mod:`dnnplace.formulations.maxload_solution`, importable from here too). The staircase
+helpers live in :mod:`dnnplace.formulations.comm_costs`, the contiguity ones in
+:mod:`dnnplace.formulations.contiguity`, the interchangeable-device classes in
+:mod:`dnnplace.formulations.device_symmetry`.
 
 Model (SPEC 2.2; devices ``d``: accelerators ``A`` pay communication, CPUs ``C`` do not)::
 
@@ -53,17 +57,21 @@ from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo
-from pyomo.common.collections import ComponentMap
 
+from dnnplace.formulations.comm_costs import comm_levels, host_costs
+from dnnplace.formulations.contiguity import contiguity_parts, reach_down
+from dnnplace.formulations.device_symmetry import canonical, group_order, identical_devices
+from dnnplace.formulations.families import add_families
+from dnnplace.formulations.maxload_solution import decode, warm_start_values
 from dnnplace.graphs.contract import colocation_labels
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
-from dnnplace.graphs.placement import Placement
 
+# the helpers that moved out stay importable from here
 __all__ = ["MaxLoadOptions", "build_maxload_ip", "decode", "warm_start_values", "contiguity_parts",
-           "comm_levels"]
+           "comm_levels", "host_costs", "reach_down", "canonical", "group_order", "identical_devices"]
 
 
 @dataclass(frozen=True)
@@ -107,80 +115,6 @@ class _Data:
     z_edges: list = field(default_factory=list)   # (u, v, d)
 
 
-# ---------------------------------------------------------------------------- shared data
-def host_costs(g: OpGraph, cl: Any) -> tuple[np.ndarray, np.ndarray]:
-    """``(m, D)`` cost of moving each edge's tensor host->device (in) and device->host
-    (out), exactly as :mod:`dnnplace.graphs.evaluate` charges it (explicit cost, else the link
-    model to/from the first CPU)."""
-    cpus = cl.devices_of_kind("cpu")
-    if cpus.size == 0:
-        raise InputError("the Tarnawski IPs route every transfer through a host CPU; the cluster has none")
-    h = int(cpus[0])
-    b = g.edge_bytes[:, None]
-    cost = g.edge_cost[:, None]
-    cin = np.where(np.isnan(cost), cl.beta0[h, :][None, :] + cl.beta1[h, :][None, :] * b, cost)
-    cout = np.where(np.isnan(cost), cl.beta0[:, h][None, :] + cl.beta1[:, h][None, :] * b, cost)
-    return cin, cout
-
-
-def comm_levels(g: OpGraph, cost: np.ndarray, never_cross: np.ndarray, unit_device: list[int],
-                keep_zero: bool = False) -> list[tuple[int, int, int, float, list[int]]]:
-    """Staircase comm variables ``(u, unit, level, delta, heads)``: for node ``u`` and a
-    unit (device or slot) on device ``unit_device[unit]``, level ``t`` is forced by the
-    out-edges of ``u`` whose cost is ``>= w_t`` and weighs ``delta = w_t - w_{t-1}``.
-    ``keep_zero`` keeps a zero-weight first level (the latency IP needs the indicator)."""
-    out: list[tuple[int, int, int, float, list[int]]] = []
-    ptr, eid = g.out_ptr, g.out_eid
-    for u in range(g.n):
-        es = eid[ptr[u]:ptr[u + 1]]
-        es = es[~never_cross[es]]
-        if es.size == 0:
-            continue
-        for unit, d in enumerate(unit_device):
-            if d < 0:
-                continue
-            c = cost[es, d]
-            prev = 0.0
-            for t, w in enumerate(np.unique(c)):
-                delta = float(w - prev)
-                prev = float(w)
-                if delta <= 0 and not (keep_zero and t == 0):
-                    continue
-                heads = sorted(set(g.dst[es[c >= w]].tolist()))
-                out.append((u, unit, t, delta, heads))
-    return out
-
-
-def contiguity_parts(g: OpGraph, mode: str) -> list[np.ndarray]:
-    """Node masks of the parts that must each be contiguous (as the evaluator's
-    ``noncontiguous``): ``all`` the whole graph; ``forward`` / ``both`` the forward
-    part (and the backward part) of a training graph, the whole graph otherwise."""
-    if mode in (None, "none"):
-        return []
-    if mode == "all" or not g.is_training:
-        return [np.ones(g.n, dtype=bool)]
-    parts = [~g.backward]
-    if mode == "both":
-        parts.append(g.backward.copy())
-    return parts
-
-
-def reach_down(g: OpGraph, mask: np.ndarray, member: np.ndarray) -> np.ndarray:
-    """For nodes in ``mask``: does ``v`` reach a ``member`` node (itself included) along
-    edges inside ``mask``? The Lemma 4.1 witness ``z``."""
-    z = member & mask
-    inside = mask[g.src] & mask[g.dst]
-    src, dst = g.src[inside], g.dst[inside]
-    lvl = g.level[src]
-    order = np.argsort(-lvl, kind="stable")  # deepest sources first
-    src, dst, lvl = src[order], dst[order], lvl[order]
-    cuts = np.flatnonzero(np.diff(lvl)) + 1
-    z = z.copy()
-    for s, t in zip(np.split(src, cuts), np.split(dst, cuts)):
-        np.logical_or.at(z, s, z[t])
-    return z
-
-
 # ---------------------------------------------------------------------------- builder
 def build_maxload_ip(inst: Instance, opts: MaxLoadOptions | None = None) -> pyo.ConcreteModel:
     """Build Fig. 6 for an instance (see the module docstring); never solves."""
@@ -200,16 +134,9 @@ def build_maxload_ip(inst: Instance, opts: MaxLoadOptions | None = None) -> pyo.
     m = pyo.ConcreteModel(name=f"maxload_ip[{g.name}]")
     m._data = data
     _add_sets_params(m, data, comp)
-    _add_assignment(m, data)
-    if opts.memory:
-        _add_memory(m, data)
-    _add_communication(m, data)
-    _add_loads(m, data)
-    if opts.contiguity != "none":
-        _add_contiguity(m, data)
-    if opts.symmetry_breaking:
-        _add_symmetry_breaking(m, data)
-    _add_objective(m, data)
+    add_families(m, data, [(True, _add_assignment), (opts.memory, _add_memory), (True, _add_communication),
+                           (True, _add_loads), (opts.contiguity != "none", _add_contiguity),
+                           (opts.symmetry_breaking, _add_symmetry_breaking), (True, _add_objective)])
     return m
 
 
@@ -297,21 +224,14 @@ def _add_loads(m: pyo.ConcreteModel, data: _Data) -> None:
     def part(d: int, what: str, backward: bool) -> Any:
         return sum(terms.get((d, what, backward), []))
 
-    @m.Expression(m.devices, doc="(20)-(21) forward load FW_d")
-    def fw(m, d):
-        return part(d, "compute", False) + part(d, "comm", False)
-
-    @m.Expression(m.devices, doc="(20)-(21) backward load BW_d")
-    def bw_load(m, d):
-        return part(d, "compute", True) + part(d, "comm", True)
-
-    @m.Expression(m.devices, doc="compute part of the load of d")
-    def compute_load(m, d):
-        return part(d, "compute", False) + part(d, "compute", True)
-
-    @m.Expression(m.devices, doc="communication part of the load of d")
-    def comm_load(m, d):
-        return part(d, "comm", False) + part(d, "comm", True)
+    # each load is the sum of two parts (what, backward) of the device's terms
+    loads = (("fw", "(20)-(21) forward load FW_d", ("compute", False), ("comm", False)),
+             ("bw_load", "(20)-(21) backward load BW_d", ("compute", True), ("comm", True)),
+             ("compute_load", "compute part of the load of d", ("compute", False), ("compute", True)),
+             ("comm_load", "communication part of the load of d", ("comm", False), ("comm", True)))
+    for name, doc, first, second in loads:
+        m.add_component(name, pyo.Expression(m.devices, doc=doc,
+                                             rule=lambda m, d, a=first, b=second: part(d, *a) + part(d, *b)))
 
 
 def _add_contiguity(m: pyo.ConcreteModel, data: _Data) -> None:
@@ -342,26 +262,6 @@ def _add_contiguity(m: pyo.ConcreteModel, data: _Data) -> None:
     @m.Constraint(leave, doc="(13) after leaving d, never return: z[v,d] <= x[v,d] - x[u,d] + 1")
     def contiguity_leave(m, u, v, d):
         return m.z[v, d] <= _x(m, v, d) - _x(m, u, d) + 1
-
-
-def identical_devices(cl: Any) -> list[list[int]]:
-    """Classes (size >= 2) of interchangeable devices: same kind, memory, speed and
-    the same link figures to and from every other device."""
-    classes: dict[tuple, list[int]] = {}
-    for d in range(cl.size):
-        others = [e for e in range(cl.size) if e != d]
-        key = (cl.kinds[d], float(cl.memory[d]), float(cl.speed[d]),
-               tuple(sorted(zip(cl.beta0[d, others], cl.beta0[others, d], cl.beta1[d, others],
-                                cl.beta1[others, d], cl.cost_factor[d, others], cl.cost_factor[others, d]))))
-        classes.setdefault(key, []).append(d)
-    return [c for c in classes.values() if len(c) >= 2]
-
-
-def group_order(data: _Data) -> np.ndarray:
-    """Groups ranked by the topological position of their first member."""
-    first = np.full(data.n_groups, np.iinfo(np.int64).max)
-    np.minimum.at(first, data.label, data.graph.topo_position)
-    return np.argsort(first, kind="stable")
 
 
 def _add_symmetry_breaking(m: pyo.ConcreteModel, data: _Data) -> None:
@@ -398,43 +298,13 @@ def _add_symmetry_breaking(m: pyo.ConcreteModel, data: _Data) -> None:
         return lhs <= (m.prefix[r - 1, dp] if r else 0)
 
 
-def canonical(data: _Data, p: Placement) -> Placement:
-    """``p`` with the devices of every interchangeable class relabelled in order of
-    their earliest group (what the symmetry-breaking rows demand); same loads."""
-    classes = getattr(data, "sym_classes", [])
-    if not classes:
-        return p
-    dev = p.device.copy()
-    grp_dev = np.full(data.n_groups, -1, dtype=np.int64)
-    grp_dev[data.label] = dev
-    order = group_order(data)
-    rank = np.empty(data.n_groups, dtype=np.int64)
-    rank[order] = np.arange(data.n_groups)
-    new = dev.copy()
-    for c in classes:
-        firsts = []
-        for d in c:
-            on = np.flatnonzero(grp_dev == d)
-            firsts.append((rank[on].min() if on.size else np.iinfo(np.int64).max, d))
-        for target, (_, d) in zip(c, sorted(firsts)):
-            new[dev == d] = target
-    return Placement(p.graph, p.cluster, new)
-
-
 def _add_objective(m: pyo.ConcreteModel, data: _Data) -> None:
     obj, ub = data.opts.objective, data.opts.upper_bound
     if obj == "gpipe":
         m.max_fw = pyo.Var(bounds=(0, None), doc="max_d FW_d")
         m.max_bw = pyo.Var(bounds=(0, None), doc="max_d BW_d")
-
-        @m.Constraint(m.devices, doc="max_fw >= FW_d")
-        def fw_bound(m, d):
-            return m.max_fw >= m.fw[d]
-
-        @m.Constraint(m.devices, doc="max_bw >= BW_d")
-        def bw_bound(m, d):
-            return m.max_bw >= m.bw_load[d]
-
+        _add_load_bounds(m, [("fw_bound", "max_fw >= FW_d", m.max_fw, m.fw),
+                             ("bw_bound", "max_bw >= BW_d", m.max_bw, m.bw_load)])
         m.max_load = pyo.Expression(expr=m.max_fw + m.max_bw, doc="GPipe objective (App. A)")
     else:
         m.max_load = pyo.Var(bounds=(0, ub), doc="MaxLoad")
@@ -443,79 +313,16 @@ def _add_objective(m: pyo.ConcreteModel, data: _Data) -> None:
             def load_bound(m, d):
                 return m.max_load >= m.fw[d] + m.bw_load[d]
         else:
-            @m.Constraint(m.devices, doc="MaxLoad >= compute_d (App. C.1)")
-            def compute_bound(m, d):
-                return m.max_load >= m.compute_load[d]
-
-            @m.Constraint(m.devices, doc="MaxLoad >= comm_d (App. C.1)")
-            def comm_bound(m, d):
-                return m.max_load >= m.comm_load[d]
+            _add_load_bounds(m, [("compute_bound", "MaxLoad >= compute_d (App. C.1)", m.max_load, m.compute_load),
+                                 ("comm_bound", "MaxLoad >= comm_d (App. C.1)", m.max_load, m.comm_load)])
     if obj == "gpipe" and ub is not None:
         m.upper_bound = pyo.Constraint(expr=m.max_load <= ub, doc="known achievable max-load")
     m.objective = pyo.Objective(expr=m.max_load, sense=pyo.minimize, doc="minimise the max-load")
 
 
-# ---------------------------------------------------------------------------- decode / start
-def decode(m: pyo.ConcreteModel) -> Placement:
-    """The placement of a solved model (each group on its device with the largest x)."""
-    data: _Data = m._data
-    score = np.full((data.n_groups, data.cluster.size), -1.0)
-    for (a, d), var in m.x.items():
-        score[a, d] = var.value if var.value is not None else -1.0
-    return Placement(data.graph, data.cluster, score.argmax(axis=1)[data.label])
-
-
-def warm_start_values(m: pyo.ConcreteModel, p: Placement) -> dict[Any, float]:
-    """Values for every variable of ``m`` that encode placement ``p`` consistently
-    (x, tight CommIn/CommOut, the Lemma 4.1 witness z, the objective variables).
-
-    Raises ``InputError`` when ``p`` splits a colocation group or uses an unsupported
-    device (no feasible completion exists)."""
-    data: _Data = m._data
-    g = data.graph
-    p = canonical(data, p)
-    dev = p.device
-    grp_dev = np.full(data.n_groups, -1, dtype=np.int64)
-    grp_dev[data.label] = dev
-    if (grp_dev[data.label] != dev).any():
-        raise InputError("warm start splits a colocation group")
-    if not data.supported[np.arange(data.n_groups), grp_dev].all():
-        raise InputError("warm start puts a node on a device it does not support")
-    vals = ComponentMap()
-    for (a, d), var in m.x.items():
-        vals[var] = 1.0 if grp_dev[a] == d else 0.0
-    on = lambda v, d: dev[v] == d  # noqa: E731
-    for u, d, t, _, heads in data.comm_in:
-        vals[m.comm_in[u, d, t]] = float(any(on(v, d) for v in heads) and not on(u, d))
-    for u, d, t, _, heads in data.comm_out:
-        vals[m.comm_out[u, d, t]] = float(on(u, d) and any(not on(v, d) for v in heads))
-    if data.z_index:
-        for mask in contiguity_parts(g, data.opts.contiguity):
-            for d in {d for _, d in data.z_index}:
-                z = reach_down(g, mask, dev == d)
-                for v in np.flatnonzero(mask):
-                    vals[m.z[int(v), d]] = float(z[v])
-    fw = np.array([_eval(m.fw[d], vals) for d in m.devices])
-    bw = np.array([_eval(m.bw_load[d], vals) for d in m.devices])
-    if data.opts.objective == "gpipe":
-        vals[m.max_fw], vals[m.max_bw] = float(fw.max()), float(bw.max())
-    elif data.opts.objective == "pipedream":
-        vals[m.max_load] = float((fw + bw).max())
-    else:
-        comp = np.array([_eval(m.compute_load[d], vals) for d in m.devices])
-        comm = np.array([_eval(m.comm_load[d], vals) for d in m.devices])
-        vals[m.max_load] = float(np.maximum(comp, comm).max())
-    if hasattr(m, "prefix"):
-        counts = {d: np.cumsum(grp_dev[group_order(data)] == d) for d in {d for _, d in m.prefix}}
-        for (r, d), var in m.prefix.items():
-            vals[var] = float(counts[d][r])
-    return vals
-
-
-def _eval(expr: Any, vals: dict[Any, float]) -> float:
-    """Value of a linear expression under ``vals`` (variables not in it count 0)."""
-    from pyomo.repn import generate_standard_repn
-
-    repn = generate_standard_repn(expr, compute_values=True)
-    return float(repn.constant) + sum(float(c) * vals.get(v, 0.0) for c, v in zip(repn.linear_coefs,
-                                                                                    repn.linear_vars))
+def _add_load_bounds(m: pyo.ConcreteModel, rows: list[tuple[str, str, Any, Any]]) -> None:
+    """One constraint family per row ``(name, doc, bound, load)``: ``bound >= load[d]`` on
+    every device (the epigraph of ``max_d load[d]``)."""
+    for name, doc, bound, load in rows:
+        m.add_component(name, pyo.Constraint(m.devices, doc=doc,
+                                             rule=lambda m, d, bound=bound, load=load: bound >= load[d]))

@@ -37,15 +37,14 @@ import numpy as np
 
 from dnnplace.formulations.driver import solve_model
 from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, decode, warm_start_values
+from dnnplace.formulations.solver_options import SolverOptions
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.simulate import simulate
 from dnnplace.heuristics.coarsening import expand_priorities, monotone_keys
-from dnnplace.registry import Method, MethodOutput, SolveRequest, SolverOptions
 
-__all__ = ["PestoRun", "pesto", "safe_horizon", "memory_ok", "METHODS"]
+__all__ = ["PestoRun", "pesto", "safe_horizon", "memory_ok"]
 
 
 @dataclass
@@ -213,34 +212,3 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         status = "feasible"
     return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, coarse_placement=cpl,
                     coarse_start=cstart, **run_kw)
-
-
-def _run(inst: Instance, req: SolveRequest) -> MethodOutput:
-    params = req.params
-    sopts = req.solver
-    if sopts.time_limit is None:
-        sopts = SolverOptions(solver=sopts.solver, time_limit=60.0, rel_gap=sopts.rel_gap,
-                              threads=sopts.threads or 1, seed=sopts.seed, tee=sopts.tee,
-                              solver_options=sopts.solver_options)
-    congestion = bool(params.get("congestion", True))
-    coarsen_to = params.get("coarsen_to")
-    r = pesto(inst.graph, inst.require_cluster(), coarsen_to=None if coarsen_to is None else int(coarsen_to),
-              congestion=congestion, ilp_congestion=params.get("ilp_congestion"),
-              warm_start=(req.warm_start or "list") != "none", solver=sopts,
-              options=PestoOptions(memory=bool(params.get("memory", True))))
-    extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
-             "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
-             "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
-             "coarse_nodes": r.coarse_n, "coarsen_seconds": r.coarsen_seconds, "model_size": r.size,
-             "semantics": "ILP: links in any order (Pesto (7)); objective: FCFS simulation (SPEC 2.1)"}
-    return MethodOutput(r.placement, status=r.status, objective=r.makespan, bound=r.bound,
-                        termination=r.termination, message=r.message, solver=sopts.solver,
-                        solver_version=r.solver_version, build_seconds=r.build_seconds + r.coarsen_seconds,
-                        solve_seconds=r.solve_seconds, priorities=r.priorities, trace=r.trace, extra=extra)
-
-
-METHODS = [
-    Method("pesto", ("makespan",), _run,
-           "Pesto ILP: joint placement and scheduling with link congestion and memory; optional "
-           "cycle-free coarsening (params coarsen_to, congestion)", kind="ip", objective_exact=False),
-]

@@ -1,5 +1,9 @@
 r"""Pesto's joint placement-and-scheduling ILP (Hafeez et al., Middleware 2021, Sec. 3.2.2),
 generalised to any number of devices. Builds a Pyomo ``ConcreteModel``; never solves.
+The options and the instance-side precomputation (reachability, heads and tails, pair
+reduction) are in :mod:`dnnplace.formulations.pesto_precompute`, :func:`warm_start_values`
+and :func:`decode` in :mod:`dnnplace.formulations.pesto_solution`, the identical-device
+classes in :mod:`dnnplace.formulations.device_symmetry`; all are importable from here too.
 
 Model
 -----
@@ -75,215 +79,21 @@ constraint above, so the optimum is :math:`\le U`) and :math:`C_{\max} \le U`. W
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pyomo.environ as pyo
-from pyomo.common.collections import ComponentMap
 
+from dnnplace.formulations.device_symmetry import canonical_relabel, identical_device_classes
+from dnnplace.formulations.families import add_families
+from dnnplace.formulations.pesto_precompute import PestoData, PestoOptions, prepare, reachability
+from dnnplace.formulations.pesto_solution import decode, warm_start_values
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.placement import Placement
 
+# the names that moved out stay importable from here
 __all__ = ["PestoOptions", "PestoData", "build_pesto_model", "warm_start_values", "decode",
            "reachability", "identical_device_classes", "canonical_relabel"]
-
-
-@dataclass(frozen=True)
-class PestoOptions:
-    """Switchable constraint families of the Pesto ILP."""
-
-    congestion: bool = True
-    memory: bool = True
-    colocation: bool = True
-    symmetry: bool = True
-    load_cuts: bool = True
-
-
-@dataclass(eq=False)
-class PestoData:
-    """Everything the builder derived from the instance (kept on ``model.pesto``)."""
-
-    graph: OpGraph
-    cluster: Cluster
-    options: PestoOptions
-    horizon: float
-    p: np.ndarray            # (n, D) compute times, NaN = not allowed
-    allowed: list            # per node: allowed device list
-    head: np.ndarray
-    tail: np.ndarray
-    pmin: np.ndarray
-    reach: np.ndarray        # (n, n) bool, u reaches v (u != v)
-    cross_edges: list        # edges that may cross devices
-    node_pairs: list         # (i, k) pairs with an order variable
-    same_pairs: list         # (i, k) pairs with a same-device variable
-    xfer_pairs: list         # (e, f) pairs with a link order variable
-    group_leader: np.ndarray  # colocation leader per node (itself if none)
-    same_set: frozenset = frozenset()
-
-
-def reachability(graph: OpGraph) -> np.ndarray:
-    """``R[u, v]``: there is a path ``u -> ... -> v`` (``u != v``); bit-packed rows.
-
-    ``O(n * m / 8)`` with numpy ``bitwise_or`` on packed rows; fine for coarse graphs of
-    a few thousand nodes.
-    """
-    n = graph.n
-    words = (n + 7) // 8
-    bits = np.zeros((n, words), dtype=np.uint8)
-    ptr, nbr = graph.out_ptr, graph.out_nbr
-    onehot = np.packbits(np.eye(n, dtype=bool), axis=1) if n <= 4096 else None
-    for u in graph.topo_order[::-1].tolist():
-        succ = nbr[ptr[u]:ptr[u + 1]]
-        if succ.size:
-            row = np.bitwise_or.reduce(bits[succ], axis=0)
-            if onehot is not None:
-                row |= np.bitwise_or.reduce(onehot[succ], axis=0)
-            else:
-                for s in succ.tolist():
-                    row[s >> 3] |= np.uint8(0x80 >> (s & 7))
-            bits[u] = row
-    return np.unpackbits(bits, axis=1, count=n).astype(bool)
-
-
-def identical_device_classes(cluster: Cluster) -> list[list[int]]:
-    """Classes of interchangeable devices: same kind, memory and speed, and swapping any
-    two of them leaves every link array unchanged (so any permutation within a class is
-    an automorphism of the cluster)."""
-    D = cluster.size
-    key: dict[tuple, list[int]] = {}
-    for d, dev in enumerate(cluster.devices):
-        key.setdefault((dev.kind, dev.memory, dev.speed), []).append(d)
-    out = []
-    for members in key.values():
-        if len(members) < 2:
-            continue
-        cls = [members[0]]
-        for d in members[1:]:
-            perm = np.arange(D)
-            perm[[members[0], d]] = perm[[d, members[0]]]
-            if all(np.array_equal(arr, arr[np.ix_(perm, perm)]) for arr in
-                   (cluster.beta0, cluster.beta1, cluster.cost_factor)):
-                cls.append(d)
-        if len(cls) > 1:
-            out.append(cls)
-    return out
-
-
-def canonical_relabel(graph: OpGraph, cluster: Cluster, device: np.ndarray) -> np.ndarray:
-    """Relabel devices inside each identical class by first use in topological order,
-    so that a placement satisfies the symmetry-breaking constraints (same schedule)."""
-    dev = np.asarray(device, dtype=np.int64).copy()
-    for cls in identical_device_classes(cluster):
-        mapping: dict[int, int] = {}
-        in_cls = set(cls)
-        for v in graph.topo_order.tolist():
-            d = int(dev[v])
-            if d in in_cls and d not in mapping:
-                mapping[d] = cls[len(mapping)]
-        for d in cls:
-            if d not in mapping:
-                mapping[d] = [c for c in cls if c not in mapping.values()][0]
-        lut = np.arange(cluster.size)
-        for a, b in mapping.items():
-            lut[a] = b
-        dev = lut[dev]
-    return dev
-
-
-def _heads_tails(graph: OpGraph, pmin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    head = np.zeros(graph.n)
-    tail = np.zeros(graph.n)
-    src, dst = graph.src.tolist(), graph.dst.tolist()
-    hp, tp_ = head.tolist(), tail.tolist()
-    pm = pmin.tolist()
-    ip, inb = graph.in_ptr.tolist(), graph.in_nbr.tolist()
-    op, onb = graph.out_ptr.tolist(), graph.out_nbr.tolist()
-    order = graph.topo_order.tolist()
-    for v in order:
-        best = 0.0
-        for k in range(ip[v], ip[v + 1]):
-            u = inb[k]
-            best = max(best, hp[u] + pm[u])
-        hp[v] = best
-    for u in reversed(order):
-        best = 0.0
-        for k in range(op[u], op[u + 1]):
-            w = onb[k]
-            best = max(best, tp_[w] + pm[w])
-        tp_[u] = best
-    del src, dst
-    return np.asarray(hp), np.asarray(tp_)
-
-
-def _prepare(graph: OpGraph, cluster: Cluster, options: PestoOptions, horizon: float) -> PestoData:
-    n = graph.n
-    p = cluster.compute_matrix(graph)
-    allowed = [np.flatnonzero(~np.isnan(p[i])).tolist() for i in range(n)]
-    if options.memory:
-        big = graph.memory[:, None] > cluster.memory[None, :]
-        allowed = [[d for d in allowed[i] if not big[i, d]] for i in range(n)]
-    leader = np.arange(n)
-    if options.colocation and n:
-        co = graph.colocation
-        for grp in np.unique(co[co >= 0]).tolist():
-            mem = np.flatnonzero(co == grp)
-            leader[mem] = mem[0]
-            common = set(allowed[mem[0]])
-            for i in mem[1:].tolist():
-                common &= set(allowed[i])
-            for i in mem.tolist():
-                allowed[i] = sorted(common)
-    empty = [i for i in range(n) if not allowed[i]]
-    if empty:
-        raise InputError(f"{graph._node(empty[0])}: no device can run it (affinity, memory or colocation)")
-    pmin = np.array([np.nanmin(p[i, allowed[i]]) for i in range(n)]) if n else np.zeros(0)
-    head, tail = _heads_tails(graph, pmin)
-    reach = reachability(graph)
-    asets = [set(a) for a in allowed]
-
-    def forced_same(i: int, k: int) -> bool:
-        if leader[i] == leader[k]:
-            return True
-        return len(asets[i]) == 1 and asets[i] == asets[k]
-
-    cross = [e for e in range(graph.m) if not forced_same(int(graph.src[e]), int(graph.dst[e]))]
-    # time windows valid for every schedule of makespan <= U: op i occupies
-    # [head_i, U - tail_i]; transfer (i, j) occupies [head_i + pmin_i, U - tail_j - pmin_j]
-    n_lo, n_hi = head, horizon - tail
-    # node pairs: incomparable, able to share a device, windows overlap
-    unordered = ~(reach | reach.T)
-    iu, ku = np.nonzero(np.triu(unordered, k=1))
-    node_pairs = [(int(i), int(k)) for i, k in zip(iu.tolist(), ku.tolist())
-                  if asets[i] & asets[k] and n_lo[i] < n_hi[k] and n_lo[k] < n_hi[i]]
-    same = {pair for pair in node_pairs if not forced_same(*pair)}
-    xfer_pairs = []
-    if options.congestion:
-        src, dst = graph.src, graph.dst
-        x_lo = {e: head[src[e]] + pmin[src[e]] for e in cross}
-        x_hi = {e: horizon - tail[dst[e]] - pmin[dst[e]] for e in cross}
-        for a_idx in range(len(cross)):
-            e = cross[a_idx]
-            i, j = int(src[e]), int(dst[e])
-            for f in cross[a_idx + 1:]:
-                k, l_ = int(src[f]), int(dst[f])
-                if j == k or l_ == i or reach[j, k] or reach[l_, i]:
-                    continue  # ordered by precedence
-                if x_hi[e] <= x_lo[f] or x_hi[f] <= x_lo[e]:
-                    continue  # ordered by their time windows
-                common_src = asets[i] & asets[k]
-                common_dst = asets[j] & asets[l_]
-                if not common_src or not common_dst:
-                    continue
-                if len(common_src) == 1 and common_src == common_dst:
-                    continue  # no link both can use
-                xfer_pairs.append((e, f))
-                for u, w in ((i, k), (j, l_)):
-                    if u != w and not forced_same(u, w):
-                        same.add((min(u, w), max(u, w)))
-    return PestoData(graph, cluster, options, float(horizon), p, allowed, head, tail, pmin, reach, cross,
-                     node_pairs, sorted(same), xfer_pairs, leader, frozenset(same))
 
 
 def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
@@ -309,7 +119,7 @@ def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
     if not (horizon > 0 and math.isfinite(horizon)):
         raise InputError(f"horizon must be a positive finite makespan, got {horizon}")
     U = float(horizon) * (1 + 1e-9) + 1e-9  # float slack: the heuristic schedule stays feasible
-    data = _prepare(graph, cluster, options, U)
+    data = prepare(graph, cluster, options, U)
     g, cl = graph, cluster
     n, D = g.n, cl.size
     src, dst = g.src.tolist(), g.dst.tolist()
@@ -424,16 +234,9 @@ def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
         return _m.start[i] >= _m.finish[k] - big_m(k, i) * (1 + _m.order[i, k] - same_expr(_m, i, k))
 
     # ---------------------------------------------------------------- switchable families
-    if options.load_cuts:
-        _add_load_cuts(m, data)
-    if options.congestion:
-        _add_congestion(m, data)
-    if options.memory:
-        _add_memory(m, data)
-    if options.colocation:
-        _add_colocation(m, data)
-    if options.symmetry:
-        _add_symmetry(m, data)
+    add_families(m, data, [(options.load_cuts, _add_load_cuts), (options.congestion, _add_congestion),
+                           (options.memory, _add_memory), (options.colocation, _add_colocation),
+                           (options.symmetry, _add_symmetry)])
 
     m.objective = pyo.Objective(expr=m.cmax, sense=pyo.minimize, doc="minimise C_max")
     return m
@@ -522,64 +325,3 @@ def _add_symmetry(m: pyo.ConcreteModel, data: PestoData) -> None:
         if d not in dev_of[v]:
             return pyo.Constraint.Skip
         return _m.x[v, d] <= sum(_m.x[u, prev] for u in earlier if prev in dev_of[u])
-
-
-def warm_start_values(model: pyo.ConcreteModel, device: np.ndarray, start: np.ndarray,
-                      xfer_start: dict[int, float] | None = None) -> ComponentMap:
-    """A complete start (every variable) from a feasible schedule of the model's graph.
-
-    ``device`` must satisfy the symmetry-breaking rows (use :func:`canonical_relabel`);
-    ``xfer_start`` maps edge id -> transfer start for crossing edges (simulator output);
-    non-crossing edges get their source's completion.
-    """
-    data: PestoData = model.pesto
-    g = data.graph
-    dev = np.asarray(device, dtype=np.int64)
-    st = np.asarray(start, dtype=np.float64)
-    fin = st + data.p[np.arange(g.n), dev]
-    vals = ComponentMap()
-    for (i, d) in model.allowed:
-        vals[model.x[i, d]] = 1.0 if dev[i] == d else 0.0
-    for i in range(g.n):
-        vals[model.start[i]] = float(st[i])
-    for (e, a, b) in model.edge_pairs:
-        vals[model.y[e, a, b]] = 1.0 if (dev[g.src[e]] == a and dev[g.dst[e]] == b) else 0.0
-    for (i, k) in model.same_pairs:
-        vals[model.same[i, k]] = 1.0 if dev[i] == dev[k] else 0.0
-    tp = g.topo_position
-    for (i, k) in model.node_pairs:
-        vals[model.order[i, k]] = 1.0 if (st[i], fin[i], tp[i]) <= (st[k], fin[k], tp[k]) else 0.0
-    if hasattr(model, "xstart"):
-        xs = {}
-        for e in model.cross_edges:
-            if dev[g.src[e]] != dev[g.dst[e]] and xfer_start is not None and e in xfer_start:
-                xs[e] = float(xfer_start[e])
-            else:
-                xs[e] = float(fin[g.src[e]])
-            vals[model.xstart[e]] = xs[e]
-        for (e, f) in model.xfer_pairs:
-            vals[model.xorder[e, f]] = 1.0 if (xs[e], e) <= (xs[f], f) else 0.0
-    vals[model.cmax] = float(fin.max()) if g.n else 0.0
-    return vals
-
-
-def decode(model: pyo.ConcreteModel) -> tuple[Placement, np.ndarray, np.ndarray, dict[int, float]]:
-    """Placement, start times, priorities (per-device order by start, ties by topological
-    position) and transfer starts of the model's loaded solution."""
-    data: PestoData = model.pesto
-    g, cl = data.graph, data.cluster
-    dev = np.zeros(g.n, dtype=np.int64)
-    best = np.full(g.n, -1.0)
-    for (i, d) in model.allowed:
-        val = pyo.value(model.x[i, d])
-        if val > best[i]:
-            best[i], dev[i] = val, d
-    from dnnplace.heuristics.coarsening import monotone_keys
-
-    start = np.array([pyo.value(model.start[i]) for i in range(g.n)])
-    rank = np.empty(g.n, dtype=np.int64)
-    rank[np.lexsort((g.topo_position, monotone_keys(g, start)))] = np.arange(g.n)
-    xs = {}
-    if hasattr(model, "xstart"):
-        xs = {e: float(pyo.value(model.xstart[e])) for e in model.cross_edges}
-    return Placement(g, cl, dev), start, rank, xs

@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
@@ -20,14 +18,11 @@ from dnnplace.graphs.contract import acyclic_labels, colocation_labels, quotient
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
-from dnnplace.graphs.io import load_placement
 from dnnplace.graphs.orders import topological_order
 from dnnplace.graphs.placement import Placement
-from dnnplace.registry import Method, MethodOutput, SolveRequest
 
-__all__ = ["METHODS", "single_device", "greedy_fill", "expert_split", "latency_starts", "EXPERT_DIR"]
+__all__ = ["single_device", "greedy_fill", "latency_starts"]
 
-EXPERT_DIR = Path(__file__).resolve().parents[1] / "graphs" / "workloads" / "tarnawski" / "human-experts"
 
 
 def _accelerators(cluster: Cluster) -> np.ndarray:
@@ -94,21 +89,6 @@ def greedy_fill(graph: OpGraph, cluster: Cluster, *, order: str = "dfs") -> Plac
     return Placement(graph, cluster, dev)
 
 
-def expert_split(inst: Instance, split: str | None = None) -> Placement:
-    """The split in file ``split``, or the bundled expert split for the instance name."""
-    if split is None:
-        name = inst.graph.name
-        candidates = [EXPERT_DIR / f"{name}_expert.json"]
-        if name.endswith("_training"):
-            candidates.append(EXPERT_DIR / f"{name[: -len('_training')]}_inference_expert.json")
-        found = [c for c in candidates if c.exists()]
-        if not found:
-            raise InputError(f"no expert split for {name!r}: pass one with --split FILE "
-                             f"(bundled: {sorted(p.name for p in EXPERT_DIR.glob('*.json'))})")
-        split = str(found[0])
-    return load_placement(split, inst)
-
-
 def latency_starts(inst: Instance, *, dp: bool = False) -> list[tuple[str, Placement]]:
     """The standard starting splits for latency, as ``(name, placement)``: greedy (Sec. 7),
     with ``dp`` the max-load DP's optimal split, and the all-CPU split; a start the
@@ -132,28 +112,3 @@ def latency_starts(inst: Instance, *, dp: bool = False) -> list[tuple[str, Place
     if cpus.size:
         out.append(("all-cpu", Placement(g, cl, np.full(g.n, cpus[0], dtype=np.int64))))
     return out
-
-
-def _run_single(inst: Instance, req: SolveRequest) -> MethodOutput:
-    return MethodOutput(single_device(inst.graph, inst.require_cluster()))
-
-
-def _run_greedy(inst: Instance, req: SolveRequest) -> MethodOutput:
-    order = req.params.get("order", "dfs")
-    return MethodOutput(greedy_fill(inst.graph, inst.require_cluster(), order=order), extra={"order": order})
-
-
-def _run_expert(inst: Instance, req: SolveRequest) -> MethodOutput:
-    p = expert_split(inst, req.params.get("split"))
-    return MethodOutput(p, extra={"split": req.params.get("split") or "bundled"})
-
-
-METHODS = [
-    Method("single", ("maxload", "latency", "makespan"), _run_single,
-           "everything on one accelerator (unsupported nodes on the CPU)", kind="baseline"),
-    Method("greedy", ("maxload", "latency", "makespan"), _run_greedy,
-           "Tarnawski Sec. 7 greedy contiguous fill in topological order", kind="baseline",
-           default_contiguity="none"),
-    Method("expert", ("maxload", "latency", "makespan"), _run_expert,
-           "a given split file (default: the bundled human-expert split)", kind="baseline"),
-]

@@ -66,9 +66,8 @@ from dnnplace.graphs.evaluate import latency
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.baselines import latency_starts
-from dnnplace.registry import Method, MethodOutput, SolveRequest
 
-__all__ = ["METHODS", "latency_search", "LatencyScorer"]
+__all__ = ["latency_search", "LatencyScorer"]
 
 _EPS = 1e-9
 
@@ -495,13 +494,7 @@ def _units(g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return labels, ptr, nodes
 
 
-def _start_placement(inst: Instance, start: str) -> Placement:
-    from dnnplace.formulations.methods import warm_start_placement
-
-    return warm_start_placement(inst, SolveRequest("latency", warm_start=start), None)[0]
-
-
-def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, start: str | Placement | None = None,
+def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, start: Placement | None = None,
                    max_iters: int | None = None, eject_within: float = 0.02) -> tuple[Placement, float, dict]:
     """Iterated local search for the best contiguous latency split.
 
@@ -513,9 +506,10 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
         Seconds for the search (the start heuristics are not counted).
     seed : int
         Seed of the local ``numpy.random.default_rng`` (sweep orders, perturbations).
-    start : str or Placement, optional
-        A method name, a placement file or a placement (one search lane); default:
-        one lane per valid split among ``greedy``, ``dp`` and all-CPU.
+    start : Placement, optional
+        The start of a single search lane (the method wrapper resolves a method name
+        or a placement file into one); default: one lane per valid split among
+        ``greedy``, ``dp`` and all-CPU.
     max_iters : int, optional
         Stop after this many perturbation rounds (with a fixed seed, and a time limit
         that does not bind, the result is deterministic).
@@ -573,10 +567,8 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
             return None
         return dev
 
-    if isinstance(start, Placement):
+    if start is not None:
         cands = [("given", start)]
-    elif start is not None:
-        cands = [(str(start), _start_placement(inst, start))]
     else:
         cands = latency_starts(inst, dp=True)
     best_dev, best_val, best_name, starts, valid = None, np.inf, None, {}, []
@@ -642,26 +634,3 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
     info = {"start": best_name, "start_value": start_val, "starts": starts, "iterations": iters,
             "evaluations": int(evals), "start_seconds": t_start, "search_value": float(best_val), "trace": trace}
     return p, float(ev.objective), info
-
-
-def _run(inst: Instance, req: SolveRequest) -> MethodOutput:
-    """Params: ``time_limit`` (default ``--time-limit``, else 30 s), ``seed`` (default the
-    request's), ``start`` (default ``--warm-start``, else the best of greedy/dp/all-CPU),
-    ``max_iters``, ``eject_within``."""
-    prm = req.params
-    limit = prm.get("time_limit", req.solver.time_limit if req.solver.time_limit is not None else 30.0)
-    p, val, info = latency_search(inst, time_limit=float(limit), seed=int(prm.get("seed", req.seed)),
-                                  start=prm.get("start", req.warm_start),
-                                  max_iters=None if prm.get("max_iters") is None else int(prm["max_iters"]),
-                                  eject_within=float(prm.get("eject_within", 0.02)))
-    trace = [(t, v, None) for t, v in info.pop("trace")]
-    return MethodOutput(p, status="feasible", objective=val, contiguity="none", trace=trace,
-                        termination="time_limit" if prm.get("max_iters") is None else "iteration_limit",
-                        extra=info)
-
-
-METHODS = [
-    Method("latency-ls", ("latency",), _run,
-           "iterated local search over contiguous splits (one subgraph per accelerator, Fig. 3 semantics), "
-           "one search lane per start (greedy, dp, all-CPU)", kind="heuristic", default_contiguity="none"),
-]

@@ -62,13 +62,10 @@ import numpy as np
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
-from dnnplace.registry import Method, MethodOutput, SolveRequest
 
 __all__ = ["ListSchedule", "heft", "etf", "m_topo", "m_etf", "m_sct", "ALGORITHMS", "best_list_schedule",
-           "simulated_makespan",
-           "METHODS"]
+           "simulated_makespan"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -413,27 +410,3 @@ def best_list_schedule(graph: OpGraph, cluster: Cluster, *, congestion: bool = T
         if best is None or ms < best[1] - 1e-12:
             best = (ls, ms)
     return best[0], best[1], scores
-
-
-def _runner(name: str):
-    def run(inst: Instance, req: SolveRequest) -> MethodOutput:
-        congestion = bool(req.params.get("congestion", True))
-        kw: dict[str, Any] = {"congestion": congestion}
-        if name in ("heft", "etf") and "insertion" in req.params:
-            kw["insertion"] = bool(req.params["insertion"])
-        ls = ALGORITHMS[name](inst.graph, inst.require_cluster(), **kw)
-        ms = simulated_makespan(ls, congestion=congestion)
-        return MethodOutput(ls.placement, objective=ms, priorities=ls.priorities, start=None,
-                            extra={"scheduler_makespan": ls.makespan, **ls.extra})
-    return run
-
-
-METHODS = [
-    Method("heft", ("makespan",), _runner("heft"),
-           "HEFT list scheduling with insertion and memory limits (Topcuoglu et al. 2002)"),
-    Method("etf", ("makespan",), _runner("etf"),
-           "Earliest Task First list scheduling with insertion and memory limits (Hwang et al. 1989)"),
-    Method("m-topo", ("makespan",), _runner("m-topo"), "Baechi m-TOPO: topological fill by memory share"),
-    Method("m-etf", ("makespan",), _runner("m-etf"), "Baechi m-ETF: memory-constrained ETF"),
-    Method("m-sct", ("makespan",), _runner("m-sct"), "Baechi m-SCT: ETF with favourite children"),
-]

@@ -24,9 +24,8 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost
-from dnnplace.registry import Method, MethodOutput, SolveRequest
 
-__all__ = ["METHODS", "local_search"]
+__all__ = ["local_search"]
 
 
 @njit(cache=True)
@@ -175,16 +174,3 @@ def local_search(inst: Instance, *, restarts: int = 10, seed: int = 0) -> tuple[
         if val < best_val:
             best_val, best_dev = val, dev.copy()
     return Placement(g, cl, best_dev), best_val, values
-
-
-def _run(inst: Instance, req: SolveRequest) -> MethodOutput:
-    restarts = int(req.params.get("restarts", 10))
-    p, val, values = local_search(inst, restarts=restarts, seed=req.seed)
-    return MethodOutput(p, objective=val, contiguity="none", extra={"restart_values": values, "restarts": restarts})
-
-
-METHODS = [
-    Method("local-search", ("maxload",), _run,
-           "best single-unit moves from random starts, 10 seeded restarts (Tarnawski Sec. 6 baseline)",
-           kind="baseline", default_contiguity="none"),
-]

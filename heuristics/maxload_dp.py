@@ -40,9 +40,8 @@ from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.dp_kernel import run_dp
 from dnnplace.heuristics.ideals import DPGraph, IdealLattice, build_dp_graph, enumerate_ideals, linearize
-from dnnplace.registry import Method, MethodOutput, SolveRequest
 
-__all__ = ["METHODS", "DPResult", "maxload_dp", "node_transfer_cost"]
+__all__ = ["DPResult", "maxload_dp", "node_transfer_cost"]
 
 OBJECTIVES = ("pipedream", "overlap")
 
@@ -316,35 +315,3 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     value = float(dp[-1, a["k"], a["l"]])
     placement = _decode(inst, prep, parent, kind) if np.isfinite(value) else None
     return DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized)
-
-
-def _run_method(linearized: bool):
-    def run(inst: Instance, req: SolveRequest) -> MethodOutput:
-        if req.contiguity not in (None, "both"):
-            raise InputError(f"the DP finds splits contiguous per part (contiguity 'both'), not {req.contiguity!r}")
-        res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload"
-                         else "pipedream")
-        extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
-                 "seconds": res.seconds}
-        if res.placement is None:
-            return MethodOutput(None, status="infeasible", contiguity="both", extra=extra,
-                                message="no contiguous split fits the devices")
-        if req.problem == "latency":
-            # Sec. 7 baseline: the max-load optimal split, scored for latency by the evaluator
-            extra["maxload"] = res.value
-            return MethodOutput(res.placement, status="feasible", objective=None, contiguity="both", extra=extra)
-        status = "feasible" if linearized else "optimal"
-        bound = None if linearized else res.value
-        return MethodOutput(res.placement, status=status, objective=res.value, bound=bound, contiguity="both",
-                            termination="completed", extra=extra)
-    return run
-
-
-METHODS = [
-    Method("dp", ("maxload", "latency"), _run_method(False),
-           "Tarnawski Sec. 5.1.1 exact DP over ideals (contiguous per part); for latency: "
-           "the max-load optimal split scored by the evaluator", kind="exact", default_contiguity="both"),
-    Method("dpl", ("maxload",), _run_method(True),
-           "Tarnawski Sec. 5.1.2 DP on a DFS linearisation (polynomial, heuristic)",
-           kind="heuristic", default_contiguity="both"),
-]

@@ -24,9 +24,8 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost
-from dnnplace.registry import Method, MethodOutput, SolveRequest
 
-__all__ = ["METHODS", "partition_split"]
+__all__ = ["partition_split"]
 
 _SCALE = 1_000_000  # total integer weight of all units
 
@@ -88,16 +87,3 @@ def partition_split(inst: Instance, *, seed: int = 0) -> Placement:
             raise InputError("some nodes cannot run on the accelerators and there is no CPU")
         unit_dev[unsupported] = cpus[0]
     return Placement(g, cl, unit_dev[lab])
-
-
-def _run(inst: Instance, req: SolveRequest) -> MethodOutput:
-    return MethodOutput(partition_split(inst, seed=req.seed), contiguity="none",
-                        extra={"partitioner": "METIS (pymetis) k-way"})
-
-
-METHODS = [
-    Method("partitioner", ("maxload", "latency"), _run,
-           "METIS k-way partition of colocation classes (compute-balanced, communication as edge "
-           "weight), standing in for Scotch; memory violations reported", kind="baseline",
-           default_contiguity="none"),
-]

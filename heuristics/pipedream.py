@@ -27,9 +27,8 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.maxload_dp import maxload_dp
-from dnnplace.registry import Method, MethodOutput, SolveRequest
 
-__all__ = ["METHODS", "pipedream_split", "branch_labels"]
+__all__ = ["pipedream_split", "branch_labels"]
 
 
 def branch_labels(g: OpGraph) -> np.ndarray:
@@ -88,15 +87,3 @@ def pipedream_split(inst: Instance) -> tuple[Placement, float]:
     if res.placement is None:
         raise RuntimeError("PipeDream partitioner found no feasible split")
     return Placement(g, inst.require_cluster(), res.placement.device), res.value
-
-
-def _run(inst: Instance, req: SolveRequest) -> MethodOutput:
-    p, val = pipedream_split(inst)
-    return MethodOutput(p, objective=val, contiguity="both")
-
-
-METHODS = [
-    Method("pipedream", ("maxload",), _run,
-           "PipeDream's DP on the graph with branchings contracted to a path (no replication)",
-           kind="baseline", default_contiguity="both"),
-]

@@ -179,7 +179,8 @@ def test_solve_request_from_flags():
     args = build_parser().parse_args(["solve", "g.json", "--problem", "makespan", "--method", "x", "--contiguous",
                                       "--no-congestion", "--policy", "critical_path"])
     req = build_request(args)
-    assert req.contiguity == "all" and req.params == {"congestion": False, "policy": "critical_path"}
+    assert req.contiguity == "all" and req.params == {}
+    assert req.congestion is False and req.policy == "critical_path"
     args = build_parser().parse_args(["solve", "g.json", "--method", "x", "--non-contiguous"])
     assert build_request(args).contiguity == "none"
 

@@ -21,7 +21,7 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.latency_search import LatencyScorer, latency_search
-from dnnplace.registry import SolveRequest, solve
+from dnnplace.registry import SolveRequest, SolverOptions, solve
 
 
 def _one_piece(ev) -> bool:
@@ -141,7 +141,8 @@ def test_registry_and_explicit_start(tarnawski_dir):
     from dnnplace.graphs.io import load_instance
 
     inst = load_instance(tarnawski_dir / "latency-inputs" / "LayerGraphs" / "bert24_inference.json")
-    req = SolveRequest("latency", params={"start": "dp", "max_iters": 30, "time_limit": 60, "seed": 1})
+    req = SolveRequest("latency", warm_start="dp", seed=1, solver=SolverOptions(time_limit=60),
+                       params={"max_iters": 30})
     r1, r2 = solve(inst, "latency-ls", req), solve(inst, "latency-ls", req)
     assert r1.extra["start"] == "dp" and r1.extra["start_value"] == pytest.approx(108.03, abs=0.005)
     assert r1.objective <= 100.22 + 0.005

@@ -352,7 +352,7 @@ def test_pesto_method_optimal_without_coarsening(seed):
     certified by its bound, and the registry's independent re-simulation agrees."""
     g, cl = tiny_instance(seed)
     inst = Instance(g, cl, source=f"tiny{seed}")
-    req = SolveRequest(problem="makespan", solver=OPTS, params={"congestion": False})
+    req = SolveRequest(problem="makespan", solver=OPTS, congestion=False)
     res = solve(inst, "pesto", req)
     exact = exact_any_order(g, cl, False)
     assert res.status == "optimal"

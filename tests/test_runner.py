@@ -87,7 +87,7 @@ def _with_methods(monkeypatch, *extra: Method) -> None:
 def test_interrupted_sweep_loses_nothing(tmp_path, monkeypatch):
     calls = {"n": 0}
 
-    def flaky(inst, req):
+    def flaky(inst, req, opts):
         calls["n"] += 1
         if calls["n"] == 2:
             raise KeyboardInterrupt  # Ctrl-C during flaky's second run (the third of the sweep)
@@ -113,7 +113,7 @@ def test_interrupted_sweep_loses_nothing(tmp_path, monkeypatch):
 
 
 def test_error_run_is_recorded_and_sweep_continues(tmp_path, monkeypatch):
-    def broken(inst, req):
+    def broken(inst, req, opts):
         raise RuntimeError("solver exploded")
 
     _with_methods(monkeypatch, Method("broken", ("maxload",), broken, "test"))

@@ -126,6 +126,21 @@ def test_dedup_uses_the_longest_edge():
     assert r.makespan == 6.0
 
 
+def test_node_waits_for_its_latest_arrival_local_or_remote():
+    # a(1)@gpu0 -> c(1)@gpu1 over a link of 1 (arrives at 2); b@gpu1 -> c locally (arrives
+    # when b finishes): c starts at the later of the two arrivals.
+    for b_time, c_start in ((3.0, 3.0), (1.0, 2.0)):
+        g = graph("abc", [("a", "c"), ("b", "c")], [1, b_time, 1])
+        assert starts(run(g, cluster(2, beta0=1.0), [0, 1, 1]))["c"] == c_start
+    # two parallel edges a->c: one transfer each, queued on gpu0->gpu1 ([1,2), [2,3)) with
+    # congestion, overlapping without; deduplicated, a single transfer [1,2) carries both.
+    g = graph("ac", [("a", "c"), ("a", "c")], [1, 1])
+    assert starts(run(g, cluster(2, beta0=1.0), [0, 1]))["c"] == 3.0
+    assert starts(run(g, cluster(2, beta0=1.0), [0, 1], congestion=False))["c"] == 2.0
+    r = run(g, cluster(2, beta0=1.0), [0, 1], dedup_transfers=True)
+    assert starts(r)["c"] == 2.0 and r.n_transfers == 1
+
+
 # ---------------------------------------------------------------------------- (d) policies
 #            s(1)@gpu0
 #        /      |      \          all transfers free (beta = 0)
@@ -256,6 +271,19 @@ def test_bad_arguments():
         simulate(pl, policy="priority", priorities=[0])
     with pytest.raises(InputError, match="does not use 'priorities'"):
         simulate(pl, policy="fifo", priorities=[0, 1])
+
+
+def test_public_names_stay_importable_from_simulate():
+    """The simulator's parts live in their own modules; ``dnnplace.graphs.simulate``
+    re-exports the same objects."""
+    import dnnplace.graphs.simulate as sim
+    from dnnplace.graphs import schedule_checks, sim_policies, sim_result
+
+    assert sim.__all__ == ["SimResult", "simulate", "validate_schedule", "bottom_level", "POLICIES"]
+    assert sim.SimResult is sim_result.SimResult
+    assert sim.validate_schedule is schedule_checks.validate_schedule
+    assert sim.bottom_level is sim_policies.bottom_level
+    assert sim.POLICIES is sim_policies.POLICIES == ("fifo", "critical_path", "priority", "order")
 
 
 def test_validator_reports_tampered_schedules():

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.graphs.checks import check_instance
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io.native import instance_from_native, instance_to_native, is_native
@@ -27,6 +28,7 @@ from dnnplace.graphs.io.tarnawski import (
     placement_to_split,
 )
 from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.presets import cluster_preset
 
 __all__ = ["jsonable", "read_json", "write_json", "load_instance", "save_instance", "load_placement",
            "placement_from_doc", "placement_to_split"]
@@ -88,16 +90,31 @@ def write_json(path: str | os.PathLike, doc: Any, indent: int | None = 1) -> Pat
     return p
 
 
-def load_instance(path: str | os.PathLike) -> Instance:
-    """Load a native or Tarnawski graph file (detected from its fields)."""
+def load_instance(path: str | os.PathLike, cluster: str | None = None) -> Instance:
+    """Load a native or Tarnawski graph file (detected from its fields); ``cluster``, a
+    preset name (:func:`dnnplace.graphs.presets.cluster_preset`), replaces or supplies
+    the file's cluster."""
     doc = read_json(path)
     name = Path(path).stem
     if is_native(doc):
-        return instance_from_native(doc, source=str(path))
-    if is_tarnawski(doc):
-        return instance_from_tarnawski(doc, name=name, source=str(path))
-    raise InputError(f"{path}: neither a native graph (no 'format' field) nor a Tarnawski input "
-                     "(no 'maxSizePerFPGA'/'maxFPGAs'/'maxCPUs' field, no 'cpuLatency' in its nodes)")
+        inst = instance_from_native(doc, source=str(path))
+    elif is_tarnawski(doc):
+        inst = instance_from_tarnawski(doc, name=name, source=str(path))
+    else:
+        raise InputError(f"{path}: neither a native graph (no 'format' field) nor a Tarnawski input "
+                         "(no 'maxSizePerFPGA'/'maxFPGAs'/'maxCPUs' field, no 'cpuLatency' in its nodes)")
+    if cluster:
+        inst = Instance(inst.graph, cluster_preset(cluster, inst.graph), inst.source)
+    return inst
+
+
+def prepare_instance(path: str | os.PathLike, cluster: str | None = None) -> Instance:
+    """The one preparation before a solve: :func:`load_instance`, then the feasibility
+    checks (:func:`dnnplace.graphs.checks.check_instance`: a cluster exists, every node
+    has a device, memory can fit), each failure a named :class:`InputError`."""
+    inst = load_instance(path, cluster)
+    check_instance(inst.graph, inst.require_cluster())
+    return inst
 
 
 def save_instance(inst: Instance, path: str | os.PathLike, fmt: str = "native") -> Path:

@@ -1,0 +1,67 @@
+"""The method list: every method the framework runs, in one explicit table.
+
+To add a method: write the algorithm as a plain function over graphs, clusters and
+arrays (``heuristics/`` or ``formulations/``; it never imports this package), write a
+wrapper ``run(instance, request, options) -> MethodOutput`` and, if it has options, an
+:class:`~dnnplace.methods.base.Options` dataclass beside the wrappers of its family
+(``dnnplace/methods/<family>.py``), and add one :class:`Method` line below. The
+framework then parses and checks its options, runs it through
+:func:`dnnplace.registry.solve` (re-scored by the independent evaluator, status from
+the evaluation), records it, puts it in tables and on the command line.
+"""
+
+from __future__ import annotations
+
+from dnnplace.methods import baselines, makespan, tarnawski
+from dnnplace.methods.base import Method
+
+__all__ = ["METHODS"]
+
+ALL = ("maxload", "latency", "makespan")
+
+METHODS: tuple[Method, ...] = (
+    # baselines for every problem
+    Method("single", ALL, baselines.run_single, "everything on one accelerator (unsupported nodes on the CPU)",
+           kind="baseline"),
+    Method("greedy", ALL, baselines.run_greedy, "Tarnawski Sec. 7 greedy contiguous fill in topological order",
+           options=baselines.GreedyOptions, kind="baseline"),
+    Method("expert", ALL, baselines.run_expert, "a given split file (default: the bundled human-expert split)",
+           options=baselines.ExpertOptions, kind="baseline"),
+    # Tarnawski et al. (NeurIPS 2020)
+    Method("dp", ("maxload", "latency"), tarnawski.run_dp,
+           "exact max-load DP over ideals (Tarnawski Sec. 5.1, App. B); for latency: the max-load split (Sec. 7)",
+           kind="exact", default_contiguity="both"),
+    Method("dpl", ("maxload",), tarnawski.run_dpl, "DP over the ideals of a linearisation (Tarnawski Sec. 5.1.2)",
+           default_contiguity="both"),
+    Method("ip", ("maxload", "latency"), tarnawski.run_ip,
+           "Tarnawski et al. integer programs (max-load Fig. 6; latency Figs. 3-4) on any Pyomo MIP backend",
+           options=tarnawski.IPOptions, kind="ip", objective_exact=False, default_contiguity="both", warm_start=True),
+    Method("latency-ls", ("latency",), tarnawski.run_latency_search,
+           "iterated local search over contiguous splits (one subgraph per accelerator, Fig. 3 semantics), "
+           "one search lane per start (greedy, dp, all-CPU)", options=tarnawski.LatencySearchOptions,
+           warm_start=True),
+    Method("local-search", ("maxload",), tarnawski.run_local_search,
+           "best single-unit moves from random starts, seeded restarts (Tarnawski Sec. 6 baseline)",
+           options=tarnawski.LocalSearchOptions, kind="baseline"),
+    Method("pipedream", ("maxload",), tarnawski.run_pipedream,
+           "PipeDream's DP on the graph with branchings contracted to a path (no replication)",
+           kind="baseline", default_contiguity="both"),
+    Method("partitioner", ("maxload", "latency"), tarnawski.run_partitioner,
+           "METIS k-way partition of colocation classes (compute-balanced, communication as edge weight), "
+           "standing in for Scotch; memory violations reported", kind="baseline"),
+    # makespan: list scheduling and Pesto
+    Method("heft", ("makespan",), makespan.run_list_scheduler("heft"),
+           "HEFT list scheduling with insertion and memory limits (Topcuoglu et al. 2002)",
+           options=makespan.InsertionOptions),
+    Method("etf", ("makespan",), makespan.run_list_scheduler("etf"),
+           "Earliest Task First list scheduling with insertion and memory limits (Hwang et al. 1989)",
+           options=makespan.InsertionOptions),
+    Method("m-topo", ("makespan",), makespan.run_list_scheduler("m-topo"),
+           "Baechi m-TOPO: topological fill by memory share"),
+    Method("m-etf", ("makespan",), makespan.run_list_scheduler("m-etf"), "Baechi m-ETF: memory-constrained ETF"),
+    Method("m-sct", ("makespan",), makespan.run_list_scheduler("m-sct"),
+           "Baechi m-SCT: ETF with favourite children"),
+    Method("pesto", ("makespan",), makespan.run_pesto,
+           "Pesto ILP: joint placement and scheduling with link congestion and memory; optional cycle-free "
+           "coarsening", options=makespan.PestoMethodOptions, kind="ip", objective_exact=False),
+)

@@ -1,0 +1,70 @@
+"""Makespan methods: list schedulers (HEFT, ETF, Baechi's m-TOPO / m-ETF / m-SCT) and
+Pesto's ILP pipeline. Every one simulates under the request's ``congestion`` setting.
+
+Wrappers import their algorithm inside the function, so that listing methods imports
+nothing heavy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
+
+__all__ = ["InsertionOptions", "PestoMethodOptions", "run_list_scheduler", "run_pesto"]
+
+
+@dataclass(frozen=True)
+class InsertionOptions(Options):
+    insertion: bool = option(True, "insert into idle gaps of a device's timeline (else append)")
+
+
+@dataclass(frozen=True)
+class PestoMethodOptions(Options):
+    coarsen_to: int | None = option(None, "coarsen to about this many nodes first (default: solve as is)")
+    ilp_congestion: bool | None = option(None, "model link congestion in the ILP (default: as the request's "
+                                               "congestion; Pesto Fig. 5 turns it off)")
+    memory: bool = option(True, "memory capacity constraints in the ILP")
+
+    def __post_init__(self):
+        if self.coarsen_to is not None and self.coarsen_to < 1:
+            raise ValueError(f"option 'coarsen_to' must be >= 1, got {self.coarsen_to}")
+
+
+def run_list_scheduler(name: str):
+    """The wrapper of list scheduler ``name`` (a key of ``heuristics.list_scheduling.ALGORITHMS``)."""
+
+    def run(inst, req: SolveRequest, opts: Options) -> MethodOutput:
+        from dnnplace.heuristics.list_scheduling import ALGORITHMS, simulated_makespan
+
+        kw = {"congestion": req.congestion, **dataclasses.asdict(opts)}
+        ls = ALGORITHMS[name](inst.graph, inst.require_cluster(), **kw)
+        ms = simulated_makespan(ls, congestion=req.congestion)
+        return MethodOutput(ls.placement, objective=ms, priorities=ls.priorities,
+                            extra={"scheduler_makespan": ls.makespan, **ls.extra})
+
+    run.__name__ = f"run_{name.replace('-', '_')}"
+    return run
+
+
+def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput:
+    """Default limit 60 s on 1 thread; ``--warm-start none`` turns the list-schedule start off."""
+    from dnnplace.formulations.pesto import pesto
+    from dnnplace.formulations.pesto_ip import PestoOptions
+
+    sopts = req.solver
+    if sopts.time_limit is None:
+        sopts = dataclasses.replace(sopts, time_limit=60.0, threads=sopts.threads or 1)
+    r = pesto(inst.graph, inst.require_cluster(), coarsen_to=opts.coarsen_to, congestion=req.congestion,
+              ilp_congestion=opts.ilp_congestion, warm_start=(req.warm_start or "list") != "none", solver=sopts,
+              options=PestoOptions(memory=opts.memory))
+    extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
+             "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
+             "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
+             "coarse_nodes": r.coarse_n, "coarsen_seconds": r.coarsen_seconds, "model_size": r.size,
+             "semantics": "ILP: links in any order (Pesto (7)); objective: FCFS simulation (SPEC 2.1)"}
+    return MethodOutput(r.placement, status=r.status, objective=r.makespan, bound=r.bound,
+                        termination=r.termination, message=r.message, solver=sopts.solver,
+                        solver_version=r.solver_version, build_seconds=r.build_seconds + r.coarsen_seconds,
+                        solve_seconds=r.solve_seconds, priorities=r.priorities, trace=r.trace, extra=extra)

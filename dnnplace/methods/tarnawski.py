@@ -1,0 +1,215 @@
+"""Tarnawski et al. (NeurIPS 2020): the exact DP and DPL, the max-load and latency IPs,
+the latency local search, and the Sec. 6 baselines (local search, PipeDream, a
+graph partitioner).
+
+Wrappers import their algorithm inside the function, so that listing methods imports
+nothing heavy (the IP's Pyomo is loaded only when ``ip`` runs).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from dnnplace.graphs.errors import InputError
+from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
+
+__all__ = ["LocalSearchOptions", "IPOptions", "LatencySearchOptions", "run_dp", "run_dpl", "run_local_search",
+           "run_pipedream", "run_partitioner", "run_latency_search", "run_ip"]
+
+
+@dataclass(frozen=True)
+class LocalSearchOptions(Options):
+    restarts: int = option(10, "seeded random starts (the paper's Sec. 6 baseline uses 10)")
+
+    def __post_init__(self):
+        if self.restarts < 1:
+            raise ValueError(f"option 'restarts' must be >= 1, got {self.restarts}")
+
+
+@dataclass(frozen=True)
+class IPOptions(Options):
+    subgraphs_per_device: int = option(1, "latency IP: q, subgraphs per accelerator (Fig. 3 is q = 1, Fig. 4 q > 1)")
+    horizon: float | None = option(None, "latency IP: the big-M H; default the best known latency of a start split")
+    contiguity_on_cpus: bool = option(True, "max-load IP: CPUs must hold contiguous sets too")
+
+    def __post_init__(self):
+        if self.subgraphs_per_device < 1:
+            raise ValueError(f"option 'subgraphs_per_device' must be >= 1, got {self.subgraphs_per_device}")
+
+
+@dataclass(frozen=True)
+class LatencySearchOptions(Options):
+    max_iters: int | None = option(None, "stop after this many perturbation rounds (reproducible with a seed)")
+    eject_within: float = option(0.02, "ejection pairs are tried for moves within this relative loss")
+
+
+def _dp(inst, req: SolveRequest, linearized: bool) -> MethodOutput:
+    from dnnplace.heuristics.maxload_dp import maxload_dp
+
+    if req.contiguity not in (None, "both"):
+        raise InputError(f"the DP finds splits contiguous per part (contiguity 'both'), not {req.contiguity!r}")
+    res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream")
+    extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
+             "seconds": res.seconds}
+    if res.placement is None:
+        return MethodOutput(None, status="infeasible", contiguity="both", extra=extra,
+                            message="no contiguous split fits the devices")
+    if req.problem == "latency":
+        # Sec. 7 baseline: the max-load optimal split, scored for latency by the evaluator
+        extra["maxload"] = res.value
+        return MethodOutput(res.placement, status="feasible", objective=None, contiguity="both", extra=extra)
+    status = "feasible" if linearized else "optimal"
+    bound = None if linearized else res.value
+    return MethodOutput(res.placement, status=status, objective=res.value, bound=bound, contiguity="both",
+                        termination="completed", extra=extra)
+
+
+def run_dp(inst, req: SolveRequest, opts: Options) -> MethodOutput:
+    return _dp(inst, req, linearized=False)
+
+
+def run_dpl(inst, req: SolveRequest, opts: Options) -> MethodOutput:
+    return _dp(inst, req, linearized=True)
+
+
+def run_local_search(inst, req: SolveRequest, opts: LocalSearchOptions) -> MethodOutput:
+    from dnnplace.heuristics.local_search import local_search
+
+    p, val, values = local_search(inst, restarts=opts.restarts, seed=req.seed)
+    return MethodOutput(p, objective=val, contiguity="none", extra={"restart_values": values,
+                                                                    "restarts": opts.restarts})
+
+
+def run_pipedream(inst, req: SolveRequest, opts: Options) -> MethodOutput:
+    from dnnplace.heuristics.pipedream import pipedream_split
+
+    p, val = pipedream_split(inst)
+    return MethodOutput(p, objective=val, contiguity="both")
+
+
+def run_partitioner(inst, req: SolveRequest, opts: Options) -> MethodOutput:
+    from dnnplace.heuristics.partitioner import partition_split
+
+    return MethodOutput(partition_split(inst, seed=req.seed), contiguity="none",
+                        extra={"partitioner": "METIS (pymetis) k-way"})
+
+
+def run_latency_search(inst, req: SolveRequest, opts: LatencySearchOptions) -> MethodOutput:
+    """Time limit: ``--time-limit``, else 30 s; seed: the request's; ``--warm-start``: a
+    single search lane from that split (default: greedy, dp and all-CPU lanes)."""
+    from dnnplace.heuristics.latency_search import latency_search
+
+    start = req.warm.placement if req.warm is not None else None
+    limit = req.solver.time_limit if req.solver.time_limit is not None else 30.0
+    p, val, info = latency_search(inst, time_limit=float(limit), seed=req.seed, start=start,
+                                  max_iters=opts.max_iters, eject_within=opts.eject_within)
+    if req.warm is not None:
+        info["start"] = req.warm_start
+    trace = [(t, v, None) for t, v in info.pop("trace")]
+    return MethodOutput(p, status="feasible", objective=val, contiguity="none", trace=trace,
+                        termination="time_limit" if opts.max_iters is None else "iteration_limit", extra=info)
+
+
+def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
+    """Tarnawski's IPs: build, warm start, solve, decode and re-score.
+
+    - ``maxload``: contiguity ``None`` means ``"both"`` (the contiguous IP, forward and
+      backward parts separately), ``"none"`` the non-contiguous IP; ``req.objective``
+      picks PipeDream / GPipe / overlap.
+    - ``latency``: ``q = subgraphs_per_device``. Without ``horizon``, ``H`` is the best
+      evaluator latency among the warm start, greedy and all-CPU splits, and the solver
+      always starts from the split that achieves ``H`` (a worse start would break the
+      time bounds ``<= H``).
+    - ``req.warm``: the start the framework resolved from ``--warm-start`` (a method's
+      re-scored answer or a placement file); a start that violates the model (e.g.
+      non-contiguous for the contiguous IP) is skipped with a note in ``extra``.
+
+    The reported ``objective`` is the evaluator's score of the decoded placement (never
+    worse than the IP incumbent for max-load, whose communication variables need not be
+    tight); ``bound`` is the solver's bound and ``extra["ip_incumbent"]`` its incumbent.
+    """
+    from dnnplace.formulations import latency_ip, maxload_ip
+    from dnnplace.formulations.driver import solve_model
+    from dnnplace.graphs.evaluate import latency as eval_latency
+    from dnnplace.graphs.evaluate import maxload as eval_maxload
+
+    extra: dict[str, Any] = {}
+    if req.problem == "maxload":
+        contiguity = req.contiguity or "both"
+        opts_ml = maxload_ip.MaxLoadOptions(objective=req.objective, contiguity=contiguity,
+                                            contiguity_on_cpus=opts.contiguity_on_cpus)
+        module = maxload_ip
+
+        def score(p):
+            return eval_maxload(p, objective=req.objective, contiguity=contiguity, include_cpus=opts.contiguity_on_cpus)
+    else:
+        contiguity = "none"
+        q = opts.subgraphs_per_device
+        extra["subgraphs_per_device"] = q
+        module, score = latency_ip, eval_latency
+
+    start, note = None, None
+    if req.warm is not None:
+        start, note = req.warm.placement, req.warm.source
+        ev = score(start)
+        if not ev.feasible:
+            extra["warm_start"] = f"{note} skipped: infeasible for this model ({'; '.join(ev.violations[:2])})"
+            start = None
+        else:
+            extra["warm_start"] = note
+            extra["warm_start_objective"] = ev.objective
+
+    t0 = time.perf_counter()
+    if req.problem == "maxload":
+        model = maxload_ip.build_maxload_ip(inst, opts_ml)
+    else:
+        horizon = opts.horizon
+        if horizon is None:
+            horizon, which, best = latency_ip.best_split(inst, q, [start] if start is not None else [])
+            extra["horizon_from"] = which
+            if which != "given":
+                # the big-M H is the best known latency; a worse start would violate
+                # the time bounds, so the solver starts from the split that set H
+                if start is not None:
+                    extra["warm_start"] = f"{note} (latency {extra.get('warm_start_objective')}); started " \
+                                          f"from the better {which} split instead ({horizon})"
+                else:
+                    extra["warm_start"] = f"{which} split (it sets the big-M H = {horizon})"
+                start = best
+        extra["horizon"] = float(horizon)
+        model = latency_ip.build_latency_ip(inst, latency_ip.LatencyOptions(subgraphs_per_device=q,
+                                                                            horizon=float(horizon)))
+    build = time.perf_counter() - t0
+    values = None
+    if start is not None:
+        try:
+            values = module.warm_start_values(model, start)
+        except InputError as exc:
+            extra["warm_start"] = f"{note} skipped: {exc}"
+    out = solve_model(model, req.solver, warm_start=values, build_seconds=build)
+    extra.update(ip_incumbent=out.incumbent, solver_gap=out.gap, nodes=out.nodes, variables=out.n_vars,
+                 constraints=out.n_cons, binaries=out.n_binaries, handoff_seconds=out.handoff_seconds)
+    if out.trace and out.trace[0][1] is not None:
+        extra["first_incumbent"] = out.trace[0][1]
+    res = MethodOutput(None, status=out.status, bound=out.bound, termination=out.termination, message=out.message,
+                       solver=out.solver, solver_version=out.solver_version, build_seconds=build,
+                       solve_seconds=out.solve_seconds, contiguity=contiguity, trace=list(out.trace), extra=extra)
+    if not out.has_solution:
+        return res
+    p = module.decode(model)
+    if req.problem == "latency":
+        # the IP chooses how each accelerator's nodes are cut into its q slots (Fig. 4);
+        # the evaluator scores that cut, and reports the fewest-pieces latency beside it
+        res.pieces = latency_ip.decode_pieces(model)
+        ev = eval_latency(p, pieces=res.pieces)
+        extra["fewest_pieces_latency"] = eval_latency(p).objective
+    else:
+        ev = score(p)
+    res.placement = p
+    res.objective = ev.objective
+    if ev.violations:
+        res.message = "decoded placement violates: " + "; ".join(ev.violations[:3])
+        res.status = "error"
+    return res

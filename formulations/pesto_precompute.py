@@ -1,0 +1,188 @@
+r"""What the Pesto ILP (:mod:`dnnplace.formulations.pesto_ip`) is built from: its options
+(:class:`PestoOptions`, which also decide what is precomputed) and the instance-side
+precomputation: reachability, heads and tails, time windows, and the node and transfer
+pairs that need an order variable; the result, :class:`PestoData`, is kept on the model
+as ``model.pesto``.
+
+A pair ordered by precedence (one reaches the other) or by its time windows (valid for
+every schedule of makespan ``<= U``: op ``i`` inside ``[h_i, U - q_i]``, transfer ``(i, j)``
+inside ``[h_i + pmin_i, U - q_j - pmin_j]``) gets no order variable: the reduction is exact.
+
+>>> import numpy as np
+>>> from dnnplace.graphs.graph import OpGraph
+>>> g = OpGraph.from_ids([0, 1, 2], [(0, 1), (1, 2)], kinds=("gpu",), compute=np.ones((3, 1)),
+...                      memory=np.zeros(3))
+>>> reachability(g).astype(int).tolist()
+[[0, 1, 1], [0, 0, 1], [0, 0, 0]]
+>>> [h.tolist() for h in heads_tails(g, np.array([1.0, 2.0, 3.0]))]
+[[0.0, 1.0, 3.0], [5.0, 3.0, 0.0]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+
+__all__ = ["PestoOptions", "PestoData", "reachability", "heads_tails", "prepare"]
+
+
+@dataclass(frozen=True)
+class PestoOptions:
+    """Switchable constraint families of the Pesto ILP."""
+
+    congestion: bool = True
+    memory: bool = True
+    colocation: bool = True
+    symmetry: bool = True
+    load_cuts: bool = True
+
+
+@dataclass(eq=False)
+class PestoData:
+    """Everything the builder derived from the instance (kept on ``model.pesto``)."""
+
+    graph: OpGraph
+    cluster: Cluster
+    options: PestoOptions
+    horizon: float
+    p: np.ndarray            # (n, D) compute times, NaN = not allowed
+    allowed: list            # per node: allowed device list
+    head: np.ndarray
+    tail: np.ndarray
+    pmin: np.ndarray
+    reach: np.ndarray        # (n, n) bool, u reaches v (u != v)
+    cross_edges: list        # edges that may cross devices
+    node_pairs: list         # (i, k) pairs with an order variable
+    same_pairs: list         # (i, k) pairs with a same-device variable
+    xfer_pairs: list         # (e, f) pairs with a link order variable
+    group_leader: np.ndarray  # colocation leader per node (itself if none)
+    same_set: frozenset = frozenset()
+
+
+def reachability(graph: OpGraph) -> np.ndarray:
+    """``R[u, v]``: there is a path ``u -> ... -> v`` (``u != v``); bit-packed rows.
+
+    ``O(n * m / 8)`` with numpy ``bitwise_or`` on packed rows; fine for coarse graphs of
+    a few thousand nodes.
+    """
+    n = graph.n
+    words = (n + 7) // 8
+    bits = np.zeros((n, words), dtype=np.uint8)
+    ptr, nbr = graph.out_ptr, graph.out_nbr
+    onehot = np.packbits(np.eye(n, dtype=bool), axis=1) if n <= 4096 else None
+    for u in graph.topo_order[::-1].tolist():
+        succ = nbr[ptr[u]:ptr[u + 1]]
+        if succ.size:
+            row = np.bitwise_or.reduce(bits[succ], axis=0)
+            if onehot is not None:
+                row |= np.bitwise_or.reduce(onehot[succ], axis=0)
+            else:
+                for s in succ.tolist():
+                    row[s >> 3] |= np.uint8(0x80 >> (s & 7))
+            bits[u] = row
+    return np.unpackbits(bits, axis=1, count=n).astype(bool)
+
+
+def heads_tails(graph: OpGraph, pmin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Longest paths of minimum compute times into each node (``head``, the node itself
+    excluded) and out of it (``tail``, excluding it): ``h_i <= S_i`` and ``C_i <= U - q_i`` on
+    every schedule of makespan ``<= U`` (the big-M derivation of
+    :mod:`dnnplace.formulations.pesto_ip`)."""
+    head = np.zeros(graph.n)
+    tail = np.zeros(graph.n)
+    hp, tp_ = head.tolist(), tail.tolist()
+    pm = pmin.tolist()
+    ip, inb = graph.in_ptr.tolist(), graph.in_nbr.tolist()
+    op, onb = graph.out_ptr.tolist(), graph.out_nbr.tolist()
+    order = graph.topo_order.tolist()
+    for v in order:
+        best = 0.0
+        for k in range(ip[v], ip[v + 1]):
+            u = inb[k]
+            best = max(best, hp[u] + pm[u])
+        hp[v] = best
+    for u in reversed(order):
+        best = 0.0
+        for k in range(op[u], op[u + 1]):
+            w = onb[k]
+            best = max(best, tp_[w] + pm[w])
+        tp_[u] = best
+    return np.asarray(hp), np.asarray(tp_)
+
+
+def prepare(graph: OpGraph, cluster: Cluster, options: PestoOptions, horizon: float) -> PestoData:
+    """Everything the builder needs from the instance: allowed devices (affinity, memory,
+    colocation), heads and tails, reachability, the edges that may cross devices, and the
+    node and transfer pairs left unordered by precedence and by the time windows of a
+    schedule of makespan ``<= horizon`` (the pairs that get order variables)."""
+    n = graph.n
+    p = cluster.compute_matrix(graph)
+    allowed = [np.flatnonzero(~np.isnan(p[i])).tolist() for i in range(n)]
+    if options.memory:
+        big = graph.memory[:, None] > cluster.memory[None, :]
+        allowed = [[d for d in allowed[i] if not big[i, d]] for i in range(n)]
+    leader = np.arange(n)
+    if options.colocation and n:
+        co = graph.colocation
+        for grp in np.unique(co[co >= 0]).tolist():
+            mem = np.flatnonzero(co == grp)
+            leader[mem] = mem[0]
+            common = set(allowed[mem[0]])
+            for i in mem[1:].tolist():
+                common &= set(allowed[i])
+            for i in mem.tolist():
+                allowed[i] = sorted(common)
+    empty = [i for i in range(n) if not allowed[i]]
+    if empty:
+        raise InputError(f"{graph._node(empty[0])}: no device can run it (affinity, memory or colocation)")
+    pmin = np.array([np.nanmin(p[i, allowed[i]]) for i in range(n)]) if n else np.zeros(0)
+    head, tail = heads_tails(graph, pmin)
+    reach = reachability(graph)
+    asets = [set(a) for a in allowed]
+
+    def forced_same(i: int, k: int) -> bool:
+        if leader[i] == leader[k]:
+            return True
+        return len(asets[i]) == 1 and asets[i] == asets[k]
+
+    cross = [e for e in range(graph.m) if not forced_same(int(graph.src[e]), int(graph.dst[e]))]
+    # time windows valid for every schedule of makespan <= U: op i occupies
+    # [head_i, U - tail_i]; transfer (i, j) occupies [head_i + pmin_i, U - tail_j - pmin_j]
+    n_lo, n_hi = head, horizon - tail
+    # node pairs: incomparable, able to share a device, windows overlap
+    unordered = ~(reach | reach.T)
+    iu, ku = np.nonzero(np.triu(unordered, k=1))
+    node_pairs = [(int(i), int(k)) for i, k in zip(iu.tolist(), ku.tolist())
+                  if asets[i] & asets[k] and n_lo[i] < n_hi[k] and n_lo[k] < n_hi[i]]
+    same = {pair for pair in node_pairs if not forced_same(*pair)}
+    xfer_pairs = []
+    if options.congestion:
+        src, dst = graph.src, graph.dst
+        x_lo = {e: head[src[e]] + pmin[src[e]] for e in cross}
+        x_hi = {e: horizon - tail[dst[e]] - pmin[dst[e]] for e in cross}
+        for a_idx in range(len(cross)):
+            e = cross[a_idx]
+            i, j = int(src[e]), int(dst[e])
+            for f in cross[a_idx + 1:]:
+                k, l_ = int(src[f]), int(dst[f])
+                if j == k or l_ == i or reach[j, k] or reach[l_, i]:
+                    continue  # ordered by precedence
+                if x_hi[e] <= x_lo[f] or x_hi[f] <= x_lo[e]:
+                    continue  # ordered by their time windows
+                common_src = asets[i] & asets[k]
+                common_dst = asets[j] & asets[l_]
+                if not common_src or not common_dst:
+                    continue
+                if len(common_src) == 1 and common_src == common_dst:
+                    continue  # no link both can use
+                xfer_pairs.append((e, f))
+                for u, w in ((i, k), (j, l_)):
+                    if u != w and not forced_same(u, w):
+                        same.add((min(u, w), max(u, w)))
+    return PestoData(graph, cluster, options, float(horizon), p, allowed, head, tail, pmin, reach, cross,
+                     node_pairs, sorted(same), xfer_pairs, leader, frozenset(same))

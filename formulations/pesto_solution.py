@@ -1,0 +1,84 @@
+r"""Between Pesto ILP values and schedules (:mod:`dnnplace.formulations.pesto_ip`):
+:func:`warm_start_values` completes a feasible schedule (placement, start times, transfer
+starts) into values for every variable, and :func:`decode` reads the placement, start
+times, per-device priorities and transfer starts of a solved model.
+
+The completion: ``x`` one-hot from the placement; ``y_{eab} = x_{ia} x_{jb}`` (5);
+``s_{ik} = 1`` iff ``i`` and ``k`` share a device; ``o_{ik} = 1`` iff ``i`` comes first (by start,
+completion, topological position), which satisfies (4)/(10); ``T_e`` the simulated transfer
+start, or the source's completion where the edge does not cross (1); ``o_{ef}`` by transfer
+start (7); :math:`C_{\max}` the last completion (3). Both functions are re-exported by
+:mod:`dnnplace.formulations.pesto_ip`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.common.collections import ComponentMap
+
+from dnnplace.formulations.pesto_precompute import PestoData
+from dnnplace.graphs.placement import Placement
+
+__all__ = ["warm_start_values", "decode"]
+
+
+def warm_start_values(model: pyo.ConcreteModel, device: np.ndarray, start: np.ndarray,
+                      xfer_start: dict[int, float] | None = None) -> ComponentMap:
+    """A complete start (every variable) from a feasible schedule of the model's graph.
+
+    ``device`` must satisfy the symmetry-breaking rows (use :func:`canonical_relabel`);
+    ``xfer_start`` maps edge id -> transfer start for crossing edges (simulator output);
+    non-crossing edges get their source's completion.
+    """
+    data: PestoData = model.pesto
+    g = data.graph
+    dev = np.asarray(device, dtype=np.int64)
+    st = np.asarray(start, dtype=np.float64)
+    fin = st + data.p[np.arange(g.n), dev]
+    vals = ComponentMap()
+    for (i, d) in model.allowed:
+        vals[model.x[i, d]] = 1.0 if dev[i] == d else 0.0
+    for i in range(g.n):
+        vals[model.start[i]] = float(st[i])
+    for (e, a, b) in model.edge_pairs:
+        vals[model.y[e, a, b]] = 1.0 if (dev[g.src[e]] == a and dev[g.dst[e]] == b) else 0.0
+    for (i, k) in model.same_pairs:
+        vals[model.same[i, k]] = 1.0 if dev[i] == dev[k] else 0.0
+    tp = g.topo_position
+    for (i, k) in model.node_pairs:
+        vals[model.order[i, k]] = 1.0 if (st[i], fin[i], tp[i]) <= (st[k], fin[k], tp[k]) else 0.0
+    if hasattr(model, "xstart"):
+        xs = {}
+        for e in model.cross_edges:
+            if dev[g.src[e]] != dev[g.dst[e]] and xfer_start is not None and e in xfer_start:
+                xs[e] = float(xfer_start[e])
+            else:
+                xs[e] = float(fin[g.src[e]])
+            vals[model.xstart[e]] = xs[e]
+        for (e, f) in model.xfer_pairs:
+            vals[model.xorder[e, f]] = 1.0 if (xs[e], e) <= (xs[f], f) else 0.0
+    vals[model.cmax] = float(fin.max()) if g.n else 0.0
+    return vals
+
+
+def decode(model: pyo.ConcreteModel) -> tuple[Placement, np.ndarray, np.ndarray, dict[int, float]]:
+    """Placement, start times, priorities (per-device order by start, ties by topological
+    position) and transfer starts of the model's loaded solution."""
+    data: PestoData = model.pesto
+    g, cl = data.graph, data.cluster
+    dev = np.zeros(g.n, dtype=np.int64)
+    best = np.full(g.n, -1.0)
+    for (i, d) in model.allowed:
+        val = pyo.value(model.x[i, d])
+        if val > best[i]:
+            best[i], dev[i] = val, d
+    from dnnplace.heuristics.coarsening import monotone_keys
+
+    start = np.array([pyo.value(model.start[i]) for i in range(g.n)])
+    rank = np.empty(g.n, dtype=np.int64)
+    rank[np.lexsort((g.topo_position, monotone_keys(g, start)))] = np.arange(g.n)
+    xs = {}
+    if hasattr(model, "xstart"):
+        xs = {e: float(pyo.value(model.xstart[e])) for e in model.cross_edges}
+    return Placement(g, cl, dev), start, rank, xs

@@ -1,0 +1,70 @@
+"""Cluster presets by name (``single-host-4-nvlink``, ``tarnawski-4-1-16GB``, ...) and
+byte counts with units, as the command line and experiment configs write them."""
+
+from __future__ import annotations
+
+import re
+
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+
+__all__ = ["CLUSTER_PRESETS", "parse_bytes", "cluster_preset"]
+
+CLUSTER_PRESETS = {
+    "single-host-<N>-<nvlink|pcie>[-<GPU memory>]": "one host, N GPUs (kind 'gpu') on NVLink or PCIe, plus cpu0",
+    "tarnawski-<K>-<L>-<memory>": "Tarnawski et al.: K accelerators of <memory> each and L CPUs, "
+                                  "all transfers through host RAM",
+}
+
+_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+          "KIB": 2 ** 10, "MIB": 2 ** 20, "GIB": 2 ** 30, "TIB": 2 ** 40}
+
+
+def parse_bytes(text: str) -> float:
+    """A byte count such as ``16GB`` (10^9), ``16GiB`` (2^30), ``8e9`` or ``inf``.
+
+    >>> parse_bytes("16GB"), parse_bytes("1KiB"), parse_bytes("8e9")
+    (16000000000.0, 1024.0, 8000000000.0)
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?|inf)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).upper() not in _UNITS:
+        raise InputError(f"cannot read {text!r} as a byte count (e.g. 16GB, 16GiB, 8e9)")
+    return float(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def cluster_preset(spec: str, graph=None) -> Cluster:
+    """Build a cluster from a preset name (see :data:`CLUSTER_PRESETS`).
+
+    ``graph`` (optional) adapts the preset to it: link times use ``graph.unit``, and a
+    Tarnawski preset names its accelerator kind after the graph's first non-CPU kind
+    when the graph has no ``"acc"`` column (so a generated ``gpu``/``cpu`` graph works).
+
+    >>> c = cluster_preset("single-host-4-nvlink")
+    >>> c.names
+    ('gpu0', 'gpu1', 'gpu2', 'gpu3', 'cpu0')
+    >>> c = cluster_preset("tarnawski-2-1-16GB")
+    >>> c.names, float(c.memory[0])
+    (('acc0', 'acc1', 'cpu0'), 16000000000.0)
+    """
+    s = str(spec).strip()
+    unit = getattr(graph, "unit", "ms")
+    m = re.fullmatch(r"single-host-(\d+)-(nvlink|pcie)(?:-(.+))?", s)
+    if m:
+        n = int(m.group(1))
+        if n < 1:
+            raise InputError(f"cluster preset {s!r}: needs at least one GPU")
+        mem = parse_bytes(m.group(3)) if m.group(3) else 16e9
+        return Cluster.single_host(n, interconnect=m.group(2), gpu_memory=mem,
+                                   unit=unit if unit in ("ms", "s", "us") else "ms")
+    m = re.fullmatch(r"tarnawski-(\d+)-(\d+)-(.+)", s)
+    if m:
+        k, l_cpus = int(m.group(1)), int(m.group(2))
+        if k < 1:
+            raise InputError(f"cluster preset {s!r}: needs at least one accelerator")
+        acc = "acc"
+        kinds = tuple(getattr(graph, "kinds", ()) or ())
+        if kinds and "acc" not in kinds:
+            acc = next((k_ for k_ in kinds if k_ != "cpu"), "acc")
+        return Cluster.tarnawski(k, l_cpus, parse_bytes(m.group(3)), acc_kind=acc)
+    raise InputError(f"unknown cluster preset {s!r}; use one of {list(CLUSTER_PRESETS)} "
+                     "(e.g. single-host-4-nvlink, single-host-2-pcie-32GB, tarnawski-4-1-16GB)")

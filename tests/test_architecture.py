@@ -1,0 +1,217 @@
+"""The layers point down, the import graph has no cycle, methods are loaded lazily, their
+options are typed, and :func:`dnnplace.registry.solve` never scores a different graph nor
+reports a status its evaluation contradicts."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dnnplace.graphs import Cluster, OpGraph, Placement
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.instance import Instance
+from dnnplace.methods import METHODS
+from dnnplace.methods.base import Method, MethodOutput, NoOptions, describe_options
+from dnnplace.registry import EvaluationMismatch, SolveRequest, method_options, solve
+
+REPO = Path(__file__).resolve().parents[1]
+LAYERS = {"graphs": "dnnplace.graphs", "heuristics": "dnnplace.heuristics", "formulations": "dnnplace.formulations",
+          "dnnplace": "dnnplace"}
+# what each algorithm layer may import (besides itself); the dnnplace layer may import all
+ALLOWED = {"dnnplace.graphs": set(), "dnnplace.heuristics": {"dnnplace.graphs"},
+           "dnnplace.formulations": {"dnnplace.graphs", "dnnplace.heuristics"}}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(REPO)
+    parts = list(rel.with_suffix("").parts)
+    if parts[0] != "dnnplace":
+        parts = ["dnnplace", *parts]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (module level and inside functions)."""
+    files = [p for folder in LAYERS for p in (REPO / folder).rglob("*.py") if "workloads" not in p.parts]
+    names = {_module_name(p): p for p in files}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for t in targets:
+                if t in names and t != name:
+                    deps.add(t)
+        graph[name] = deps
+    return graph
+
+
+GRAPH = _import_graph()
+
+
+def _layer(module: str) -> str:
+    for layer in ("dnnplace.graphs", "dnnplace.heuristics", "dnnplace.formulations"):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    return "dnnplace"
+
+
+def test_every_module_is_seen():
+    assert len(GRAPH) >= 60, len(GRAPH)
+    for m in ("dnnplace.graphs.evaluate", "dnnplace.heuristics.maxload_dp", "dnnplace.formulations.driver",
+              "dnnplace.registry", "dnnplace.methods", "dnnplace.cli"):
+        assert m in GRAPH, m
+
+
+def test_layers_point_down():
+    """graphs <- heuristics <- formulations <- dnnplace: no algorithm module imports the
+    method list, the registry, the runner or the command line."""
+    checked = 0
+    for module, deps in GRAPH.items():
+        layer = _layer(module)
+        if layer == "dnnplace":
+            continue
+        for d in deps:
+            target = _layer(d)
+            assert target == layer or target in ALLOWED[layer], f"{module} imports {d} (layer {target})"
+            checked += 1
+    assert checked >= 100, checked
+
+
+def test_import_graph_has_no_cycle():
+    import graphlib
+
+    ts = graphlib.TopologicalSorter({m: set(d) for m, d in GRAPH.items()})
+    try:
+        order = list(ts.static_order())
+    except graphlib.CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+    assert len(order) == len(GRAPH)
+
+
+def test_listing_methods_and_running_the_dp_do_not_import_pyomo(tarnawski_dir):
+    """Lazy loading: a method's module is imported when it runs, not when it is listed."""
+    graph = tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
+    code = ("import sys; from dnnplace.cli import main; "
+            f"assert main(['methods']) == 0; assert main(['solve', {str(graph)!r}, '--method', 'dp']) == 0; "
+            "heavy = [m for m in ('pyomo', 'highspy', 'gurobipy') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "17.79" in out.stdout  # Table 1's DP value on this graph
+
+
+# ---------------------------------------------------------------------------- options
+def test_every_method_declares_documented_options():
+    checked = 0
+    for m in METHODS:
+        for name, _typ, _default, doc in describe_options(m.options):
+            assert doc, f"{m.name}: option {name!r} has no doc"
+            checked += 1
+    assert checked >= 10, checked
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"ordr": "level"}, "method 'greedy' has no option 'ordr'; its options: ['order']"),
+    ({"order": 3}, "method 'greedy' option 'order': expected a string, got 3"),
+])
+def test_unknown_or_ill_typed_option_is_named(params, message):
+    with pytest.raises(InputError) as exc:
+        method_options("greedy", SolveRequest("maxload", params=params))
+    assert str(exc.value) == message
+
+
+def test_option_values_are_parsed_and_range_checked():
+    opts = method_options("ip", SolveRequest("latency", params={"subgraphs_per_device": "2", "horizon": 10}))
+    assert opts.subgraphs_per_device == 2 and opts.horizon == 10.0
+    with pytest.raises(InputError, match="subgraphs_per_device' must be >= 1"):
+        method_options("ip", SolveRequest("latency", params={"subgraphs_per_device": 0}))
+    with pytest.raises(InputError, match="expected true or false"):
+        method_options("pesto", SolveRequest("makespan", params={"memory": "maybe"}))
+
+
+def test_cli_typo_in_param_exits_2(tarnawski_dir):
+    graph = tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
+    out = subprocess.run([sys.executable, "-m", "dnnplace", "solve", str(graph), "--method", "greedy",
+                          "--param", "ordr=level"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip() == "dnnplace: error: method 'greedy' has no option 'ordr'; its options: ['order']"
+
+
+def test_methods_name_prints_options(capsys):
+    from dnnplace.cli import main
+
+    assert main(["methods", "local-search"]) == 0
+    out = capsys.readouterr().out
+    assert "restarts" in out and "int = 10" in out
+
+
+# ---------------------------------------------------------------------------- solve's checks
+def _chain(n: int) -> Instance:
+    g = OpGraph(ids=list(range(n)), kinds=("gpu", "cpu"), compute=[[1.0, 4.0]] * n, memory=[10.0] * n,
+                src=list(range(n - 1)), dst=list(range(1, n)), edge_bytes=[1.0] * (n - 1))
+    return Instance(g, Cluster.single_host(2, gpu_memory=25.0), "chain")
+
+
+def _fake(run) -> Method:
+    return Method("fake", ("maxload", "makespan"), run, "test", options=NoOptions)
+
+
+def test_a_placement_of_another_graph_is_refused():
+    inst, other = _chain(4), _chain(3)
+
+    def run(i, req, opts):
+        return MethodOutput(Placement(other.graph, other.cluster, np.zeros(3, dtype=np.int64)))
+
+    with pytest.raises(EvaluationMismatch, match="placement has 3 nodes, the graph it should place has 4"):
+        solve(inst, _fake(run), SolveRequest("maxload"))
+
+
+def test_priorities_of_another_length_are_refused():
+    inst = _chain(4)
+
+    def run(i, req, opts):
+        return MethodOutput(Placement(i.graph, i.cluster, np.zeros(4, dtype=np.int64)), priorities=np.arange(3))
+
+    with pytest.raises(EvaluationMismatch, match="priorities has 3 entries for a graph of 4 nodes"):
+        solve(inst, _fake(run), SolveRequest("makespan"))
+
+
+def test_status_comes_from_the_evaluation():
+    """Everything on gpu0 needs 40 bytes of its 25: whatever the method says, the result
+    is infeasible; a feasible split keeps the method's status."""
+    inst = _chain(4)
+
+    def crowded(i, req, opts):
+        return MethodOutput(Placement(i.graph, i.cluster, np.zeros(4, dtype=np.int64)), status="optimal")
+
+    res = solve(inst, _fake(crowded), SolveRequest("maxload"))
+    assert res.status == "infeasible" and not res.evaluation["feasible"]
+    assert "evaluation:" in res.message
+
+    def split(i, req, opts):
+        return MethodOutput(Placement(i.graph, i.cluster, np.array([0, 0, 1, 1])), status="feasible")
+
+    res = solve(inst, _fake(split), SolveRequest("maxload"))
+    assert res.status == "feasible" and res.evaluation["feasible"]
+
+
+def test_an_objective_below_the_own_bound_is_an_error():
+    inst = _chain(4)
+
+    def run(i, req, opts):
+        return MethodOutput(Placement(i.graph, i.cluster, np.array([0, 0, 1, 1])), bound=1e6)
+
+    with pytest.raises(EvaluationMismatch, match="below the method's own bound"):
+        solve(inst, _fake(run), SolveRequest("maxload"))
