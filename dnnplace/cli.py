@@ -451,9 +451,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.name not in REPRODUCTIONS:
         known = sorted(REPRODUCTIONS) or "none"
         raise InputError(f"unknown reproduction {args.name!r}; known: {known}")
-    out = REPRODUCTIONS[args.name](quick=args.quick, out_dir=args.out)
-    if out is not None:
-        _out(str(out))
+    out = REPRODUCTIONS[args.name](quick=args.quick, out_dir=args.out, fresh=args.fresh, progress=not args.quiet)
+    _out(Path(out).read_text())
+    _out(f"wrote {out}")
     return 0
 
 
@@ -597,10 +597,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="output folder (default: the config's out_dir or results/NAME)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("reproduce", help="reproduce a published table or figure")
-    p.add_argument("name", help="e.g. tarnawski-table1")
-    p.add_argument("--quick", action="store_true", help="a fast subset")
-    p.add_argument("--out", metavar="DIR")
+    from dnnplace.reproduce import NAMES
+
+    p = sub.add_parser("reproduce", help="reproduce a published table or figure",
+                       description="Reproductions: " + ", ".join(NAMES) + ". Runs resume from "
+                                   "<out>/<name>/runs.jsonl; --fresh starts over.")
+    p.add_argument("name", help="one of: " + ", ".join(NAMES))
+    p.add_argument("--quick", action="store_true", help="a fast subset (CI)")
+    p.add_argument("--fresh", action="store_true", help="start over (the old runs.jsonl becomes runs.jsonl.bak)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default results/)")
     p.set_defaults(func=cmd_reproduce)
     return parser
 

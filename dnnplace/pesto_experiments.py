@@ -48,8 +48,6 @@ from dnnplace.registry import SolverOptions
 from dnnplace.runner import git_revision
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout, for git provenance
-EXPERIMENTS = ("pesto-congestion", "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100",
-               "pesto-coarsening")
 
 
 @dataclass(frozen=True)
@@ -267,7 +265,8 @@ def run_coarsening(cfg: Config, out: Path) -> dict:
     return {"rows": rows}
 
 
-def reproduce(name: str, quick: bool = False, out_dir: Path | None = None) -> Path:
+def reproduce(name: str, quick: bool = False, out_dir: Path | None = None, fresh: bool = True,
+              progress: bool = True) -> Path:
     """Run ``experiments/<name>.toml``; write ``table.md``, ``results.json`` and plots
     into ``<out_dir or results/pesto>/<config name>/`` and return the table's path."""
     cfg = Config.load(experiment_config(name))

@@ -1,24 +1,26 @@
-"""Reproductions of Tarnawski et al. (NeurIPS 2020) Tables 1, 3 and 4.
+"""Reproductions of published tables: Tarnawski et al. (NeurIPS 2020) Tables 1, 3 and 4,
+and Pesto's simulated experiments (:mod:`dnnplace.pesto_experiments`).
 
 ``dnnplace reproduce tarnawski-table1|tarnawski-table3|tarnawski-table4 [--quick]``
-reads ``experiments/<name>.toml`` (rows and columns of the table, methods and their
-options), runs every cell through :func:`dnnplace.registry.solve` (so every placement
-is re-scored by the independent evaluator), and writes ``results/<name>.md`` and
-``results/<name>.csv``: one line per (row, column) with the published figure, ours,
-the difference and a note. Nothing is dropped: a cell that was not run (``--quick``,
-method not registered) or that failed says so.
+reads ``experiments/<name>.toml`` (the columns of the table: the method behind each and
+its options) and the published rows (``experiments/reference/``), turns every cell into
+a run of the one sweep driver (:func:`dnnplace.runner.execute`: each run through
+:func:`dnnplace.registry.solve`, so every placement is re-scored by the independent
+evaluator; records appended to ``results/<name>/runs.jsonl`` as they finish, so an
+interrupted reproduction resumes), and writes ``results/<name>.md`` and ``.csv``: one
+line per (row, column) with the published figure, ours, the difference and a note.
+Nothing is dropped: a cell that was not run (``--quick``, method not listed, a size
+limit of the config) or that failed says so.
 
 ``--quick`` (CI and tests) skips the IP columns, runs the exact DP only on rows with at
-most ``quick_max_ideals`` ideals and runs a column with its ``quick_params`` (e.g. fewer
-local-search restarts);
-skipped cells are marked ``not run (--quick)``.
+most ``quick_max_ideals`` ideals and runs a column with its ``quick_params`` and
+``quick_warm_start`` (e.g. fewer local-search restarts); its runs and tables are named
+``<name>-quick``.
 """
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import json
 import platform
 import re
@@ -29,36 +31,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from dnnplace import pesto_experiments
 from dnnplace.data import experiment_config, reference_path, tarnawski_dir
-from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance
-from dnnplace.registry import SolveRequest, SolverOptions, all_methods, solve
-from dnnplace.runner import git_revision
+from dnnplace.registry import all_methods
+from dnnplace.runner import RunSpec, execute, graph_label_of
+from dnnplace.tables import Column, write_table
 
-__all__ = ["REPRODUCTIONS", "layer_labels", "contract_layers"]
-
-ROOT = Path(__file__).resolve().parent.parent  # the checkout, for git provenance
-WORKLOADS = tarnawski_dir()
-REFERENCE = reference_path("tarnawski-neurips20")
+__all__ = ["REPRODUCTIONS", "NAMES", "Cell", "reproduce_table"]
 
 
 @dataclass
 class Cell:
-    """One (row, column) of a reproduced table."""
+    """One (row, column) of a reproduced table: the run behind it (``spec``), or why none
+    (``note``); ``runtime_of``: a runtime cell showing another cell's wall time."""
 
     row: str
     column: str
     paper: Any
+    exact: bool = False
+    spec: RunSpec | None = None
+    note: str = ""
+    runtime_of: Cell | None = None
     ours: float | None = None
     seconds: float | None = None
-    note: str = ""
-    exact: bool = False
     limited: bool = False  # a time-limited run that stopped before its gap target
     feasible: bool = True  # the evaluator accepted the placement (else scored, marked)
+    extra: dict | None = None
 
     def diff(self) -> float | None:
         p = _number(self.paper, self.column)
@@ -116,127 +114,120 @@ def _config(name: str) -> dict:
     return tomllib.loads(experiment_config(name).read_text())
 
 
-# ---------------------------------------------------------------------------- solving
-def _run_cell(cell: Cell, inst: Instance, spec: dict, problem: str, quick: bool, extra_skip: str | None = None
-              ) -> dict:
-    """Fill ``cell`` by solving; returns the result's extra dict (empty if not run)."""
-    method = spec["method"]
-    if extra_skip:
-        cell.note = extra_skip
-        return {}
-    if method not in all_methods():
-        cell.note = f"not run: method {method!r} is not registered"
-        return {}
-    if quick and spec.get("skip_quick", False):
+@functools.cache
+def _reference() -> dict:
+    return json.loads(reference_path("tarnawski-neurips20").read_text())
+
+
+# ---------------------------------------------------------------------------- cells -> runs
+def _cell(row: str, column: str, paper: Any, path: Path, problem: str, col: dict, quick: bool, *,
+          exact: bool = False, skip: str | None = None, transform: str | None = None) -> Cell:
+    """A cell and the run behind it, or the reason it has none."""
+    cell = Cell(row, column, paper, exact=exact)
+    method = col["method"]
+    if skip:
+        cell.note = skip
+    elif method not in all_methods():
+        cell.note = f"not run: method {method!r} is not listed"
+    elif quick and col.get("skip_quick", False):
         cell.note = "not run (--quick)"
-        return {}
-    params = dict(spec.get("params", {}))
-    if quick:
-        params.update(spec.get("quick_params", {}))
-    solver = SolverOptions(time_limit=spec.get("time_limit"), rel_gap=spec.get("rel_gap"),
-                           threads=spec.get("threads", 1))
-    warm = spec.get("quick_warm_start", spec.get("warm_start")) if quick else spec.get("warm_start")
-    req = SolveRequest(problem, contiguity=spec.get("contiguity"), solver=solver, seed=spec.get("seed", 0),
-                       warm_start=warm, params=params)
-    t0 = time.perf_counter()
-    try:
-        res = solve(inst, method, req)
-    except Exception as exc:  # a failed cell is reported, never hidden
-        cell.note = f"error: {type(exc).__name__}: {str(exc)[:160]}"
-        return {}
-    cell.seconds = time.perf_counter() - t0
-    ev = res.evaluation or {}
-    cell.ours = ev.get("objective") if ev else res.objective
+    else:
+        params = dict(col.get("params", {}))
+        warm = col.get("warm_start")
+        if quick:
+            params.update(col.get("quick_params", {}))
+            warm = col.get("quick_warm_start", warm)
+        solver = {"time_limit": col.get("time_limit"), "rel_gap": col.get("rel_gap"), "threads": col.get("threads", 1)}
+        cell.spec = RunSpec(graph=str(path), graph_label=graph_label_of(path), problem=problem, method=method,
+                            contiguity=col.get("contiguity"), seed=int(col.get("seed", 0)), warm_start=warm,
+                            transform=transform, solver=solver, params=params)
+    return cell
+
+
+def _fill(cell: Cell, rec: dict | None) -> None:
+    """Our figure and notes from the run's record."""
+    if rec is None:
+        cell.note = cell.note or "not run: interrupted"
+        return
+    if rec.get("status") == "error":
+        cell.note = f"error: {str(rec.get('message'))[:160]}"
+        return
+    spec = cell.spec
+    ev = rec.get("evaluation") or {}
+    cell.ours = ev.get("objective") if ev else rec.get("objective")
+    cell.seconds = rec.get("wall_seconds")
+    cell.extra = rec.get("extra") or {}
     notes = []
-    if res.status not in ("optimal", "feasible"):
-        notes.append(f"status {res.status}")
-    if method == "ip" and res.gap is not None:
-        notes.append(f"gap {100 * res.gap:.1f}%")
-        cell.limited = res.gap > (spec.get("rel_gap") or 0.0) + 1e-9
-    if spec.get("warm_start") and (res.extra or {}).get("warm_start_objective") is not None:
-        notes.append(f"start {spec['warm_start']} {res.extra['warm_start_objective']:.2f}")
+    if rec.get("status") not in ("optimal", "feasible", "infeasible"):
+        notes.append(f"status {rec.get('status')}")
+    if spec.method == "ip" and rec.get("gap") is not None:
+        notes.append(f"gap {100 * rec['gap']:.1f}%")
+        cell.limited = rec["gap"] > (spec.solver.get("rel_gap") or 0.0) + 1e-9
+    if spec.warm_start and cell.extra.get("warm_start_objective") is not None:
+        notes.append(f"start {spec.warm_start} {cell.extra['warm_start_objective']:.2f}")
     if ev and not ev.get("feasible", True):
         cell.feasible = False
         viol = ev.get("violations", [])
         notes.append("infeasible: " + "; ".join(viol[:2]) + (f" (+{len(viol) - 2} more)" if len(viol) > 2 else ""))
-    if method == "local-search":
-        notes.append(f"{params.get('restarts', 10)} restarts")
-    cell.note = ", ".join(notes)
-    return res.extra or {}
+    if spec.method == "local-search":
+        notes.append(f"{cell.extra.get('restarts')} restarts")
+    if spec.method in ("dp", "dpl") and cell.extra.get("ideals") is not None:
+        notes.append(f"{cell.extra['ideals']} " + ("ideals" if spec.method == "dp" else
+                                                   "ideals of the linearised graph"))
+    if "transform" in cell.extra:
+        t = cell.extra["transform"]
+        notes.append(f"grouped by {t.get('rule')} ({t.get('groups')} groups)")
+    cell.note = ", ".join(filter(None, [cell.note, *notes]))
 
 
-# ---------------------------------------------------------------------------- output
 def _fmt(x: Any) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float):
-        return f"{x:.2f}"
-    return str(x)
+    return f"{x:.2f}" if isinstance(x, float) else str(x)
 
 
-def _write(name: str, title: str, cells: list[Cell], notes: list[str], out_dir: Path | None, quick: bool) -> Path:
+_COLUMNS = [Column("row"), Column("column"), Column("paper", fmt=_fmt, numeric=True),
+            Column("ours", fmt=lambda x: f"{x:.2f}", numeric=True),
+            Column("diff", fmt=lambda x: f"{x:+.2f}", numeric=True), Column("verdict"),
+            Column("seconds", "our time (s)", fmt=lambda x: f"{x:.2f}", numeric=True), Column("note")]
+
+
+def reproduce_table(name: str, title: str, cells: list[Cell], notes: list[str], *, quick: bool,
+                    out_dir: str | Path | None = None, fresh: bool = False, progress: bool = True) -> Path:
+    """Run the cells' specs through :func:`dnnplace.runner.execute` (resuming from
+    ``<out>/<name>[-quick]/runs.jsonl``), fill the cells and write the table."""
     out = Path(out_dir) if out_dir is not None else Path("results")
-    out.mkdir(parents=True, exist_ok=True)
     stem = name + ("-quick" if quick else "")
-    fields = ["row", "column", "paper", "ours", "diff", "verdict", "seconds", "note"]
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(fields)
+    specs = [c.spec for c in cells if c.spec is not None]
+    done = execute(specs, out / stem / "runs.jsonl", name=stem, fresh=fresh, progress=progress)
     for c in cells:
-        d = c.diff()
-        w.writerow([c.row, c.column, "" if c.paper is None else c.paper,
-                    "" if c.ours is None else f"{c.ours:.6f}", "" if d is None else f"{d:.6f}", c.verdict(),
-                    "" if c.seconds is None else f"{c.seconds:.3f}", c.note])
-    (out / f"{stem}.csv").write_text(buf.getvalue())
-    lines = [f"# {title}", "", *_provenance(name, quick), "",
-             "| row | column | paper | ours | diff | verdict | our time (s) | note |",
-             "|---|---|---:|---:|---:|---|---:|---|"]
-    for c in cells:
-        d = c.diff()
-        lines.append(f"| {c.row} | {c.column} | {_fmt(c.paper)} | {_fmt(c.ours)} | "
-                     f"{'' if d is None else f'{d:+.2f}'} | {c.verdict()} | "
-                     f"{'' if c.seconds is None else f'{c.seconds:.2f}'} | {c.note} |")
-    n_exact = [c for c in cells if c.exact and c.verdict()]
-    ok = sum(c.verdict().startswith("match") for c in n_exact)
-    lines += ["", f"Exact cells matching the paper to its printed precision: {ok} of {len(n_exact)} run.", ""]
-    lines += ["## Notes", ""] + [f"- {n}" for n in notes]
-    path = out / f"{stem}.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-@functools.cache
-def _revision() -> str:
-    """The git revision, read once per process (by the first row's write), so that a
-    commit made while a long reproduction runs does not relabel its output."""
-    return (git_revision(ROOT) or "unknown")[:7]
-
-
-def _provenance(name: str, quick: bool) -> list[str]:
-    rev = _revision()
+        if c.spec is not None:
+            _fill(c, done.get(c.spec.key))
+        elif c.runtime_of is not None:
+            c.ours, c.limited = c.runtime_of.seconds, c.runtime_of.limited
+    revs = sorted({(done[s.key].get("git_revision") or "unknown")[:7] for s in specs if s.key in done})
     cmd = f"dnnplace reproduce {name}" + (" --quick" if quick else "")
-    return [f"Generated by `{cmd}` at git {rev or 'unknown'} on {platform.node()} "
-            f"({platform.machine()}, {platform.python_version()}), "
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Times in ms per sample (TPS) "
-            "or ms (latency), as in the paper; `verdict`: exact columns must `match`; heuristic "
-            "columns say whether ours is `better`/`worse` (lower is better) than the published figure."]
+    preamble = [f"Generated by `{cmd}` at git {', '.join(revs) or 'unknown'} on {platform.node()} "
+                f"({platform.machine()}, {platform.python_version()}), "
+                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; runs in `{stem}/runs.jsonl`. Times in ms "
+                "per sample (TPS) or ms (latency), as in the paper; `verdict`: exact columns must `match`; "
+                "heuristic columns say whether ours is `better`/`worse` (lower is better) than the published figure."]
+    rows = [{"row": c.row, "column": c.column, "paper": c.paper, "ours": c.ours, "diff": c.diff(),
+             "verdict": c.verdict(), "seconds": c.seconds, "note": c.note} for c in cells]
+    exact = [c for c in cells if c.exact and c.verdict()]
+    ok = sum(c.verdict().startswith("match") for c in exact)
+    footer = [f"Exact cells matching the paper to its printed precision: {ok} of {len(exact)} run.", "",
+              "## Notes", "", *[f"- {n}" for n in notes]]
+    return write_table(out / stem, title, _COLUMNS, rows, preamble=preamble, footer=footer)
 
 
 # ---------------------------------------------------------------------------- Table 1
-def _row_name(r: dict) -> str:
-    return f"{r['granularity']} {r['mode']} {r['model']}"
-
-
-def table1(quick: bool = False, out_dir: Path | None = None) -> Path:
+def table1(quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
     """Table 1: max-load (TPS) of every method on the 16 throughput workloads."""
     cfg = _config("tarnawski-table1")
-    ref = json.loads(REFERENCE.read_text())["table1_throughput"]
     cells: list[Cell] = []
-    for r in ref:
-        inst = load_instance(WORKLOADS / r["input"])
-        row = _row_name(r)
+    for r in _reference()["table1_throughput"]:
+        path = tarnawski_dir() / r["input"]
+        row = f"{r['granularity']} {r['mode']} {r['model']}"
         for col, spec in cfg["columns"].items():
-            cell = Cell(row, col, r["tps"].get(spec.get("paper", col)), exact=spec.get("exact", False))
             skip = None
             if spec["method"] == "dp" and quick and r["ideals"] > cfg.get("quick_max_ideals", 20000):
                 skip = f"not run (--quick: {r['ideals']} ideals; full run: see tarnawski-table1.md)"
@@ -245,174 +236,92 @@ def table1(quick: bool = False, out_dir: Path | None = None) -> Path:
             if spec.get("max_nodes") and r["nodes"] > spec["max_nodes"] and not (quick and spec.get("skip_quick")):
                 skip = (f"not run: {r['nodes']} nodes > max_nodes = {spec['max_nodes']} of this config "
                         "(time budget of the run)")
-            extra = _run_cell(cell, inst, spec, "maxload", quick, skip)
+            cell = _cell(row, col, r["tps"].get(spec.get("paper", col)), path, "maxload", spec, quick,
+                         exact=spec.get("exact", False), skip=skip)
             cells.append(cell)
-            if spec["method"] in ("dp", "dpl") and extra:
-                what = "ideals" if spec["method"] == "dp" else "ideals of the linearised graph"
-                cell.note = (cell.note + ", " if cell.note else "") + f"{extra.get('ideals')} {what}"
             if spec["method"] == "dp":
-                rt = Cell(row, "runtime dp (s)", r["runtime"]["dp_cpp"], cell.seconds,
-                          note="paper: authors' C++ on a Xeon E5-2673 v4; ours: numba DP incl. the DPL bound")
-                rt.ours = None if cell.seconds is None else cell.seconds
-                cells.append(rt)
+                cells.append(Cell(row, "runtime dp (s)", r["runtime"]["dp_cpp"], runtime_of=cell,
+                                  note="paper: authors' C++ on a Xeon E5-2673 v4; ours: numba DP incl. the DPL bound"))
             if spec["method"] == "ip":
                 key = "ip_contiguous_gurobi" if spec.get("contiguity") != "none" else "ip_noncontiguous_gurobi"
-                cells.append(Cell(row, f"runtime {col} (s)", r["runtime"][key], cell.seconds,
+                cells.append(Cell(row, f"runtime {col} (s)", r["runtime"][key], runtime_of=cell,
                                   note=f"paper: Gurobi 8.1, 4 cores, 20 min; ours: HiGHS, "
-                                       f"{spec.get('time_limit')} s limit", limited=cell.limited))
-        _write("tarnawski-table1", "Tarnawski et al. Table 1 (in progress)", cells, [], out_dir, quick)
-    return _write("tarnawski-table1", "Tarnawski et al. Table 1: max-load (time per sample) by method", cells,
-                  cfg.get("notes", []), out_dir, quick)
+                                       f"{spec.get('time_limit')} s limit"))
+    return reproduce_table("tarnawski-table1", "Tarnawski et al. Table 1: max-load (time per sample) by method",
+                           cells, cfg.get("notes", []), quick=quick, out_dir=out_dir, **kw)
 
 
 # ---------------------------------------------------------------------------- Table 3
-def _between(g: OpGraph, members: np.ndarray, part: np.ndarray) -> np.ndarray:
-    """Nodes outside ``members`` on a path between two members, within the subgraph
-    induced by ``part`` (empty iff ``members`` is contiguous, Definition 3.1)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import breadth_first_order
-
-    keep = part[g.src] & part[g.dst]
-    n = g.n
-    fwd = csr_matrix((np.ones(int(keep.sum())), (g.src[keep], g.dst[keep])), shape=(n + 1, n + 1)).tolil()
-    # a virtual root n linked to every member: reachable sets in one BFS
-    fwd[n, members] = 1
-    fwd = fwd.tocsr()
-    down = breadth_first_order(fwd, n, directed=True, return_predecessors=False)
-    bwd = csr_matrix((np.ones(int(keep.sum())), (g.dst[keep], g.src[keep])), shape=(n + 1, n + 1)).tolil()
-    bwd[n, members] = 1
-    up = breadth_first_order(bwd.tocsr(), n, directed=True, return_predecessors=False)
-    between = np.intersect1d(down[down < n], up[up < n])
-    return np.setdiff1d(between, members)
-
-
-def layer_labels(g: OpGraph) -> tuple[np.ndarray, str]:
-    """Group operators into layers.
-
-    Where the file gives ``layerId``: one group per id, except that a layer with
-    operators of *another layer* on a path between two of its operators (per part for
-    training graphs) is left ungrouped, since contracting it would swallow the layers
-    between its pieces (BERT-12's ``layerId`` 13 holds both the embedding and the
-    pooler/classifier); nodes without an id stay alone, as in the authors' driver (the
-    DP's SCC contraction absorbs those lying inside a layer). Without ``layerId``: chains, i.e. an edge
-    ``u -> v`` with ``u`` having one successor and ``v`` one predecessor is merged
-    (Conv -> BatchNorm -> ReLU collapses into one layer). Returns labels and the rule.
-    """
-    if g.layers is not None and any(x is not None for x in g.layers):
-        lay = np.array([-1 if x is None else hash(str(x)) for x in g.layers], dtype=np.int64)
-        labels = np.arange(g.n, dtype=np.int64)
-        dropped = []
-        for key in np.unique(lay[lay != -1]):
-            members = np.flatnonzero(lay == key)
-            parts = [~g.backward, g.backward] if g.is_training else [np.ones(g.n, bool)]
-            inner = [_between(g, np.intersect1d(members, np.flatnonzero(pt)), pt) for pt in parts
-                     if np.intersect1d(members, np.flatnonzero(pt)).size]
-            if not any((lay[b] != -1).any() for b in inner):
-                labels[members] = members[0]
-            else:
-                dropped.append(g.layers[members[0]])
-        rule = "layerId" + (f" (non-contiguous layer(s) {sorted(map(str, dropped))} left ungrouped)"
-                            if dropped else "")
-        return np.unique(labels, return_inverse=True)[1].astype(np.int64), rule
-    outdeg = np.bincount(g.src, minlength=g.n)
-    indeg = np.bincount(g.dst, minlength=g.n)
-    chain = (outdeg[g.src] == 1) & (indeg[g.dst] == 1) & (g.backward[g.src] == g.backward[g.dst])
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    adj = coo_matrix((np.ones(int(chain.sum())), (g.src[chain], g.dst[chain])), shape=(g.n, g.n))
-    return connected_components(adj, directed=False)[1].astype(np.int64), "chains"
-
-
-def contract_layers(inst: Instance) -> tuple[Instance, str]:
-    """The layer graph of an operator graph: layers merged into colocation classes
-    (so the DP contracts them, forward and backward parts separately, Appendix B)."""
-    g = inst.graph
-    lab, rule = layer_labels(g)
-    # merge layers with the existing colocation classes
-    base = np.where(g.colocation >= 0, g.colocation, -1)
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    n = g.n
-    rows, cols = [np.arange(n)], [lab + n]
-    has = base >= 0
-    rows.append(np.flatnonzero(has))
-    cols.append(base[has] + n + int(lab.max()) + 1)
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    size = n + int(lab.max()) + 1 + (int(base.max()) + 1 if has.any() else 0)
-    comp = connected_components(coo_matrix((np.ones(r.size), (r, c)), shape=(size, size)), directed=False)[1][:n]
-    comp = np.unique(comp, return_inverse=True)[1]
-    g2 = g.with_(colocation=comp, colocation_labels=tuple(range(int(comp.max()) + 1)))
-    return Instance(g2, inst.cluster, inst.source), rule
-
-
-def table3(quick: bool = False, out_dir: Path | None = None) -> Path:
-    """Table 3: DP on operator graphs vs on layer graphs contracted from them."""
+def table3(quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
+    """Table 3: DP on operator graphs vs on layer graphs contracted from them (the
+    ``contract-layers`` transform of :mod:`dnnplace.graphs.transforms`)."""
     cfg = _config("tarnawski-table3")
-    ref = json.loads(REFERENCE.read_text())
+    ref = _reference()
     inputs = {(r["model"], r["mode"]): r["input"] for r in ref["table1_throughput"] if r["granularity"] == "op"}
-    cells: list[Cell] = []
     dp = {"method": "dp"}
+    cells: list[Cell] = []
     for r in ref["table3_operator_vs_layer"]:
-        inst = load_instance(WORKLOADS / inputs[(r["model"], r["mode"])])
+        path = tarnawski_dir() / inputs[(r["model"], r["mode"])]
         row = f"{r['mode']} {r['model']}"
-        c1 = Cell(row, "dp operator graph", r["dp_operator_graph"], exact=True)
-        _run_cell(c1, inst, dp, "maxload", quick)
-        cells.append(c1)
-        coarse, rule = contract_layers(inst)
+        cells.append(_cell(row, "dp operator graph", r["dp_operator_graph"], path, "maxload", dp, quick, exact=True))
         # the layer-graph optimum is exact for *our* grouping; it matches the paper only
-        # where the grouping is the authors' (layerId present)
-        c2 = Cell(row, "dp contracted layer graph", r["dp_contracted_layer_graph"], exact=rule.startswith("layerId"))
-        _run_cell(c2, coarse, dp, "maxload", quick)
-        n_layers = int(np.unique(coarse.graph.colocation).size)
-        c2.note = (c2.note + ", " if c2.note else "") + f"grouped by {rule} ({n_layers} groups)"
-        cells.append(c2)
-    return _write("tarnawski-table3", "Tarnawski et al. Table 3: DP on operator vs contracted layer graphs", cells,
-                  cfg.get("notes", []), out_dir, quick)
+        # where the grouping is the authors' (layerId present in the file)
+        g = load_instance(path).graph
+        by_id = g.layers is not None and any(x is not None for x in g.layers)
+        cells.append(_cell(row, "dp contracted layer graph", r["dp_contracted_layer_graph"], path, "maxload", dp,
+                           quick, exact=by_id, transform="contract-layers"))
+    return reproduce_table("tarnawski-table3", "Tarnawski et al. Table 3: DP on operator vs contracted layer graphs",
+                           cells, cfg.get("notes", []), quick=quick, out_dir=out_dir, **kw)
 
 
 # ---------------------------------------------------------------------------- Table 4
-def _ideal_count(inst: Instance) -> int:
+def _ideal_count(path: Path) -> int:
     from dnnplace.heuristics.ideals import build_dp_graph, enumerate_ideals
 
-    h = build_dp_graph(inst.graph)
+    h = build_dp_graph(load_instance(path).graph)
     return enumerate_ideals(h.n, h.src, h.dst).size
 
 
-def table4(quick: bool = False, out_dir: Path | None = None) -> Path:
+def table4(quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
     """Table 4: single-sample latency of the baselines and the latency IP."""
     cfg = _config("tarnawski-table4")
-    ref = json.loads(REFERENCE.read_text())["table4_latency"]
     cells: list[Cell] = []
-    for r in ref:
-        inst = load_instance(WORKLOADS / r["input"])
+    for r in _reference()["table4_latency"]:
+        path = tarnawski_dir() / r["input"]
+        n = load_instance(path).graph.n
         row = r["input"].split("/", 1)[1].replace("Graphs/", " ").replace(".json", "")
         for col, spec in cfg["columns"].items():
             paper = r["latency"].get(spec.get("paper", col))
-            cell = Cell(row, col, paper)
             skip = None
-            if spec.get("max_nodes") and inst.graph.n > spec["max_nodes"] and not quick:
-                skip = (f"not run: {inst.graph.n} nodes > max_nodes = {spec['max_nodes']} of this config "
+            if spec.get("max_nodes") and n > spec["max_nodes"] and not quick:
+                skip = (f"not run: {n} nodes > max_nodes = {spec['max_nodes']} of this config "
                         "(time budget of the run)")
-            if spec["method"] == "dp" and quick and _ideal_count(inst) > cfg.get("quick_max_ideals", 20000):
+            if spec["method"] == "dp" and quick and _ideal_count(path) > cfg.get("quick_max_ideals", 20000):
                 skip = "not run (--quick: too many ideals; full run: see tarnawski-table4.md)"
             if spec["method"] == "expert" and paper is None:
                 skip = "not run: no expert split for this graph (none in the paper either)"
-            _run_cell(cell, inst, spec, "latency", quick, skip)
+            cell = _cell(row, col, paper, path, "latency", spec, quick, skip=skip)
             cells.append(cell)
             if spec["method"] == "ip":
-                cells.append(Cell(row, "runtime ip", r["ip_runtime_gurobi"], cell.seconds,
+                cells.append(Cell(row, "runtime ip", r["ip_runtime_gurobi"], runtime_of=cell,
                                   note=f"paper: Gurobi, 1 h limit, certified gap {r['ip_certified_gap']}; "
-                                       f"ours: {spec.get('time_limit')} s limit", limited=cell.limited))
-        _write("tarnawski-table4", "Tarnawski et al. Table 4 (in progress)", cells, [], out_dir, quick)
-    return _write("tarnawski-table4", "Tarnawski et al. Table 4: single-sample latency by method", cells,
-                  cfg.get("notes", []), out_dir, quick)
+                                       f"ours: {spec.get('time_limit')} s limit"))
+    return reproduce_table("tarnawski-table4", "Tarnawski et al. Table 4: single-sample latency by method", cells,
+                           cfg.get("notes", []), quick=quick, out_dir=out_dir, **kw)
 
 
+def _pesto(name: str, **kw) -> Path:
+    from dnnplace import pesto_experiments  # imports the Pesto ILP (Pyomo) only when one runs
+
+    return pesto_experiments.reproduce(name, **kw)
+
+
+PESTO_EXPERIMENTS = ("pesto-congestion", "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100",
+                     "pesto-coarsening")
 REPRODUCTIONS: dict[str, Callable[..., Path]] = {
     "tarnawski-table1": table1,
     "tarnawski-table3": table3,
     "tarnawski-table4": table4,
-    **{name: functools.partial(pesto_experiments.reproduce, name) for name in pesto_experiments.EXPERIMENTS},
+    **{name: functools.partial(_pesto, name) for name in PESTO_EXPERIMENTS},
 }
+NAMES = tuple(REPRODUCTIONS)

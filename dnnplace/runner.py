@@ -20,12 +20,10 @@ Example
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import datetime as _dt
 import glob
 import hashlib
-import io
 import itertools
 import json
 import os
@@ -44,6 +42,7 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.io import jsonable
 from dnnplace.graphs.presets import cluster_preset
 from dnnplace.registry import SolveRequest, SolverOptions
+from dnnplace.tables import Column, write_table
 
 __all__ = ["REPO_ROOT", "WORKLOADS_DIR", "RunSpec",
            "ExperimentConfig", "load_config", "parse_config", "run_config", "read_runs", "git_revision",
@@ -57,10 +56,10 @@ _TOP_KEYS = {"name", "description", "out_dir", "defaults", "grid", "runs"}
 _SOLVER_KEYS = {f.name for f in dataclasses.fields(SolverOptions)}
 # run keys; those in _AXES may be a list (one run per value)
 _RUN_KEYS = {"graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start",
-             "congestion", "policy", "solver", "params"}
+             "congestion", "policy", "transform", "solver", "params"}
 _AXES = ("graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start", "congestion",
-         "policy")
-_DEFAULTS = {"congestion": True, "policy": "fifo"}  # left out of a run's identity at their default
+         "policy", "transform")
+_DEFAULTS = {"congestion": True, "policy": "fifo", "transform": None}  # left out of a run's identity at their default
 
 
 @dataclass(frozen=True)
@@ -78,6 +77,7 @@ class RunSpec:
     warm_start: str | None = None
     congestion: bool = True
     policy: str = "fifo"
+    transform: str | None = None  # a graph transform applied before solving (dnnplace.graphs.transforms)
     solver: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -159,7 +159,9 @@ def _check_keys(table: Any, allowed: set[str], where: str) -> dict:
     return table
 
 
-def _label(path: Path) -> str:
+def graph_label_of(path: Path) -> str:
+    """How a graph file is named in run keys and tables: relative to the checkout or to
+    the bundled workloads where it lies there, else its absolute path."""
     for root in (REPO_ROOT, WORKLOADS_DIR):
         try:
             rel = path.resolve().relative_to(root.resolve())
@@ -179,7 +181,7 @@ def _resolve_graphs(pattern: str, base: Path, where: str) -> list[tuple[str, str
         hits = sorted(glob.glob(full, recursive=True)) if glob.has_magic(full) else (
             [full] if Path(full).is_file() else [])
         if hits:
-            return [(str(Path(h).resolve()), _label(Path(h))) for h in hits]
+            return [(str(Path(h).resolve()), graph_label_of(Path(h))) for h in hits]
     raise InputError(f"{where}: graph {pattern!r} matches no file (looked in {base}, {REPO_ROOT} "
                      f"and {WORKLOADS_DIR})")
 
@@ -227,6 +229,7 @@ def _expand(spec: dict, base: Path, where: str) -> list[RunSpec]:
                            objective=kw.get("objective", "pipedream"), contiguity=kw.get("contiguity"),
                            cluster=kw.get("cluster"), seed=int(kw.get("seed", 0)), warm_start=kw.get("warm_start"),
                            congestion=bool(kw.get("congestion", True)), policy=kw.get("policy", "fifo"),
+                           transform=kw.get("transform"),
                            solver=solver, params=params))
     return out
 
@@ -364,11 +367,18 @@ def _append(path: Path, record: dict) -> None:
 def _execute(spec: RunSpec) -> dict:
     """Run one spec; any exception except an interrupt becomes an ``error`` result."""
     from dnnplace.graphs.io import prepare_instance
+    from dnnplace.graphs.transforms import apply_transform
     from dnnplace.registry import solve
     from dnnplace.results import Result
 
     try:
-        return solve(prepare_instance(spec.graph, spec.cluster), spec.method, spec.request()).to_dict()
+        inst = prepare_instance(spec.graph, spec.cluster)
+        if spec.transform is None:
+            return solve(inst, spec.method, spec.request()).to_dict()
+        inst, t = apply_transform(spec.transform, inst)  # the result is, explicitly, for the transformed graph
+        res = solve(inst, spec.method, spec.request())
+        res.extra["transform"] = {"name": t.name, "nodes": t.graph.n, **t.meta}
+        return res.to_dict()
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:  # noqa: BLE001 - a failing run is a result, the sweep goes on
@@ -380,6 +390,60 @@ def _execute(spec: RunSpec) -> dict:
 def progress_enabled(progress: bool) -> bool:
     """Progress bars only when asked for and stderr is a terminal."""
     return bool(progress) and sys.stderr.isatty()
+
+
+def execute(specs: list[RunSpec], runs_path: str | os.PathLike, *, name: str, fresh: bool = False,
+            progress: bool = True, retry_errors: bool = False) -> dict[str, dict]:
+    """Run every spec whose key ``runs_path`` does not hold yet; return the newest record
+    of every key, finished or found (the one sweep driver: experiment configs and
+    reproductions both run through it).
+
+    Each record is the :class:`~dnnplace.results.Result` of :func:`dnnplace.registry.solve`
+    plus the run key, its identity, git revision, solver package and version, the
+    environment and a timestamp, appended and fsynced as soon as the run ends.
+    ``fresh`` renames the old file to ``runs.jsonl.bak`` first; ``retry_errors`` runs the
+    ``error`` records again (the newest record of a key wins).
+    """
+    runs_path = Path(runs_path)
+    runs_path.parent.mkdir(parents=True, exist_ok=True)
+    if fresh and runs_path.exists():
+        os.replace(runs_path, runs_path.with_name(runs_path.name + ".bak"))
+    done = {r["run_key"]: r for r in read_runs(runs_path, repair=True)}
+    unique = list({s.key: s for s in specs}.values())
+    todo = [s for s in unique if s.key not in done or (retry_errors and done[s.key].get("status") == "error")]
+    rev = git_revision()
+    env = environment()
+    from tqdm import tqdm
+
+    total = len(unique)
+    show_bar = progress_enabled(progress)
+    log = bool(progress) and not show_bar  # not a terminal: one line per run instead of a bar
+    bar = tqdm(total=total, initial=total - len(todo), desc=name, unit="run", disable=not show_bar,
+               file=sys.stderr, dynamic_ncols=True)
+    if log and len(todo) < total:
+        print(f"{name}: {total - len(todo)} of {total} runs already in {runs_path}", file=sys.stderr)
+    try:
+        for k, spec in enumerate(todo):
+            bar.set_postfix_str(f"{Path(spec.graph_label).stem} {spec.problem} {spec.method}", refresh=True)
+            rec = _execute(spec)
+            pkg = _SOLVER_PACKAGES.get(str(spec.solver.get("solver", "highs")))
+            rec = {"run_key": spec.key, "config": name, "run": spec.identity(), **jsonable(rec),
+                   "git_revision": rev, "solver_package": pkg, "solver_package_version": _pkg_version(pkg) if pkg
+                   else None, "environment": env,
+                   "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+            _append(runs_path, rec)
+            done[spec.key] = rec
+            bar.update(1)
+            if log:
+                obj = rec.get("objective")
+                what = rec.get("message") if rec.get("status") == "error" else (
+                    f"{obj:.6g}" if isinstance(obj, (int, float)) else "-")
+                print(f"[{total - len(todo) + k + 1}/{total}] {Path(spec.graph_label).stem} "
+                      f"{spec.problem} {spec.method}: {rec.get('status')} {what} ({rec.get('wall_seconds', 0):.1f} s)",
+                      file=sys.stderr, flush=True)
+    finally:
+        bar.close()
+    return done
 
 
 def run_config(path: str | os.PathLike | ExperimentConfig, *, fresh: bool = False, progress: bool = True,
@@ -407,55 +471,14 @@ def run_config(path: str | os.PathLike | ExperimentConfig, *, fresh: bool = Fals
     """
     cfg = path if isinstance(path, ExperimentConfig) else load_config(path)
     out = Path(out_dir) if out_dir is not None else (cfg.out_dir or Path("results") / cfg.name)
-    out.mkdir(parents=True, exist_ok=True)
-    runs_path = out / "runs.jsonl"
-    if fresh and runs_path.exists():
-        os.replace(runs_path, out / "runs.jsonl.bak")
-    done = {r["run_key"]: r for r in read_runs(runs_path, repair=True)}
-    todo = [s for s in cfg.specs
-            if s.key not in done or (retry_errors and done[s.key].get("status") == "error")]
-    rev = git_revision()
-    env = environment()
-    from tqdm import tqdm
-
-    show_bar = progress_enabled(progress)
-    log = bool(progress) and not show_bar  # not a terminal: one line per run instead of a bar
-    bar = tqdm(total=len(cfg.specs), initial=len(cfg.specs) - len(todo), desc=cfg.name, unit="run",
-               disable=not show_bar, file=sys.stderr, dynamic_ncols=True)
-    if log and len(todo) < len(cfg.specs):
-        print(f"{cfg.name}: {len(cfg.specs) - len(todo)} of {len(cfg.specs)} runs already in {runs_path}",
-              file=sys.stderr)
-    try:
-        for k, spec in enumerate(todo):
-            bar.set_postfix_str(f"{Path(spec.graph_label).stem} {spec.problem} {spec.method}", refresh=True)
-            rec = _execute(spec)
-            pkg = _SOLVER_PACKAGES.get(str(spec.solver.get("solver", "highs")))
-            rec = {"run_key": spec.key, "config": cfg.name, "run": spec.identity(), **jsonable(rec),
-                   "git_revision": rev, "solver_package": pkg, "solver_package_version": _pkg_version(pkg) if pkg
-                   else None, "environment": env,
-                   "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
-            _append(runs_path, rec)
-            done[spec.key] = rec
-            bar.update(1)
-            if log:
-                obj = rec.get("objective")
-                what = rec.get("message") if rec.get("status") == "error" else (
-                    f"{obj:.6g}" if isinstance(obj, (int, float)) else "-")
-                print(f"[{len(cfg.specs) - len(todo) + k + 1}/{len(cfg.specs)}] {Path(spec.graph_label).stem} "
-                      f"{spec.problem} {spec.method}: {rec.get('status')} {what} ({rec.get('wall_seconds', 0):.1f} s)",
-                      file=sys.stderr, flush=True)
-    finally:
-        bar.close()
+    done = execute(list(cfg.specs), out / "runs.jsonl", name=cfg.name, fresh=fresh, progress=progress,
+                   retry_errors=retry_errors)
     records = [done[s.key] for s in cfg.specs if s.key in done]
     write_tables(cfg, records, out)
     return records
 
 
 # ---------------------------------------------------------------------------- tables
-TABLE_COLUMNS = ("graph", "problem", "method", "options", "status", "objective", "bound", "gap",
-                 "eval_objective", "feasible", "build_s", "solve_s")
-
-
 def _short_names(specs: list[RunSpec]) -> dict[str, str]:
     """Graph file stems where they are unique, else the full labels."""
     labels = sorted({s.graph_label for s in specs})
@@ -473,22 +496,23 @@ def _row(spec: RunSpec, rec: dict, graph: str, options: str) -> dict[str, Any]:
             "feasible": ev.get("feasible"), "build_s": rec.get("build_seconds"), "solve_s": rec.get("solve_seconds")}
 
 
-def _fmt(v: Any, col: str) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        if col == "gap":
-            return f"{100 * v:.2f}%"
-        if col.endswith("_s"):
-            return f"{v:.3f}"
-        return f"{v:.2f}"
-    return str(v)
+def _fmt_gap(v: float) -> str:
+    return f"{100 * v:.2f}%"
 
 
-def write_tables(cfg: ExperimentConfig, records: list[dict], out: str | os.PathLike) -> tuple[Path, Path]:
-    """Write ``table.md`` and ``table.csv`` (one row per run of ``cfg`` with a record)."""
+def _fmt_seconds(v: float) -> str:
+    return f"{v:.3f}"
+
+
+_COLUMNS = [Column("graph"), Column("problem"), Column("method"), Column("options"), Column("status"),
+            Column("objective", numeric=True), Column("bound", numeric=True),
+            Column("gap", fmt=_fmt_gap, numeric=True), Column("eval_objective", numeric=True), Column("feasible"),
+            Column("build_s", fmt=_fmt_seconds, numeric=True), Column("solve_s", fmt=_fmt_seconds, numeric=True)]
+
+
+def write_tables(cfg: ExperimentConfig, records: list[dict], out: str | os.PathLike) -> Path:
+    """Write ``table.md`` and ``table.csv`` (one row per run of ``cfg`` with a record);
+    return the Markdown file's path."""
     by_key = {r["run_key"]: r for r in records}
     specs = [s for s in cfg.specs if s.key in by_key]
     items = [s.option_items() for s in specs]
@@ -496,35 +520,12 @@ def write_tables(cfg: ExperimentConfig, records: list[dict], out: str | os.PathL
     short = _short_names(specs)
     rows = [_row(s, by_key[s.key], short[s.graph_label], " ".join(b for b in it if b not in common))
             for s, it in zip(specs, items, strict=True)]
-    out = Path(out)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=TABLE_COLUMNS, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: ("" if r[k] is None else r[k]) for k in TABLE_COLUMNS})
-    csv_path = _write_text(out / "table.csv", buf.getvalue())
-    md = [f"# {cfg.name}", ""]
-    if cfg.description:
-        md += [cfg.description.strip(), ""]
-    md += ["Times in the graphs' unit (ms for the bundled workloads); gap = |objective - bound| / |objective|; "
-           "eval_objective is the independent evaluator's score.", ""]
+    preamble = [cfg.description.strip()] if cfg.description else []
+    preamble.append("Times in the graphs' unit (ms for the bundled workloads); gap = |objective - bound| / "
+                    "|objective|; eval_objective is the independent evaluator's score.")
     if common:
-        md += [f"Options of every run: {' '.join(common)}", ""]
-    md.append("| " + " | ".join(TABLE_COLUMNS) + " |")
-    md.append("|" + "|".join("---:" if c in ("objective", "bound", "gap", "eval_objective", "build_s", "solve_s")
-                             else "---" for c in TABLE_COLUMNS) + "|")
-    for r in rows:
-        md.append("| " + " | ".join(_fmt(r[c], c).replace("|", "\\|") for c in TABLE_COLUMNS) + " |")
-    errors = [(s, by_key[s.key]) for s in cfg.specs if s.key in by_key and by_key[s.key].get("status") == "error"]
-    if errors:
-        md += ["", "Errors:", ""]
-        md += [f"- {s.graph_label} {s.problem} {s.method}: {rec.get('message')}" for s, rec in errors]
-    md_path = _write_text(out / "table.md", "\n".join(md) + "\n")
-    return md_path, csv_path
-
-
-def _write_text(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
+        preamble.append(f"Options of every run: {' '.join(common)}")
+    errors = [(s, by_key[s.key]) for s in specs if by_key[s.key].get("status") == "error"]
+    footer = ["Errors:", ""] + [f"- {s.graph_label} {s.problem} {s.method}: {rec.get('message')}"
+                                for s, rec in errors] if errors else []
+    return write_table(Path(out) / "table", cfg.name, _COLUMNS, rows, preamble=preamble, footer=footer)

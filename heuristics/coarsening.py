@@ -57,33 +57,17 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.contract import quotient
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.stats import heights
+from dnnplace.graphs.transforms import Transformed
 
-__all__ = ["Coarsening", "coarsen", "mergeable_matching", "expand_placement", "expand_priorities",
+__all__ = ["coarsen", "mergeable_matching", "expand_priorities",
            "monotone_keys"]
-
-
-@dataclass(frozen=True, eq=False)
-class Coarsening:
-    """A coarse graph and the coarse node of every original node."""
-
-    graph: OpGraph
-    labels: np.ndarray
-    rounds: list = field(default_factory=list)
-
-    @property
-    def sizes(self) -> np.ndarray:
-        """Number of original nodes per coarse node."""
-        return np.bincount(self.labels, minlength=self.graph.n)
 
 
 def _allowed_matrix(graph: OpGraph, cluster: Cluster | None) -> tuple[np.ndarray, np.ndarray]:
@@ -172,7 +156,7 @@ def mergeable_matching(graph: OpGraph, priority: np.ndarray, ok: np.ndarray, *,
 
 
 def coarsen(graph: OpGraph, cluster: Cluster | None = None, *, target: int, weight_cap: float | None = 1.0,
-            critical_only: bool = False, max_rounds: int = 1000) -> Coarsening:
+            critical_only: bool = False, max_rounds: int = 1000) -> Transformed:
     """Coarsen ``graph`` to at most ``target`` nodes (or until no edge is mergeable).
 
     Parameters
@@ -189,7 +173,7 @@ def coarsen(graph: OpGraph, cluster: Cluster | None = None, *, target: int, weig
 
     Returns
     -------
-    Coarsening
+    Transformed
 
     Examples
     --------
@@ -267,7 +251,7 @@ def coarsen(graph: OpGraph, cluster: Cluster | None = None, *, target: int, weig
         rounds.append({"nodes": cur.n, "edges": cur.m, "merged": int(match.size), "cap": cap})
     n_grp = int(coloc.max()) + 1 if coloc.size else 0
     out = cur.with_(colocation=coloc, colocation_labels=tuple(f"group{i}" for i in range(n_grp)))
-    return Coarsening(out, labels, rounds)
+    return Transformed(out, labels, "batch-coarsening", {"rounds": rounds})
 
 
 def _critical_edges(g: OpGraph, comm: np.ndarray) -> np.ndarray:
@@ -301,11 +285,6 @@ def _unite_groups(coloc: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray
     adj = coo_matrix((np.ones(int(both.sum())), (a[both], b[both])), shape=(n_grp, n_grp))
     _, comp = connected_components(adj, directed=False)
     return np.where(coloc >= 0, comp[np.maximum(coloc, 0)], -1)
-
-
-def expand_placement(coarsening: Coarsening, placement: Placement, graph: OpGraph) -> Placement:
-    """Every original node on its coarse node's device."""
-    return Placement(graph, placement.cluster, placement.device[coarsening.labels])
 
 
 def expand_priorities(labels: np.ndarray, coarse_start: np.ndarray, graph: OpGraph) -> np.ndarray:

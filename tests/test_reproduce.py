@@ -7,7 +7,8 @@ import csv
 import pytest
 
 from dnnplace.graphs.io import load_instance
-from dnnplace.reproduce import REPRODUCTIONS, layer_labels
+from dnnplace.graphs.layers import layer_labels
+from dnnplace.reproduce import REPRODUCTIONS
 
 
 def _rows(path):

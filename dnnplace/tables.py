@@ -1,0 +1,88 @@
+"""The one table writer: a Markdown table for people and a CSV beside it for programs.
+
+Every table the framework writes (an experiment's ``table.md``/``table.csv``, a
+reproduction's ``results/<name>.md``/``.csv``) goes through :func:`write_table`, atomically
+(a reader never sees half a table).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Column", "write_table", "write_text"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """``key`` of the row dicts; ``header`` in the Markdown table (default the key);
+    ``fmt`` formats a value for Markdown (the CSV keeps the raw value); numbers are
+    right-aligned."""
+
+    key: str
+    header: str | None = None
+    fmt: Any = None
+    numeric: bool = False
+
+    def cell(self, value: Any) -> str:
+        if value is None or value == "":
+            return ""
+        if self.fmt is not None:
+            return self.fmt(value)
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return f"{value:.2f}"
+        return str(value)
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def write_table(stem: str | os.PathLike, title: str, columns: Sequence[Column], rows: Sequence[dict[str, Any]], *,
+                preamble: Sequence[str] = (), footer: Sequence[str] = ()) -> Path:
+    """Write ``<stem>.md`` (title, preamble paragraphs, table, footer lines) and
+    ``<stem>.csv`` (the raw values, one column per :class:`Column`); return the ``.md``.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> md = write_table(d / "t", "Demo", [Column("name"), Column("x", numeric=True)], [{"name": "a", "x": 1.5}])
+    >>> print(md.read_text())
+    # Demo
+    <BLANKLINE>
+    | name | x |
+    |---|---:|
+    | a | 1.50 |
+    <BLANKLINE>
+    >>> (d / "t.csv").read_text().splitlines()
+    ['name,x', 'a,1.5']
+    """
+    stem = Path(stem)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([c.key for c in columns])
+    for r in rows:
+        w.writerow(["" if r.get(c.key) is None else r.get(c.key) for c in columns])
+    write_text(stem.with_suffix(".csv"), buf.getvalue())
+    md = [f"# {title}", ""]
+    for p in preamble:
+        md += [p, ""]
+    md.append("| " + " | ".join(c.header or c.key for c in columns) + " |")
+    md.append("|" + "|".join("---:" if c.numeric else "---" for c in columns) + "|")
+    for r in rows:
+        md.append("| " + " | ".join(c.cell(r.get(c.key)).replace("|", "\\|") for c in columns) + " |")
+    if footer:
+        md += ["", *footer]
+    return write_text(stem.with_suffix(".md"), "\n".join(md) + "\n")
