@@ -61,7 +61,7 @@ def bench_coarsen(n: int, target: int) -> None:
     print("| graph | nodes | edges | target | coarse nodes | rounds | seconds |")
     print("|---|---|---|---|---|---|---|")
     print(f"| random-dag (generated in {t_gen:.1f} s) | {g.n} | {g.m} | {target} | {c.graph.n} | "
-          f"{len(c.meta["rounds"])} | {dt:.2f} |")
+          f"{len(c.meta['rounds'])} | {dt:.2f} |")
     _append({"bench": "coarsen", "n": g.n, "m": g.m, "target": target, "coarse_n": c.graph.n,
              "rounds": len(c.meta["rounds"]), "seconds": dt})
 

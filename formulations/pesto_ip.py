@@ -85,7 +85,7 @@ import pyomo.environ as pyo
 
 from dnnplace.formulations.device_symmetry import canonical_relabel, identical_device_classes
 from dnnplace.formulations.families import add_families
-from dnnplace.formulations.pesto_precompute import PestoData, PestoOptions, prepare, reachability
+from dnnplace.formulations.pesto_precompute import PestoData, PestoOptions, prepare
 from dnnplace.formulations.pesto_solution import decode, warm_start_values
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
@@ -93,7 +93,7 @@ from dnnplace.graphs.graph import OpGraph
 
 # the names that moved out stay importable from here
 __all__ = ["PestoOptions", "PestoData", "build_pesto_model", "warm_start_values", "decode",
-           "reachability", "identical_device_classes", "canonical_relabel"]
+           "identical_device_classes", "canonical_relabel"]
 
 
 def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,

@@ -12,6 +12,7 @@ inside ``[h_i + pmin_i, U - q_j - pmin_j]``) gets no order variable: the reducti
 >>> from dnnplace.graphs.graph import OpGraph
 >>> g = OpGraph.from_ids([0, 1, 2], [(0, 1), (1, 2)], kinds=("gpu",), compute=np.ones((3, 1)),
 ...                      memory=np.zeros(3))
+>>> from dnnplace.graphs.reach import reachability
 >>> reachability(g).astype(int).tolist()
 [[0, 1, 1], [0, 0, 1], [0, 0, 0]]
 >>> [h.tolist() for h in heads_tails(g, np.array([1.0, 2.0, 3.0]))]
@@ -27,8 +28,9 @@ import numpy as np
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.reach import reachability
 
-__all__ = ["PestoOptions", "PestoData", "reachability", "heads_tails", "prepare"]
+__all__ = ["PestoOptions", "PestoData", "heads_tails", "prepare"]
 
 
 @dataclass(frozen=True)
@@ -62,30 +64,6 @@ class PestoData:
     xfer_pairs: list         # (e, f) pairs with a link order variable
     group_leader: np.ndarray  # colocation leader per node (itself if none)
     same_set: frozenset = frozenset()
-
-
-def reachability(graph: OpGraph) -> np.ndarray:
-    """``R[u, v]``: there is a path ``u -> ... -> v`` (``u != v``); bit-packed rows.
-
-    ``O(n * m / 8)`` with numpy ``bitwise_or`` on packed rows; fine for coarse graphs of
-    a few thousand nodes.
-    """
-    n = graph.n
-    words = (n + 7) // 8
-    bits = np.zeros((n, words), dtype=np.uint8)
-    ptr, nbr = graph.out_ptr, graph.out_nbr
-    onehot = np.packbits(np.eye(n, dtype=bool), axis=1) if n <= 4096 else None
-    for u in graph.topo_order[::-1].tolist():
-        succ = nbr[ptr[u]:ptr[u + 1]]
-        if succ.size:
-            row = np.bitwise_or.reduce(bits[succ], axis=0)
-            if onehot is not None:
-                row |= np.bitwise_or.reduce(onehot[succ], axis=0)
-            else:
-                for s in succ.tolist():
-                    row[s >> 3] |= np.uint8(0x80 >> (s & 7))
-            bits[u] = row
-    return np.unpackbits(bits, axis=1, count=n).astype(bool)
 
 
 def heads_tails(graph: OpGraph, pmin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

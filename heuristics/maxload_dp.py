@@ -38,6 +38,7 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.reach import closure_bits
 from dnnplace.heuristics.dp_kernel import run_dp
 from dnnplace.heuristics.ideals import DPGraph, IdealLattice, build_dp_graph, enumerate_ideals, linearize
 
@@ -163,7 +164,8 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True) -> _Prepared
         bmask = _bitsets([bidx[bnodes[grp[bnodes] == x]] for x in range(h.n)], nb)
         be = bw[g.src] & bw[g.dst]
         es, ed = bidx[g.src[be]], bidx[g.dst[be]]
-        desc, anc = _closure(nb, es, ed)
+        desc, anc = closure_bits(OpGraph(ids=range(nb), kinds=("x",), compute=np.zeros((nb, 1)),
+                                         memory=np.zeros(nb), src=es, dst=ed))
         ideal_bw = _ideal_union(lattice, bmask)
         ideal_ok = _is_filter(ideal_bw, es, ed)
     else:
@@ -177,27 +179,6 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True) -> _Prepared
                   ideal_ok=ideal_ok, bmask=bmask, desc=desc, anc=anc, check_bw=check_bw,
                   k=int(accs.size), l=int(cpus.size), accs=accs, cpus=cpus)
     return _Prepared(h, lattice, arrays)
-
-
-def _closure(nb: int, es: np.ndarray, ed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Strict descendant and ancestor bitsets of the backward part."""
-    words = max(1, (nb + 63) // 64)
-    desc = np.zeros((max(nb, 1), words), dtype=np.uint64)
-    anc = np.zeros((max(nb, 1), words), dtype=np.uint64)
-    if nb == 0:
-        return desc, anc
-    g = OpGraph(ids=range(nb), kinds=("x",), compute=np.zeros((nb, 1)), memory=np.zeros(nb), src=es, dst=ed)
-    order = g.topo_order
-    one = np.uint64(1)
-    for v in order[::-1].tolist():
-        for w in g.successors(v).tolist():
-            desc[v] |= desc[w]
-            desc[v, w >> 6] |= one << np.uint64(w & 63)
-    for v in order.tolist():
-        for u in g.predecessors(v).tolist():
-            anc[v] |= anc[u]
-            anc[v, u >> 6] |= one << np.uint64(u & 63)
-    return desc, anc
 
 
 def _ideal_union(lat: IdealLattice, bmask: np.ndarray) -> np.ndarray:

@@ -34,13 +34,13 @@ from dnnplace.formulations.pesto_ip import (
     build_pesto_model,
     canonical_relabel,
     decode,
-    reachability,
     warm_start_values,
 )
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.reach import reachability
 from dnnplace.graphs.simulate import simulate, validate_schedule
 from dnnplace.registry import SolveRequest, SolverOptions, solve
 
