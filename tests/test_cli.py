@@ -169,7 +169,8 @@ def test_solve_expert_with_split_and_flags(capsys, tmp_path, bert, bert_expert, 
 
 
 def test_solve_request_from_flags():
-    from dnnplace.cli import build_parser, build_request
+    from dnnplace.cli import build_parser
+    from dnnplace.commands import build_request
 
     args = build_parser().parse_args(["solve", "g.json", "--method", "x", "--contiguous", "--subgraphs-per-device",
                                       "2", "--coarsen-to", "50", "--param", "alpha=0.5", "--param", "name=abc"])

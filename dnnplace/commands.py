@@ -1,0 +1,442 @@
+"""The ``dnnplace`` subcommands: one ``cmd_<name>(args) -> exit code`` per subcommand
+(:mod:`dnnplace.cli` parses the arguments and maps errors to exit codes). Everything
+heavy is imported inside the command that needs it, so ``--help`` and ``info`` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from dnnplace.graphs.errors import InputError
+
+__all__ = ["cmd_info", "cmd_evaluate", "cmd_simulate", "cmd_generate", "cmd_solve", "cmd_methods", "cmd_run",
+           "cmd_reproduce", "build_request"]
+
+
+# ---------------------------------------------------------------------------- helpers
+def _out(text: str = "") -> None:
+    print(text, file=sys.stdout)
+
+
+def _num(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf"
+        if v != 0 and (abs(v) >= 1e7 or abs(v) < 10 ** -digits):
+            return f"{v:.{digits + 2}g}"
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def _bytes(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isinf(v)):
+        return "unbounded"
+    for unit, f in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(v) >= f:
+            return f"{v / f:.2f} {unit}"
+    return f"{v:.0f} B"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    cells = [[str(c) for c in header]] + [[c if isinstance(c, str) else _num(c) for c in r] for r in rows]
+    widths = [max(len(r[j]) for r in cells) for j in range(len(header))]
+    lines = []
+    for i, r in enumerate(cells):
+        lines.append("  ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j]) for j, c in enumerate(r)))
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _load(graph: str, cluster: str | None = None):
+    """Instance from a file, with ``--cluster`` replacing (or supplying) its cluster."""
+    from dnnplace.graphs.io import load_instance
+
+    return load_instance(graph, cluster)
+
+
+def _parse_param(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise InputError(f"--param {text!r}: expected KEY=VALUE")
+    key, val = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise InputError(f"--param {text!r}: empty key")
+    try:
+        return key, json.loads(val)
+    except json.JSONDecodeError:
+        return key, val
+
+
+def _check_out(path: str | None, flag: str = "--out") -> None:
+    """Fail before any work if an output file's folder is not a folder."""
+    if path is None:
+        return
+    parent = Path(path).resolve().parent
+    for p in (parent, *parent.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise InputError(f"{flag} {path}: {p} is not a folder")
+            break
+
+
+# ---------------------------------------------------------------------------- info
+def cmd_info(args: argparse.Namespace) -> int:
+    from dnnplace.graphs.stats import graph_stats
+
+    inst = _load(args.graph, args.cluster)
+    stats = graph_stats(inst.graph)
+    cl = inst.cluster
+    cluster_doc = None
+    check = None
+    if cl is not None:
+        from dnnplace.graphs.checks import check_instance
+        try:
+            check_instance(inst.graph, cl)
+            check = "ok"
+        except InputError as exc:
+            check = str(exc)
+        cluster_doc = {"name": cl.name, "devices": [{"name": d.name, "kind": d.kind,
+                                                     "memory": None if math.isinf(d.memory) else d.memory,
+                                                     "speed": d.speed} for d in cl.devices],
+                       "device_limit": cl.meta.get("device_limit"), "check": check}
+    if args.json:
+        _out(json.dumps({"graph": stats, "cluster": cluster_doc}, indent=1, default=str))
+        return 0
+    unit = stats.get("unit", "ms")
+    _out(f"graph {stats['name']!r} ({inst.source})")
+    rows = []
+    for k, v in stats.items():
+        if k in ("name",):
+            continue
+        if isinstance(v, dict):
+            v = ", ".join(f"{a}: {_num(b)}" for a, b in v.items())
+        elif isinstance(v, list):
+            v = ", ".join(map(str, v))
+        elif k.endswith("bytes_total") or k == "memory_total":
+            v = _bytes(v)
+        elif k in ("work", "critical_path"):
+            v = f"{_num(v)} {unit}"
+        rows.append([k, v if isinstance(v, str) else _num(v)])
+    _out(_table(["statistic", "value"], rows))
+    if cluster_doc is not None:
+        _out()
+        lim = f", device limit {cluster_doc['device_limit']}" if cluster_doc["device_limit"] else ""
+        _out(f"cluster {cl.name!r}: {cl.size} devices{lim}")
+        _out(_table(["device", "kind", "memory", "speed"],
+                    [[d.name, d.kind, _bytes(d.memory), _num(d.speed)] for d in cl.devices]))
+        _out(f"feasibility check: {check}")
+    else:
+        _out("\nno cluster in this file (give one with --cluster PRESET)")
+    return 0
+
+
+# ---------------------------------------------------------------------------- evaluate
+def _eval_options(args: argparse.Namespace, problem: str) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    given = {k: getattr(args, k, None) for k in ("objective", "contiguity", "policy", "congestion")}
+    allowed = {"maxload": ("objective", "contiguity"), "latency": (), "makespan": ("policy", "congestion")}[problem]
+    for k, v in given.items():
+        if v is None:
+            continue
+        if k not in allowed:
+            flag = "--no-congestion" if k == "congestion" else f"--{k}"
+            raise InputError(f"{flag} does not apply to problem {problem!r}")
+        opts[k] = v
+    return opts
+
+
+def _device_table(placement, details: dict[str, Any]) -> str:
+    import numpy as np
+
+    cl = placement.cluster
+    counts = np.bincount(placement.device, minlength=cl.size)
+    per_dev = details.get("devices") or {}
+    memory = details.get("memory") or {}
+    subgraphs = details.get("subgraphs") or {}
+    cols: list[str] = []
+    for d in per_dev.values():
+        for k in d:
+            if k not in cols and k not in ("nodes",):
+                cols.append(k)
+    header = ["device", "nodes", *cols]
+    if subgraphs:
+        header.append("subgraphs")
+    if memory:
+        header += ["memory", "capacity"]
+    rows = []
+    for i, name in enumerate(cl.names):
+        if counts[i] == 0:
+            continue
+        row: list[Any] = [name, int(counts[i])]
+        row += [_bytes(per_dev.get(name, {}).get(c)) if "memory" in c else per_dev.get(name, {}).get(c)
+                for c in cols]
+        if subgraphs:
+            row.append(subgraphs.get(name, "-"))
+        if memory:
+            row += [_bytes(memory.get(name)), _bytes(float(cl.memory[i]))]
+        rows.append(row)
+    return _table(header, rows)
+
+
+def _print_evaluation(ev, placement) -> None:
+    unit = ev.details.get("unit", placement.graph.unit)
+    extra = ""
+    if ev.problem == "maxload":
+        extra = f" ({ev.details.get('objective_variant')}, contiguity {ev.details.get('contiguity')})"
+    elif ev.problem == "makespan":
+        extra = f" (policy {ev.details.get('policy')}, congestion {'on' if ev.details.get('congestion') else 'off'})"
+    _out(f"{ev.problem}{extra}: {_num(ev.objective)} {unit}")
+    _out(f"feasible: {'yes' if ev.feasible else 'no'}")
+    for v in ev.violations:
+        _out(f"  violation: {v}")
+    _out()
+    _out(_device_table(placement, ev.details))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from dnnplace.graphs.evaluate import evaluate
+    from dnnplace.graphs.io import load_placement, write_json
+
+    _check_out(args.out)
+    inst = _load(args.graph, args.cluster)
+    p = load_placement(args.placement, inst)
+    ev = evaluate(p, args.problem, **_eval_options(args, args.problem))
+    _print_evaluation(ev, p)
+    if args.out:
+        write_json(args.out, ev.to_dict())
+        _out(f"\nwrote {args.out}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- simulate
+def cmd_simulate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from dnnplace.graphs.io import placement_from_doc, read_json, write_json
+    from dnnplace.graphs.simulate import simulate
+
+    _check_out(args.out)
+    _check_out(args.gantt, "--gantt")
+    inst = _load(args.graph, args.cluster)
+    doc = read_json(args.placement)
+    p = placement_from_doc(doc, inst, source=args.placement)
+    priorities = None
+    if args.policy in ("order", "priority"):
+        start = doc.get("start") if isinstance(doc, dict) else None
+        if not isinstance(start, dict):
+            raise InputError(f"--policy {args.policy} needs start times: give a result JSON with a 'start' map "
+                             f"({args.placement} has none)")
+        try:
+            priorities = np.array([float(start[str(i)]) for i in inst.graph.ids])
+        except KeyError as exc:
+            raise InputError(f"{args.placement}: 'start' has no time for node {exc.args[0]!r}") from None
+    res = simulate(p, policy=args.policy, priorities=priorities, congestion=args.congestion)
+    d = res.to_dict()
+    unit = d["unit"]
+    _out(f"makespan: {_num(d['makespan'])} {unit} (policy {args.policy}, congestion "
+         f"{'on' if args.congestion else 'off'})")
+    _out(f"transfers: {d['transfers']:,} ({_bytes(d['transfer_bytes'])})")
+    _out()
+    rows = [[n, v["nodes"], v["busy"], f"{100 * v['utilisation']:.1f}%", _bytes(v["static_memory"]),
+             _bytes(v["peak_memory"])] for n, v in d["devices"].items() if v["nodes"]]
+    _out(_table(["device", "nodes", f"busy ({unit})", "utilisation", "static memory", "peak memory"], rows))
+    if d["links"]:
+        _out()
+        top = sorted(d["links"].items(), key=lambda kv: -kv[1]["busy"])[:10]
+        _out(_table(["link", "transfers", "bytes", f"busy ({unit})"],
+                    [[k, v["transfers"], _bytes(v["bytes"]), v["busy"]] for k, v in top]))
+        if len(d["links"]) > 10:
+            _out(f"... {len(d['links']) - 10} more links")
+    if args.gantt:
+        from dnnplace.graphs.gantt import plot_gantt
+        plot_gantt(res, args.gantt)
+        _out(f"\nwrote {args.gantt}")
+    if args.out:
+        write_json(args.out, res.to_dict(trace=True), indent=None)
+        _out(f"wrote {args.out}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- generate
+def cmd_generate(args: argparse.Namespace) -> int:
+    from dnnplace.graphs.generators import generate
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.io import save_instance
+    from dnnplace.graphs.presets import cluster_preset
+
+    _check_out(args.out)
+    if args.nodes < 1:
+        raise InputError(f"--nodes must be >= 1, got {args.nodes}")
+    kw = dict(_parse_param(t) for t in args.param)
+    if args.training:
+        kw["training"] = True
+    try:
+        graph = generate(args.family, n=args.nodes, seed=args.seed, **kw)
+    except TypeError as exc:
+        raise InputError(f"generator {args.family!r}: {exc}") from None
+    cluster = cluster_preset(args.cluster, graph) if args.cluster else None
+    src = f"generate {args.family} --nodes {args.nodes} --seed {args.seed}"
+    save_instance(Instance(graph, cluster, src), args.out)
+    _out(f"wrote {args.out}: {graph.n:,} nodes, {graph.m:,} edges"
+         + (f", cluster {cluster.name}" if cluster else ""))
+    return 0
+
+
+# ---------------------------------------------------------------------------- solve
+def _contiguity(args: argparse.Namespace) -> str | None:
+    if args.contiguous:
+        return "both" if args.problem == "maxload" else "all"
+    if args.non_contiguous:
+        return "none"
+    return args.contiguity
+
+
+def build_request(args: argparse.Namespace):
+    """The :class:`~dnnplace.registry.SolveRequest` that ``dnnplace solve`` flags describe."""
+    from dnnplace.registry import SolveRequest, SolverOptions
+
+    params: dict[str, Any] = dict(_parse_param(t) for t in args.param)
+    for key in ("subgraphs_per_device", "coarsen_to", "split"):
+        v = getattr(args, key)
+        if v is not None:
+            params[key] = v
+    if args.problem != "makespan" and (args.policy is not None or args.congestion is not None):
+        flag = "--policy" if args.policy is not None else "--congestion/--no-congestion"
+        raise InputError(f"{flag} applies to problem 'makespan' only, not {args.problem!r}")
+    solver_opts = dict(_parse_param(t) for t in args.solver_option)
+    solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.mip_gap,
+                           threads=args.threads, seed=args.seed, tee=args.tee, solver_options=solver_opts)
+    return SolveRequest(problem=args.problem, objective=args.objective or "pipedream", contiguity=_contiguity(args),
+                        solver=solver, warm_start=args.warm_start, seed=args.seed or 0,
+                        congestion=True if args.congestion is None else args.congestion,
+                        policy=args.policy or "fifo", params=params)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from dnnplace.graphs.io import write_json
+    from dnnplace.registry import get_method, method_options, solve
+
+    _check_out(args.out)
+    if args.objective is not None and args.problem != "maxload":
+        raise InputError(f"--objective applies to problem 'maxload' only, not {args.problem!r}")
+    req = build_request(args)
+    method = get_method(args.method)  # unknown method or option -> InputError before loading anything big
+    method_options(method, req)
+    from dnnplace.graphs.io import prepare_instance
+
+    inst = prepare_instance(args.graph, args.cluster)  # infeasible instance -> one line naming why
+    if args.split and not Path(args.split).is_file():
+        raise InputError(f"--split {args.split}: no such file")
+    res = solve(inst, method, req)
+    unit = res.unit
+    _out(f"{res.method} on {res.instance} ({res.problem}): {res.status}"
+         + (f" [{res.termination}]" if res.termination else ""))
+    if res.message:
+        _out(f"message: {res.message}")
+    _out(f"objective: {_num(res.objective)} {unit}   bound: {_num(res.bound)}   "
+         f"gap: {'-' if res.gap is None else f'{100 * res.gap:.2f}%'}")
+    solver = f"{res.solver} {res.solver_version or ''}".strip() if res.solver else "none"
+    _out(f"solver: {solver}   build: {res.build_seconds:.3f} s   solve: {res.solve_seconds:.3f} s")
+    ev = res.evaluation
+    if ev is not None:
+        agree = ""
+        if res.objective is not None and ev.get("objective") is not None:
+            diff = res.objective - ev["objective"]
+            agree = ("agrees with the method" if abs(diff) <= 1e-6 * max(1.0, abs(ev["objective"]))
+                     else f"method's value is an upper bound, {diff:.6g} above")
+        _out(f"independent evaluation: {_num(ev.get('objective'))} {unit}, feasible "
+             f"{'yes' if ev.get('feasible') else 'no'}" + (f" ({agree})" if agree else ""))
+        for v in ev.get("violations", []):
+            _out(f"  violation: {v}")
+        if res.placement is not None:
+            from dnnplace.graphs.io import placement_from_doc
+            p = placement_from_doc(res.placement, inst)
+            _out()
+            _out(_device_table(p, ev))
+    if args.out:
+        write_json(args.out, res.to_dict())
+        _out(f"\nwrote {args.out}")
+    return 0 if res.status != "error" else 1
+
+
+# ---------------------------------------------------------------------------- methods
+def cmd_methods(args: argparse.Namespace) -> int:
+    from dnnplace.graphs.evaluate import PROBLEMS
+    from dnnplace.registry import all_methods
+
+    methods = all_methods()
+    if args.name:
+        from dnnplace.methods.base import describe_options
+        from dnnplace.registry import get_method
+
+        m = get_method(args.name)
+        _out(f"{m.name} ({m.kind}): {m.summary}")
+        _out(f"problems: {', '.join(m.problems)}   default contiguity: {m.default_contiguity}")
+        rows = describe_options(m.options)
+        if not rows:
+            _out("options: none")
+            return 0
+        _out("options (--param KEY=VALUE, or [params] in an experiment config):")
+        w = max(len(r[0]) for r in rows)
+        for name, typ, default, doc in rows:
+            _out(f"  {name.ljust(w)}  {typ} = {default}  {doc}")
+        return 0
+    for prob in PROBLEMS:
+        ms = [m for m in methods.values() if prob in m.problems]
+        _out(f"{prob}:")
+        if not ms:
+            _out("  (none)")
+        w = max((len(m.name) for m in ms), default=0)
+        kw = max((len(m.kind) for m in ms), default=0)
+        for m in ms:
+            _out(f"  {m.name.ljust(w)}  {m.kind.ljust(kw)}  {m.summary}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- run / reproduce
+def cmd_run(args: argparse.Namespace) -> int:
+    from dnnplace.runner import load_config, run_config
+
+    cfg = load_config(args.config)
+    out = Path(args.out) if args.out else (cfg.out_dir or Path("results") / cfg.name)
+    records = run_config(cfg, fresh=args.fresh, progress=not args.quiet, out_dir=out,
+                         retry_errors=args.retry_errors)
+    table = (out / "table.md").read_text()
+    _out(table.rstrip())
+    errors = sum(1 for r in records if r.get("status") == "error")
+    _out(f"\n{len(records)} runs ({errors} errors); results in {out}/ (runs.jsonl, table.md, table.csv)")
+    if errors:
+        print(f"dnnplace: {errors} run(s) failed (see table.md); rerun with --retry-errors once fixed",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    try:
+        from dnnplace.reproduce import REPRODUCTIONS
+    except ModuleNotFoundError as exc:
+        if exc.name != "dnnplace.reproduce":
+            raise
+        raise InputError("no reproductions registered") from None
+    if args.name not in REPRODUCTIONS:
+        known = sorted(REPRODUCTIONS) or "none"
+        raise InputError(f"unknown reproduction {args.name!r}; known: {known}")
+    out = REPRODUCTIONS[args.name](quick=args.quick, out_dir=args.out, fresh=args.fresh, progress=not args.quiet)
+    _out(Path(out).read_text())
+    _out(f"wrote {out}")
+    return 0
