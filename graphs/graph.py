@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,17 @@ def _csr(keys: np.ndarray, vals: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
     return ptr, vals[perm].astype(np.int64), perm.astype(np.int64)
+
+
+def _csr_part(triple: str, k: int, doc: str) -> property:
+    """Read-only property: entry ``k`` (row pointer, neighbour or edge id) of the cached
+    CSR triple in attribute ``triple`` (``"_out"`` or ``"_in"``)."""
+    get = attrgetter(triple)
+
+    def part(self: OpGraph) -> np.ndarray:
+        return get(self)[k]
+
+    return property(part, doc=doc)
 
 
 def _float_array(values: Any, n: int, what: str, default: float | None = None) -> np.ndarray:
@@ -255,35 +267,12 @@ class OpGraph:
     def _in(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return _csr(self.dst, self.src, self.n)
 
-    @property
-    def out_ptr(self) -> np.ndarray:
-        """CSR row pointer of out-edges (length n+1)."""
-        return self._out[0]
-
-    @property
-    def out_nbr(self) -> np.ndarray:
-        """Successor of each CSR out-entry."""
-        return self._out[1]
-
-    @property
-    def out_eid(self) -> np.ndarray:
-        """Edge id of each CSR out-entry."""
-        return self._out[2]
-
-    @property
-    def in_ptr(self) -> np.ndarray:
-        """CSR row pointer of in-edges (length n+1)."""
-        return self._in[0]
-
-    @property
-    def in_nbr(self) -> np.ndarray:
-        """Predecessor of each CSR in-entry."""
-        return self._in[1]
-
-    @property
-    def in_eid(self) -> np.ndarray:
-        """Edge id of each CSR in-entry."""
-        return self._in[2]
+    out_ptr = _csr_part("_out", 0, "CSR row pointer of out-edges (length n+1).")
+    out_nbr = _csr_part("_out", 1, "Successor of each CSR out-entry.")
+    out_eid = _csr_part("_out", 2, "Edge id of each CSR out-entry.")
+    in_ptr = _csr_part("_in", 0, "CSR row pointer of in-edges (length n+1).")
+    in_nbr = _csr_part("_in", 1, "Predecessor of each CSR in-entry.")
+    in_eid = _csr_part("_in", 2, "Edge id of each CSR in-entry.")
 
     def successors(self, i: int) -> np.ndarray:
         """Indices of the successors of node index ``i``."""

@@ -1,0 +1,173 @@
+"""The simulator's discrete-event loop (see :mod:`dnnplace.graphs.simulate` for the model).
+
+:func:`run_events` executes a placement given its node durations, transfer tasks and a
+dispatch order, and returns node and transfer start/finish times. It is a plain
+``heapq`` loop over Python lists built once from numpy arrays:
+
+* an event is ``(time, code)``: code ``p`` is the completion of the node at topological
+  position ``p``, code ``n + p`` that node becoming ready. Codes are unique, so the
+  order of events never depends on heap internals; events at one time are processed
+  together (completions first) before idle devices pick their next node.
+* a completing node ``u`` starts its transfer tasks -- on a directed link that is free
+  (``congestion=True``: FCFS, one transfer at a time; else at once) -- and then
+  *delivers* to its consumers: a same-device consumer at once, a remote one when the
+  transfer carrying the tensor finishes. A node becomes ready when its last arrival
+  is delivered, at the latest of its arrival times.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.sim_costs import Transfers
+from dnnplace.graphs.sim_policies import device_sequences, raise_deadlock
+
+__all__ = ["run_events"]
+
+
+def _deliveries(placement: Placement, tx: Transfers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """CSR by source node of the transfers it starts and of the arrivals it delivers.
+
+    Returns ``x_ptr`` (transfers of node ``u`` are ``x_ptr[u]:x_ptr[u+1]``; they are
+    sorted by source node) and the delivery CSR ``r_ptr, r_nodes, r_slot``: node ``u``
+    delivers to ``r_nodes[k]`` at the finish time of transfer ``r_slot[k]``, or at once
+    when ``r_slot[k] == X`` (a same-device successor). Same-device successors come first
+    (by edge id), then each transfer's destinations in transfer order.
+    """
+    g, dev = placement.graph, placement.device
+    n, X = g.n, int(tx.edge.shape[0])
+    x_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(tx.src_node, minlength=n), out=x_ptr[1:])
+    same = dev[g.src] == dev[g.dst]
+    per_x = np.diff(tx.dst_ptr)
+    keys = np.concatenate([g.src[same], np.repeat(tx.src_node, per_x)])
+    nodes = np.concatenate([g.dst[same], tx.dst_nodes])
+    slots = np.concatenate([np.full(int(same.sum()), X, dtype=np.int64), np.repeat(np.arange(X), per_x)])
+    perm = np.argsort(keys, kind="stable")
+    r_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=r_ptr[1:])
+    return x_ptr, r_ptr, nodes[perm], slots[perm]
+
+
+def run_events(placement: Placement, dur: np.ndarray, tx: Transfers, by_rank: np.ndarray, *,
+               policy: str, congestion: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Simulate; return node ``start, finish`` (n,) and transfer ``start, finish`` (X,).
+
+    Parameters
+    ----------
+    placement : Placement
+    dur : ndarray (n,)
+        Compute time of each node on its device.
+    tx : Transfers
+        Transfer tasks (:func:`dnnplace.graphs.sim_costs.build_transfers`).
+    by_rank : ndarray (n,)
+        Nodes in dispatch order (:func:`dnnplace.graphs.sim_policies.dispatch_order`).
+    policy : str
+    congestion : bool
+
+    Raises
+    ------
+    InputError
+        ``policy="order"`` and the per-device sequences deadlock against precedence.
+    """
+    g, D = placement.graph, placement.cluster.size
+    n, X = g.n, int(tx.edge.shape[0])
+    x_ptr, r_ptr, r_nodes, r_slot = (a.tolist() for a in _deliveries(placement, tx))
+    strict, fifo = policy == "order", policy == "fifo"
+    rank_a = np.empty(n, dtype=np.int64)
+    rank_a[by_rank] = np.arange(n)
+    lists = (dur.tolist(), placement.device.tolist(), g.topo_position.tolist(), g.topo_order.tolist(),
+             rank_a.tolist(), by_rank.tolist(), tx.duration.tolist(), (tx.src_dev * D + tx.dst_dev).tolist(),
+             x_ptr, r_ptr, r_nodes, r_slot, np.bincount(g.dst, minlength=n).tolist())
+    seq = device_sequences(placement, by_rank) if strict else []
+    nxt = [0] * D
+    start, fin, xs, xf, done = _loop(n, D, X, lists, seq, nxt, strict, fifo, congestion)
+    if done < n:  # only a strict order can stall on a DAG
+        raise_deadlock(placement, seq, nxt)
+    return (np.asarray(start, dtype=np.float64), np.asarray(fin, dtype=np.float64),
+            np.asarray(xs, dtype=np.float64), np.asarray(xf[:X], dtype=np.float64))
+
+
+def _loop(n: int, D: int, X: int, lists: tuple, seq: list[list[int]], nxt: list[int],
+          strict: bool, fifo: bool, congestion: bool) -> tuple[list, list, list, list, int]:
+    """The event loop proper, on Python lists (the hot path); advances ``nxt`` in place."""
+    dur, dev, tp, order, rank, by_rank, xdur, xlink, x_ptr, r_ptr, r_nodes, r_slot, cnt = lists
+    start, fin, rt = [0.0] * n, [0.0] * n, [0.0] * n  # rt: latest arrival so far per node
+    xs = [0.0] * X
+    xf = [0.0] * (X + 1)  # xf[X]: the current time, when same-device outputs arrive
+    is_ready = [False] * n if strict else []
+    running = [False] * D
+    queues: list[list] = [[] for _ in range(D)]
+    link_free = [0.0] * (D * D)
+    heappush, heappop = heapq.heappush, heapq.heappop
+    heap = [(0.0, n + tp[i]) for i in range(n) if cnt[i] == 0]
+    heapq.heapify(heap)
+    done = 0
+    while heap:
+        t = heap[0][0]
+        dirty = []
+        while heap and heap[0][0] == t:
+            code = heappop(heap)[1]
+            if code < n:  # ---- node u completes: start its transfers, deliver its outputs
+                u = order[code]
+                done += 1
+                d = dev[u]
+                running[d] = False
+                dirty.append(d)
+                for x in range(x_ptr[u], x_ptr[u + 1]):
+                    if congestion:
+                        lk = xlink[x]
+                        s = link_free[lk]
+                        if s < t:
+                            s = t
+                        f = s + xdur[x]
+                        link_free[lk] = f
+                    else:
+                        s = t
+                        f = t + xdur[x]
+                    xs[x] = s
+                    xf[x] = f
+                xf[X] = t
+                for k in range(r_ptr[u], r_ptr[u + 1]):
+                    v = r_nodes[k]
+                    a = xf[r_slot[k]]
+                    if rt[v] < a:
+                        rt[v] = a
+                    c = cnt[v] - 1
+                    cnt[v] = c
+                    if c == 0:
+                        heappush(heap, (rt[v], n + tp[v]))
+            else:  # ---- node v becomes ready on its device
+                v = order[code - n]
+                d = dev[v]
+                if strict:
+                    is_ready[v] = True
+                elif fifo:
+                    heappush(queues[d], (t, code - n))  # (ready time, topo position)
+                else:
+                    heappush(queues[d], rank[v])
+                dirty.append(d)
+        for d in dirty:
+            if running[d]:
+                continue
+            if strict:
+                sq = seq[d]
+                p = nxt[d]
+                if p == len(sq) or not is_ready[sq[p]]:
+                    continue
+                v = sq[p]
+                nxt[d] = p + 1
+            else:
+                q = queues[d]
+                if not q:
+                    continue
+                v = order[heappop(q)[1]] if fifo else by_rank[heappop(q)]
+            start[v] = t
+            f = t + dur[v]
+            fin[v] = f
+            running[d] = True
+            heappush(heap, (f, tp[v]))
+    return start, fin, xs, xf, done
