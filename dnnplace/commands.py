@@ -409,7 +409,8 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- run / reproduce
 def cmd_run(args: argparse.Namespace) -> int:
-    from dnnplace.runner import load_config, run_config
+    from dnnplace.config import load_config
+    from dnnplace.runner import run_config
 
     cfg = load_config(args.config)
     out = Path(args.out) if args.out else (cfg.out_dir or Path("results") / cfg.name)

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dnnplace.config import RunSpec, graph_label_of
 from dnnplace.data import experiment_config, reference_path, tarnawski_dir
 from dnnplace.graphs.io import load_instance
 from dnnplace.registry import all_methods
-from dnnplace.runner import RunSpec, execute, graph_label_of
+from dnnplace.runner import execute
 from dnnplace.tables import Column, write_table
 
 __all__ = ["REPRODUCTIONS", "NAMES", "Cell", "reproduce_table"]

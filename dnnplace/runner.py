@@ -1,296 +1,31 @@
-"""The experiment runner: a TOML file -> a sweep of :func:`dnnplace.registry.solve` runs.
+"""The one sweep driver: :class:`~dnnplace.config.RunSpec` runs -> :func:`dnnplace.registry.solve`
+-> ``runs.jsonl`` -> tables.
 
-A config (schema in ``docs/formats.md``; example ``experiments/quickstart.toml``) names
-graphs, problems, methods and options. Every combination is one *run* with a stable
-*run key*. Results are appended to ``<out>/runs.jsonl`` one JSON line per finished run,
-flushed and fsynced, so an interrupted sweep loses at most the run in progress; a
-second invocation skips every run whose key is already recorded and goes on. A run
-that fails is recorded with ``status: "error"`` and the sweep continues. At the end
-``table.md`` and ``table.csv`` summarise the config's runs.
-
-Example
--------
->>> cfg = parse_config({"name": "demo", "grid": {
-...     "graphs": "tarnawski/throughput-inputs/LayerGraphs/bert24_*.json",
-...     "methods": ["greedy", "single"]}})
->>> [(s.graph_label.rsplit("/", 1)[1], s.method, s.problem) for s in cfg.specs]  # doctest: +NORMALIZE_WHITESPACE
-[('bert24_inference.json', 'greedy', 'maxload'), ('bert24_inference.json', 'single', 'maxload'),
- ('bert24_training.json', 'greedy', 'maxload'), ('bert24_training.json', 'single', 'maxload')]
+Experiment configs (``dnnplace run``) and reproductions (``dnnplace reproduce``) both
+run through :func:`execute`. Results are appended to ``<out>/runs.jsonl`` one JSON line
+per finished run, flushed and fsynced, so an interrupted sweep loses at most the run in
+progress; a second invocation skips every run whose key is already recorded and goes
+on. A run that fails is recorded with ``status: "error"`` and the sweep continues. At
+the end of a config, ``table.md`` and ``table.csv`` summarise its runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
-import glob
-import hashlib
-import itertools
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
-import tomllib
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dnnplace.data import workloads_dir
-from dnnplace.graphs.errors import InputError
+from dnnplace.config import REPO_ROOT, ExperimentConfig, RunSpec, load_config
 from dnnplace.graphs.io import jsonable
-from dnnplace.graphs.presets import cluster_preset
-from dnnplace.registry import SolveRequest, SolverOptions
 from dnnplace.tables import Column, write_table
 
-__all__ = ["REPO_ROOT", "WORKLOADS_DIR", "RunSpec",
-           "ExperimentConfig", "load_config", "parse_config", "run_config", "read_runs", "git_revision",
-           "environment", "write_tables", "progress_enabled"]
-
-REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout (git provenance); a wheel has none
-WORKLOADS_DIR = workloads_dir()
-
-# ---------------------------------------------------------------------------- config
-_TOP_KEYS = {"name", "description", "out_dir", "defaults", "grid", "runs"}
-_SOLVER_KEYS = {f.name for f in dataclasses.fields(SolverOptions)}
-# run keys; those in _AXES may be a list (one run per value)
-_RUN_KEYS = {"graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start",
-             "congestion", "policy", "transform", "solver", "params"}
-_AXES = ("graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start", "congestion",
-         "policy", "transform")
-_DEFAULTS = {"congestion": True, "policy": "fifo", "transform": None}  # left out of a run's identity at their default
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One run of a sweep: a graph file, a problem, a method and its options."""
-
-    graph: str  # resolved path
-    graph_label: str  # as shown in tables and keys (relative to the repo where possible)
-    problem: str
-    method: str
-    objective: str = "pipedream"
-    contiguity: str | None = None
-    cluster: str | None = None
-    seed: int = 0
-    warm_start: str | None = None
-    congestion: bool = True
-    policy: str = "fifo"
-    transform: str | None = None  # a graph transform applied before solving (dnnplace.graphs.transforms)
-    solver: dict[str, Any] = field(default_factory=dict)
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def identity(self) -> dict[str, Any]:
-        """What makes two runs the same run (everything but the resolved path; makespan
-        settings only where they differ from their default, so older keys stay valid)."""
-        d = dataclasses.asdict(self)
-        d.pop("graph")
-        d["graph"] = d.pop("graph_label")
-        for k, v in _DEFAULTS.items():
-            if d[k] == v:
-                d.pop(k)
-        return d
-
-    def request(self) -> SolveRequest:
-        """The :class:`~dnnplace.registry.SolveRequest` of this run."""
-        return SolveRequest(problem=self.problem, objective=self.objective, contiguity=self.contiguity,
-                            solver=SolverOptions(**self.solver), warm_start=self.warm_start, seed=self.seed,
-                            congestion=self.congestion, policy=self.policy, params=dict(self.params))
-
-    @property
-    def key(self) -> str:
-        """Stable run key: ``graph|problem|method|<hash of the options>``."""
-        blob = json.dumps(self.identity(), sort_keys=True, default=str)
-        digest = hashlib.sha1(blob.encode()).hexdigest()[:10]
-        return f"{self.graph_label}|{self.problem}|{self.method}|{digest}"
-
-    def option_items(self) -> list[str]:
-        """The run's options as short ``key=value`` strings."""
-        bits = []
-        if self.problem == "maxload":
-            bits.append(f"obj={self.objective}")
-        if self.contiguity is not None:
-            bits.append(f"contig={self.contiguity}")
-        if self.cluster:
-            bits.append(f"cluster={self.cluster}")
-        if self.seed:
-            bits.append(f"seed={self.seed}")
-        if self.warm_start:
-            bits.append(f"ws={self.warm_start}")
-        bits += [f"{k}={getattr(self, k)}" for k, v in _DEFAULTS.items() if getattr(self, k) != v]
-        short = {"time_limit": "tl", "rel_gap": "gap", "threads": "thr", "solver": "solver"}
-        for k, v in self.solver.items():
-            if v is not None and k != "tee":
-                bits.append(f"{short.get(k, k)}={v}")
-        bits += [f"{k}={v}" for k, v in self.params.items()]
-        return bits
-
-    def options_summary(self) -> str:
-        """Short human summary of the options."""
-        return " ".join(self.option_items())
-
-
-@dataclass(frozen=True)
-class ExperimentConfig:
-    """A validated experiment config."""
-
-    name: str
-    description: str
-    out_dir: Path | None
-    specs: tuple[RunSpec, ...]
-    source: str | None = None
-
-
-def _as_list(value: Any, key: str, where: str) -> list:
-    if isinstance(value, list):
-        if not value:
-            raise InputError(f"{where}: {key!r} is an empty list")
-        return value
-    return [value]
-
-
-def _check_keys(table: Any, allowed: set[str], where: str) -> dict:
-    if not isinstance(table, dict):
-        raise InputError(f"{where}: expected a table, got {type(table).__name__}")
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise InputError(f"{where}: unknown key {unknown[0]!r}; allowed: {sorted(allowed)}")
-    return table
-
-
-def graph_label_of(path: Path) -> str:
-    """How a graph file is named in run keys and tables: relative to the checkout or to
-    the bundled workloads where it lies there, else its absolute path."""
-    for root in (REPO_ROOT, WORKLOADS_DIR):
-        try:
-            rel = path.resolve().relative_to(root.resolve())
-        except ValueError:
-            continue
-        return rel.as_posix() if root == REPO_ROOT else f"graphs/workloads/{rel.as_posix()}"
-    return str(path.resolve())
-
-
-def _resolve_graphs(pattern: str, base: Path, where: str) -> list[tuple[str, str]]:
-    """(resolved path, label) for a graph path or glob, relative to the config's
-    folder, else the repository, else the bundled workloads."""
-    p = Path(os.path.expanduser(str(pattern)))
-    roots = [p.parent] if p.is_absolute() else [base, REPO_ROOT, WORKLOADS_DIR]
-    for root in roots:
-        full = str(p) if p.is_absolute() else str(root / p)
-        hits = sorted(glob.glob(full, recursive=True)) if glob.has_magic(full) else (
-            [full] if Path(full).is_file() else [])
-        if hits:
-            return [(str(Path(h).resolve()), graph_label_of(Path(h))) for h in hits]
-    raise InputError(f"{where}: graph {pattern!r} matches no file (looked in {base}, {REPO_ROOT} "
-                     f"and {WORKLOADS_DIR})")
-
-
-def _expand(spec: dict, base: Path, where: str) -> list[RunSpec]:
-    from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
-
-    _check_keys(spec, _RUN_KEYS, where)
-    if "graphs" not in spec:
-        raise InputError(f"{where}: missing key 'graphs'")
-    if "methods" not in spec:
-        raise InputError(f"{where}: missing key 'methods'")
-    solver = dict(_check_keys(spec.get("solver", {}), _SOLVER_KEYS, f"{where}.solver"))
-    try:
-        SolverOptions(**solver)
-    except TypeError as exc:
-        raise InputError(f"{where}.solver: {exc}") from None
-    params = spec.get("params", {})
-    if not isinstance(params, dict):
-        raise InputError(f"{where}: 'params' must be a table")
-    params = dict(params)
-    axes = {k: _as_list(spec[k], k, where) for k in _AXES if k in spec}
-    axes.setdefault("problems", ["maxload"])
-    for v in axes["problems"]:
-        if v not in PROBLEMS:
-            raise InputError(f"{where}: unknown problem {v!r}; use one of {list(PROBLEMS)}")
-    for v in axes.get("objective", []):
-        if v not in MAXLOAD_OBJECTIVES:
-            raise InputError(f"{where}: unknown objective {v!r}; use one of {list(MAXLOAD_OBJECTIVES)}")
-    for v in axes.get("contiguity", []):
-        if v not in CONTIGUITY_MODES:
-            raise InputError(f"{where}: unknown contiguity {v!r}; use one of {list(CONTIGUITY_MODES)}")
-    for v in axes.get("cluster", []):
-        cluster_preset(v)  # validate early
-    graphs: list[tuple[str, str]] = []
-    for pat in axes.pop("graphs"):
-        graphs += _resolve_graphs(pat, base, where)
-    axes = {"graphs": graphs, **axes}
-    names = list(axes)
-    out = []
-    for combo in itertools.product(*(axes[k] for k in names)):
-        kw = dict(zip(names, combo, strict=True))
-        gpath, glabel = kw.pop("graphs")
-        out.append(RunSpec(graph=gpath, graph_label=glabel, problem=kw.pop("problems"), method=kw.pop("methods"),
-                           objective=kw.get("objective", "pipedream"), contiguity=kw.get("contiguity"),
-                           cluster=kw.get("cluster"), seed=int(kw.get("seed", 0)), warm_start=kw.get("warm_start"),
-                           congestion=bool(kw.get("congestion", True)), policy=kw.get("policy", "fifo"),
-                           transform=kw.get("transform"),
-                           solver=solver, params=params))
-    return out
-
-
-def parse_config(doc: dict, *, base: str | os.PathLike | None = None, source: str | None = None) -> ExperimentConfig:
-    """Validate a parsed TOML document into an :class:`ExperimentConfig`.
-
-    ``[defaults]`` applies to every run table; ``[grid]`` and each ``[[runs]]`` table
-    expand to the product of their list-valued axes. Unknown keys are errors.
-    """
-    where = source or "config"
-    _check_keys(doc, _TOP_KEYS, where)
-    name = doc.get("name") or (Path(source).stem if source else None)
-    if not name or not re.fullmatch(r"[A-Za-z0-9._-]+", str(name)):
-        raise InputError(f"{where}: 'name' must be a non-empty word of letters, digits, '.', '_' or '-'")
-    base_dir = Path(base) if base is not None else Path.cwd()
-    defaults = dict(_check_keys(doc.get("defaults", {}), _RUN_KEYS, f"{where}: [defaults]"))
-    tables: list[tuple[str, dict]] = []
-    if "grid" in doc:
-        tables.append(("[grid]", doc["grid"]))
-    runs = doc.get("runs", [])
-    if not isinstance(runs, list):
-        raise InputError(f"{where}: 'runs' must be an array of tables ([[runs]])")
-    tables += [(f"[[runs]] #{i + 1}", t) for i, t in enumerate(runs)]
-    if not tables:
-        raise InputError(f"{where}: no runs (add a [grid] table or [[runs]] tables)")
-    specs: list[RunSpec] = []
-    for label, table in tables:
-        _check_keys(table, _RUN_KEYS, f"{where}: {label}")
-        merged = {**defaults, **table}
-        for sub in ("solver", "params"):
-            if sub in defaults or sub in table:
-                merged[sub] = {**defaults.get(sub, {}), **table.get(sub, {})}
-        specs += _expand(merged, base_dir, f"{where}: {label}")
-    from dnnplace.registry import method_options
-
-    for s in specs:  # every method, problem and option checked before the first run
-        try:
-            method_options(s.method, s.request())
-        except InputError as exc:
-            raise InputError(f"{where}: {exc}") from None
-    seen: dict[str, RunSpec] = {}
-    for s in specs:
-        seen.setdefault(s.key, s)  # the same run listed twice runs once
-    out_dir = doc.get("out_dir")
-    return ExperimentConfig(name=str(name), description=str(doc.get("description", "")),
-                            out_dir=(base_dir / out_dir) if out_dir else None, specs=tuple(seen.values()),
-                            source=source)
-
-
-def load_config(path: str | os.PathLike) -> ExperimentConfig:
-    """Read and validate a TOML experiment config."""
-    p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{p}: invalid TOML: {exc}") from None
-    return parse_config(doc, base=p.resolve().parent, source=str(p))
-
+__all__ = ["execute", "run_config", "read_runs", "git_revision", "environment", "write_tables", "progress_enabled"]
 
 # ---------------------------------------------------------------------------- provenance
 def git_revision(path: str | os.PathLike = REPO_ROOT) -> str | None:

@@ -11,10 +11,12 @@ import pytest
 
 import dnnplace.registry as registry
 from dnnplace.cli import main
+from dnnplace.config import load_config, parse_config
 from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.presets import cluster_preset
 from dnnplace.heuristics.baselines import greedy_fill
 from dnnplace.registry import Method, MethodOutput
-from dnnplace.runner import cluster_preset, load_config, parse_config, read_runs, run_config
+from dnnplace.runner import read_runs, run_config
 
 LAYER = "tarnawski/throughput-inputs/LayerGraphs"
 
