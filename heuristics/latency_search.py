@@ -16,9 +16,9 @@ CPU pool (the first CPU device; all CPU nodes are put there). A split is kept on
   two subgraphs wait on each other": a non-contiguous set ``S`` has a path
   ``S -> w -> S`` through an outside vertex, i.e. a cycle. So every kept split is one
   evaluator piece per accelerator, and its latency is the longest path of the unit
-  graph, which :func:`_score` computes in ``O(n + m)`` (compiled) and which equals
-  :func:`dnnplace.graphs.evaluate.latency` (asserted by the tests; the method reports the
-  evaluator's value).
+  graph, which :func:`~dnnplace.heuristics.latency_score.score_split` computes in
+  ``O(n + m)`` (compiled) and which equals :func:`dnnplace.graphs.evaluate.latency`
+  (asserted by the tests; the method reports the evaluator's value).
 
 Neighbourhood of a split (all moves that stay in the space above):
 
@@ -51,6 +51,10 @@ every valid (feasible, one piece per accelerator) split among ``greedy`` (Sec. 7
 max-load DP split (``dp``) and the all-CPU split, one lane each (different starts reach
 different basins: on BERT-6 the greedy lane finds the paper's IP value, the DP lane
 does not). The result is never worse than the best start.
+
+Layout: the scorer (:class:`LatencyScorer` and its compiled kernel) lives in
+:mod:`dnnplace.heuristics.latency_score`, the compiled descent and perturbation kernels
+in :mod:`dnnplace.heuristics.latency_moves`; this module drives the search.
 """
 
 from __future__ import annotations
@@ -58,7 +62,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from numba import njit
 
 from dnnplace.graphs.contract import colocation_labels
 from dnnplace.graphs.errors import InputError
@@ -66,426 +69,14 @@ from dnnplace.graphs.evaluate import latency
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.baselines import latency_starts
+from dnnplace.heuristics.latency_moves import EPS, descend, perturb
+from dnnplace.heuristics.latency_score import LatencyScorer
 
 __all__ = ["latency_search", "LatencyScorer"]
 
-_EPS = 1e-9
-
-
-# ---------------------------------------------------------------------------- scoring
-@njit(cache=True)
-def _score(dev, acc_idx, n_acc, comp, cin, cout, out_ptr, out_nbr, out_eid, unit, dur, start, fin, indeg,
-           uptr, uadj, stamp, tmp, queue):
-    """Latency and sum of finish times of a split (``inf`` if its unit graph has a cycle).
-
-    Unit of node ``v``: ``v`` itself on the CPU, ``n + a`` on accelerator slot ``a``.
-    Work arrays are passed in to avoid allocation.
-    """
-    n = dev.shape[0]
-    nu = n + n_acc
-    for w in range(nu):
-        dur[w] = 0.0
-        start[w] = 0.0
-        indeg[w] = 0
-        uptr[w + 1] = 0
-        stamp[w] = -1
-    active = 0
-    for v in range(n):
-        a = acc_idx[dev[v]]
-        if a >= 0:
-            unit[v] = n + a
-        else:
-            unit[v] = v
-        dur[unit[v]] += comp[v, dev[v]]
-    for w in range(nu):
-        fin[w] = -1.0  # marks active units below
-    for v in range(n):
-        fin[unit[v]] = 0.0
-    for w in range(nu):
-        if fin[w] == 0.0:
-            active += 1
-    # transfers: CommOut once per node leaving its piece (max crossing edge), CommIn once per
-    # (source node, piece) (max crossing edge into that piece)
-    for u in range(n):
-        uu = unit[u]
-        ua = acc_idx[dev[u]]
-        mo = -np.inf
-        for q in range(out_ptr[u], out_ptr[u + 1]):
-            v = out_nbr[q]
-            uv = unit[v]
-            if uv == uu:
-                continue
-            e = out_eid[q]
-            uptr[uu + 1] += 1
-            indeg[uv] += 1
-            if ua >= 0:
-                c = cout[e, ua]
-                if c > mo:
-                    mo = c
-            va = acc_idx[dev[v]]
-            if va >= 0:
-                c = cin[e, va]
-                if stamp[uv] != u:
-                    stamp[uv] = u
-                    tmp[uv] = c
-                elif c > tmp[uv]:
-                    tmp[uv] = c
-        if mo > -np.inf:
-            dur[uu] += mo
-        for q in range(out_ptr[u], out_ptr[u + 1]):
-            uv = unit[out_nbr[q]]
-            if uv != uu and stamp[uv] == u:
-                dur[uv] += tmp[uv]
-                stamp[uv] = -2
-    # unit adjacency (CSR, arcs repeated per edge) and Kahn's longest path
-    for w in range(nu):
-        uptr[w + 1] += uptr[w]
-    fill = uptr[:nu].copy()
-    for u in range(n):
-        uu = unit[u]
-        for q in range(out_ptr[u], out_ptr[u + 1]):
-            uv = unit[out_nbr[q]]
-            if uv != uu:
-                uadj[fill[uu]] = uv
-                fill[uu] += 1
-    head = 0
-    tail = 0
-    for w in range(nu):
-        if fin[w] == 0.0 and indeg[w] == 0:
-            queue[tail] = w
-            tail += 1
-    best = 0.0
-    total = 0.0
-    while head < tail:
-        w = queue[head]
-        head += 1
-        f = start[w] + dur[w]
-        fin[w] = f
-        total += f
-        if f > best:
-            best = f
-        for q in range(uptr[w], uptr[w + 1]):
-            t = uadj[q]
-            if f > start[t]:
-                start[t] = f
-            indeg[t] -= 1
-            if indeg[t] == 0:
-                queue[tail] = t
-                tail += 1
-    if head < active:
-        return np.inf, np.inf
-    return best, total
-
-
-@njit(cache=True)
-def _apply(x, b, dev, unit_ptr, unit_nodes):
-    for q in range(unit_ptr[x], unit_ptr[x + 1]):
-        dev[unit_nodes[q]] = b
-
-
-@njit(cache=True)
-def _better(val, sec, cur, cursec):
-    tol = _EPS * max(1.0, abs(cur))
-    if val < cur - tol:
-        return True
-    return val <= cur + tol and sec < cursec - _EPS * max(1.0, abs(cursec))
-
-
-@njit(cache=True)
-def _targets(x, dev, unit_ptr, unit_nodes, in_ptr, in_nbr, out_ptr, out_nbr, acc_idx, accs, pool, ok, used, mark,
-             out):
-    """Candidate devices for unit ``x`` (written to ``out``; returns their count)."""
-    a = dev[unit_nodes[unit_ptr[x]]]
-    cnt = 0
-    for d in range(mark.shape[0]):
-        mark[d] = False
-    mark[a] = True
-    if pool >= 0 and ok[x, pool] and not mark[pool]:
-        mark[pool] = True
-        out[cnt] = pool
-        cnt += 1
-    for q in range(unit_ptr[x], unit_ptr[x + 1]):
-        v = unit_nodes[q]
-        for r in range(in_ptr[v], in_ptr[v + 1]):
-            d = dev[in_nbr[r]]
-            if not mark[d] and ok[x, d]:
-                mark[d] = True
-                out[cnt] = d
-                cnt += 1
-        for r in range(out_ptr[v], out_ptr[v + 1]):
-            d = dev[out_nbr[r]]
-            if not mark[d] and ok[x, d]:
-                mark[d] = True
-                out[cnt] = d
-                cnt += 1
-    for i in range(accs.shape[0]):  # empty accelerators open a new subgraph
-        d = accs[i]
-        if used[acc_idx[d]] == 0 and not mark[d] and ok[x, d]:
-            mark[d] = True
-            out[cnt] = d
-            cnt += 1
-    return cnt
-
-
-@njit(cache=True)
-def _usage(dev, acc_idx, unit_ptr, unit_nodes, umem, n_acc):
-    """Memory and node count on every accelerator slot."""
-    mem = np.zeros(n_acc)
-    used = np.zeros(n_acc, dtype=np.int64)
-    for v in range(dev.shape[0]):
-        a = acc_idx[dev[v]]
-        if a >= 0:
-            used[a] += 1
-    for x in range(unit_ptr.shape[0] - 1):
-        a = acc_idx[dev[unit_nodes[unit_ptr[x]]]]
-        if a >= 0:
-            mem[a] += umem[x]
-    return mem, used
-
-
-@njit(cache=True)
-def _account(x, a, b, acc_idx, unit_ptr, umem, mem, used):
-    """Book the move of unit ``x`` from device ``a`` to device ``b`` in ``mem``/``used``."""
-    size = unit_ptr[x + 1] - unit_ptr[x]
-    ia = acc_idx[a]
-    ib = acc_idx[b]
-    if ia >= 0:
-        mem[ia] -= umem[x]
-        used[ia] -= size
-    if ib >= 0:
-        mem[ib] += umem[x]
-        used[ib] += size
-
-
-@njit(cache=True)
-def _descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, pool, in_ptr, in_nbr, out_ptr,
-             out_nbr, out_eid, comp, cin, cout, work, unit_dev_buf, max_evals, eject):
-    """First-improvement descent over unit moves and merges (then, with ``eject``,
-    ejection pairs once those are exhausted); returns (latency, sec, evals)."""
-    unit, dur, start, fin, indeg, uptr, uadj, stamp, tmp, queue = work
-    n_acc = accs.shape[0]
-    n_dev = cap.shape[0]
-    mem, used = _usage(dev, acc_idx, unit_ptr, unit_nodes, umem, n_acc)
-    cur, cursec = _score(dev, acc_idx, n_acc, comp, cin, cout, out_ptr, out_nbr, out_eid, unit, dur, start, fin,
-                         indeg, uptr, uadj, stamp, tmp, queue)
-    evals = 1
-    mark = np.zeros(n_dev, dtype=np.bool_)
-    cand = np.empty(n_dev, dtype=np.int64)
-    improved = True
-    while improved and evals < max_evals:
-        improved = False
-        for i in range(order.shape[0]):
-            x = order[i]
-            a = dev[unit_nodes[unit_ptr[x]]]
-            k = _targets(x, dev, unit_ptr, unit_nodes, in_ptr, in_nbr, out_ptr, out_nbr, acc_idx, accs, pool, ok,
-                         used, mark, cand)
-            for j in range(k):
-                b = cand[j]
-                ib = acc_idx[b]
-                if ib >= 0 and mem[ib] + umem[x] > cap[b] * (1 + 1e-12):
-                    continue
-                _apply(x, b, dev, unit_ptr, unit_nodes)
-                val, sec = _score(dev, acc_idx, n_acc, comp, cin, cout, out_ptr, out_nbr, out_eid, unit, dur,
-                                  start, fin, indeg, uptr, uadj, stamp, tmp, queue)
-                evals += 1
-                if _better(val, sec, cur, cursec):
-                    cur, cursec = val, sec
-                    _account(x, a, b, acc_idx, unit_ptr, umem, mem, used)
-                    improved = True
-                    break
-                _apply(x, a, dev, unit_ptr, unit_nodes)
-        # merges: all of accelerator a onto accelerator b, or onto the pool
-        for ia in range(n_acc):
-            if used[ia] == 0:
-                continue
-            a = accs[ia]
-            for jb in range(-1, n_acc):
-                if jb == ia:
-                    continue
-                if jb >= 0:
-                    b = accs[jb]
-                    if used[jb] == 0 or mem[jb] + mem[ia] > cap[b] * (1 + 1e-12):
-                        continue
-                else:
-                    b = pool
-                    if b < 0:
-                        continue
-                feasible = True
-                nunits = 0
-                for x in range(unit_ptr.shape[0] - 1):
-                    if dev[unit_nodes[unit_ptr[x]]] == a:
-                        unit_dev_buf[nunits] = x
-                        nunits += 1
-                        if not ok[x, b]:
-                            feasible = False
-                if not feasible:
-                    continue
-                for t in range(nunits):
-                    _apply(unit_dev_buf[t], b, dev, unit_ptr, unit_nodes)
-                val, sec = _score(dev, acc_idx, n_acc, comp, cin, cout, out_ptr, out_nbr, out_eid, unit, dur,
-                                  start, fin, indeg, uptr, uadj, stamp, tmp, queue)
-                evals += 1
-                if _better(val, sec, cur, cursec):
-                    cur, cursec = val, sec
-                    if jb >= 0:
-                        mem[jb] += mem[ia]
-                        used[jb] += used[ia]
-                    mem[ia] = 0.0
-                    used[ia] = 0
-                    improved = True
-                    break
-                for t in range(nunits):
-                    _apply(unit_dev_buf[t], a, dev, unit_ptr, unit_nodes)
-        if improved or not eject:
-            continue
-        # ejection: x onto a full accelerator b, and a boundary unit y of b out to another device
-        cand2 = np.empty(n_dev, dtype=np.int64)
-        for i in range(order.shape[0]):
-            x = order[i]
-            a = dev[unit_nodes[unit_ptr[x]]]
-            ia = acc_idx[a]
-            k = _targets(x, dev, unit_ptr, unit_nodes, in_ptr, in_nbr, out_ptr, out_nbr, acc_idx, accs, pool, ok,
-                         used, mark, cand)
-            for j in range(k):
-                b = cand[j]
-                ib = acc_idx[b]
-                if ib < 0 or mem[ib] + umem[x] <= cap[b] * (1 + 1e-12):
-                    continue  # plain moves were tried above
-                _apply(x, b, dev, unit_ptr, unit_nodes)
-                found = False
-                for y in range(unit_ptr.shape[0] - 1):
-                    if y == x or dev[unit_nodes[unit_ptr[y]]] != b:
-                        continue
-                    if mem[ib] + umem[x] - umem[y] > cap[b] * (1 + 1e-12):
-                        continue
-                    boundary = False
-                    for q in range(unit_ptr[y], unit_ptr[y + 1]):
-                        v = unit_nodes[q]
-                        for r in range(in_ptr[v], in_ptr[v + 1]):
-                            if dev[in_nbr[r]] != b:
-                                boundary = True
-                        for r in range(out_ptr[v], out_ptr[v + 1]):
-                            if dev[out_nbr[r]] != b:
-                                boundary = True
-                    if not boundary:
-                        continue
-                    k2 = _targets(y, dev, unit_ptr, unit_nodes, in_ptr, in_nbr, out_ptr, out_nbr, acc_idx, accs,
-                                  pool, ok, used, mark, cand2)
-                    for j2 in range(k2):
-                        c = cand2[j2]
-                        ic = acc_idx[c]
-                        if ic >= 0:
-                            mc = mem[ic] + umem[y] - (umem[x] if ic == ia else 0.0)
-                            if mc > cap[c] * (1 + 1e-12):
-                                continue
-                        _apply(y, c, dev, unit_ptr, unit_nodes)
-                        val, sec = _score(dev, acc_idx, n_acc, comp, cin, cout, out_ptr, out_nbr, out_eid, unit,
-                                          dur, start, fin, indeg, uptr, uadj, stamp, tmp, queue)
-                        evals += 1
-                        if _better(val, sec, cur, cursec):
-                            cur, cursec = val, sec
-                            _account(x, a, b, acc_idx, unit_ptr, umem, mem, used)
-                            _account(y, b, c, acc_idx, unit_ptr, umem, mem, used)
-                            found = True
-                            break
-                        _apply(y, b, dev, unit_ptr, unit_nodes)
-                    if found:
-                        break
-                if found:
-                    improved = True
-                    break
-                _apply(x, a, dev, unit_ptr, unit_nodes)
-    return cur, cursec, evals
-
-
-@njit(cache=True)
-def _perturb(dev, units, targets_pick, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, pool, in_ptr, in_nbr,
-             out_ptr, out_nbr, out_eid, comp, cin, cout, work):
-    """Apply random feasible unit moves: unit ``units[i]`` to its candidate number
-    ``targets_pick[i] % count``; a move that breaks memory or acyclicity is undone."""
-    unit, dur, start, fin, indeg, uptr, uadj, stamp, tmp, queue = work
-    n_acc = accs.shape[0]
-    n_dev = cap.shape[0]
-    mem, used = _usage(dev, acc_idx, unit_ptr, unit_nodes, umem, n_acc)
-    mark = np.zeros(n_dev, dtype=np.bool_)
-    cand = np.empty(n_dev, dtype=np.int64)
-    moved = 0
-    for i in range(units.shape[0]):
-        x = units[i]
-        a = dev[unit_nodes[unit_ptr[x]]]
-        k = _targets(x, dev, unit_ptr, unit_nodes, in_ptr, in_nbr, out_ptr, out_nbr, acc_idx, accs, pool, ok, used,
-                     mark, cand)
-        if k == 0:
-            continue
-        b = cand[targets_pick[i] % k]
-        ib = acc_idx[b]
-        if ib >= 0 and mem[ib] + umem[x] > cap[b] * (1 + 1e-12):
-            continue
-        _apply(x, b, dev, unit_ptr, unit_nodes)
-        val, _ = _score(dev, acc_idx, n_acc, comp, cin, cout, out_ptr, out_nbr, out_eid, unit, dur, start, fin,
-                        indeg, uptr, uadj, stamp, tmp, queue)
-        if val == np.inf:
-            _apply(x, a, dev, unit_ptr, unit_nodes)
-            continue
-        _account(x, a, b, acc_idx, unit_ptr, umem, mem, used)
-        moved += 1
-    return moved
-
-
-class LatencyScorer:
-    """Compiled latency of contiguous splits of one instance (see the module docstring).
-
-    ``score(device)`` returns ``(latency, sum of finish times)`` of a device array, or
-    ``(inf, inf)`` when some accelerator set is not contiguous or two subgraphs wait on
-    each other; memory and device support are *not* checked here.
-
-    Devices: the usable accelerators (the first ``device_limit`` of each kind) and the
-    pool (the first CPU device, or none). CPU nodes must be on the pool device.
-    """
-
-    def __init__(self, inst: Instance):
-        g, cl = inst.graph, inst.require_cluster()
-        self.graph, self.cluster = g, cl
-        limit = cl.meta.get("device_limit", {})
-        accs: list[int] = []
-        for kind in dict.fromkeys(k for k in cl.kinds if k != "cpu"):
-            accs += cl.devices_of_kind(kind)[: limit.get(kind, cl.size)].tolist()
-        self.accs = np.array(sorted(accs), dtype=np.int64)
-        cpus = cl.devices_of_kind("cpu")
-        self.pool = int(cpus[0]) if cpus.size and limit.get("cpu", 1) >= 1 else -1
-        self.acc_idx = np.full(cl.size, -1, dtype=np.int64)
-        self.acc_idx[self.accs] = np.arange(self.accs.size)
-        comp = cl.compute_matrix(g)
-        self.supported = ~np.isnan(comp)
-        self.comp = np.nan_to_num(comp, nan=np.inf)
-        # host transfer cost of every edge for every accelerator slot, as the evaluator's _host_cost:
-        # the explicit edge cost, else the link model between the accelerator and the host (first CPU)
-        m = g.m
-        self.cin = np.zeros((m, max(1, self.accs.size)))
-        self.cout = np.zeros((m, max(1, self.accs.size)))
-        missing = np.isnan(g.edge_cost)
-        if missing.any() and not cpus.size:
-            raise InputError("latency-ls needs explicit edge costs when the cluster has no CPU host")
-        for a, d in enumerate(self.accs.tolist()):
-            self.cin[:, a] = self.cout[:, a] = g.edge_cost
-            if missing.any():
-                h = int(cpus[0])
-                self.cin[missing, a] = cl.beta0[h, d] + cl.beta1[h, d] * g.edge_bytes[missing]
-                self.cout[missing, a] = cl.beta0[d, h] + cl.beta1[d, h] * g.edge_bytes[missing]
-        n = g.n
-        nu = n + self.accs.size
-        self.work = (np.empty(n, np.int64), np.empty(nu), np.empty(nu), np.empty(nu), np.empty(nu, np.int64),
-                     np.zeros(nu + 1, np.int64), np.empty(max(1, m), np.int64), np.empty(nu, np.int64),
-                     np.empty(nu), np.empty(nu, np.int64))
-
-    def score(self, device: np.ndarray) -> tuple[float, float]:
-        """``(latency, sum of finish times)`` of ``device`` (``inf`` if not a valid split)."""
-        g = self.graph
-        return _score(np.asarray(device, dtype=np.int64), self.acc_idx, self.accs.size, self.comp, self.cin,
-                      self.cout, g.out_ptr, g.out_nbr, g.out_eid, *self.work)
-
 
 def _units(g) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Colocation label of every node, and the units as CSR (``ptr``, ``nodes``)."""
     labels = colocation_labels(g)
     k = int(labels.max()) + 1 if labels.size else 0
     nodes = np.argsort(labels, kind="stable").astype(np.int64)
@@ -593,10 +184,10 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
     lanes = []  # one ILS per distinct valid start, run in turn: [current split, its latency, failures]
     for _, dev in sorted(valid, key=lambda t: t[0]):
         cur = dev.copy()
-        cur_val, _, e = _descend(cur, rng.permutation(nunit).astype(np.int64), *args_static, buf, 1 << 62, True)
+        cur_val, _, e = descend(cur, rng.permutation(nunit).astype(np.int64), *args_static, buf, 1 << 62, True)
         evals += e
         lanes.append([cur, cur_val, 0])
-        if cur_val < best_val - _EPS * max(1.0, abs(best_val)):
+        if cur_val < best_val - EPS * max(1.0, abs(best_val)):
             best_val, best_dev = cur_val, cur.copy()
     trace = [(time.perf_counter() - t0, float(best_val))]
     iters = 0
@@ -613,20 +204,20 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
                 on = trial == sc.accs[rng.choice(full)]
                 if ok[labels[on], sc.pool].all():
                     trial[on] = sc.pool
-        _perturb(trial, rng.integers(0, nunit, strength).astype(np.int64),
-                 rng.integers(0, 1 << 30, strength).astype(np.int64), *args_static)
-        val, _, e = _descend(trial, rng.permutation(nunit).astype(np.int64), *args_static, buf, 1 << 62, False)
+        perturb(trial, rng.integers(0, nunit, strength).astype(np.int64),
+                rng.integers(0, 1 << 30, strength).astype(np.int64), *args_static)
+        val, _, e = descend(trial, rng.permutation(nunit).astype(np.int64), *args_static, buf, 1 << 62, False)
         evals += e
         if val <= best_val * (1 + eject_within):  # promising: also try the ejection pairs
-            val, _, e = _descend(trial, rng.permutation(nunit).astype(np.int64), *args_static, buf, 1 << 62, True)
+            val, _, e = descend(trial, rng.permutation(nunit).astype(np.int64), *args_static, buf, 1 << 62, True)
             evals += e
-        if val <= cur_val + _EPS * max(1.0, abs(cur_val)):
-            fails = 0 if val < cur_val - _EPS * max(1.0, abs(cur_val)) else fails + 1
+        if val <= cur_val + EPS * max(1.0, abs(cur_val)):
+            fails = 0 if val < cur_val - EPS * max(1.0, abs(cur_val)) else fails + 1
             lane[0], lane[1] = trial, val
         else:
             fails += 1
         lane[2] = fails
-        if val < best_val - _EPS * max(1.0, abs(best_val)):
+        if val < best_val - EPS * max(1.0, abs(best_val)):
             best_val, best_dev = val, trial.copy()
             trace.append((time.perf_counter() - t0, float(best_val)))
     p = Placement(g, cl, best_dev)
