@@ -38,14 +38,10 @@ import pyomo.environ as pyo
 
 from dnnplace.formulations.solver_options import SolverOptions
 
-__all__ = ["SolveOutcome", "solve_model", "model_size", "available_solvers", "LicenceLimitError"]
+__all__ = ["SolveOutcome", "solve_model", "model_size", "available_solvers"]
 
 _ALIASES = {"highs": "highs", "gurobi": "gurobi_persistent", "gurobi_persistent": "gurobi_persistent",
             "gurobi_direct": "gurobi_persistent", "scip": "scip_direct"}
-
-
-class LicenceLimitError(RuntimeError):
-    """The model exceeds a size-limited solver licence."""
 
 
 @dataclass

@@ -1,9 +1,12 @@
-"""Shared fixtures: where the bundled Tarnawski workloads live."""
+"""Shared fixtures and checks: where the bundled Tarnawski workloads live, the MIP
+tolerance, what a written PNG shows. Seeded tiny instances shared by several modules
+are in ``tests/instances.py``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dnnplace.data import tarnawski_dir as _bundled_tarnawski
@@ -16,6 +19,24 @@ def solver_approx(expected: float):
     accept integrality and feasibility violations of about 1e-6, so an optimum of 18 may
     come back as 17.999999 (releases differ). Exact values come from the evaluator."""
     return pytest.approx(expected, rel=1e-5, abs=1e-5)
+
+
+def png_pixels_by_colour(path: Path, *, min_width: int = 600, min_height: int = 150) -> dict[str, int]:
+    """Read a written PNG back with matplotlib: ``{"#RRGGBB": pixels}`` over the whole
+    image (a bar drawn in a colour shows up as thousands of pixels of exactly that
+    colour). Asserts the file is a PNG of at least ``min_width`` x ``min_height`` pixels
+    and not a single flat colour."""
+    import matplotlib.image as mpimg
+
+    path = Path(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    img = mpimg.imread(path)
+    height, width = img.shape[:2]
+    assert width >= min_width and height >= min_height, img.shape
+    rgb = (img[..., :3] * 255).round().astype(int).reshape(-1, 3)
+    colours, counts = np.unique(rgb, axis=0, return_counts=True)
+    assert colours.shape[0] > 1, f"{path}: blank image"
+    return {"#{:02X}{:02X}{:02X}".format(*c): int(k) for c, k in zip(colours.tolist(), counts.tolist())}
 
 
 def tarnawski_root() -> Path:

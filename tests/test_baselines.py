@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from test_maxload_dp import random_inference
+from instances import random_inference
 
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluate import maxload

@@ -12,6 +12,8 @@ import itertools
 import numpy as np
 import pyomo.environ as pyo
 import pytest
+from conftest import solver_approx
+from instances import maxload_tiny_instance
 
 from dnnplace.formulations.driver import SolveOutcome, available_solvers, solve_model
 from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
@@ -43,10 +45,35 @@ def infeasible() -> pyo.ConcreteModel:
     return m
 
 
-def _tiny(seed: int):
-    from test_maxload_ip import tiny_instance
+def path_packing(n: int) -> pyo.ConcreteModel:
+    """min -(x_0 + ... + x_{n-1}) s.t. x_i + x_{i+1} <= 1 over binaries: n variables,
+    n - 1 constraints, optimum -ceil(n / 2) (every other x set)."""
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(n), within=pyo.Binary)
+    m.pairs = pyo.Constraint(range(n - 1), rule=lambda m, i: m.x[i] + m.x[i + 1] <= 1)
+    m.obj = pyo.Objective(expr=-sum(m.x[i] for i in range(n)))
+    return m
 
-    return tiny_instance(seed, training=seed % 2 == 1)
+
+def _gurobi_is_size_limited(n: int) -> bool:
+    """Asked of gurobipy itself, not through the driver: does the installed licence
+    refuse the n-variable path-packing model (error 10010, the pip licence)?"""
+    import gurobipy as gp
+
+    with gp.Env(params={"OutputFlag": 0}) as env, gp.Model(env=env) as m:
+        x = m.addVars(n, vtype=gp.GRB.BINARY)
+        m.addConstrs(x[i] + x[i + 1] <= 1 for i in range(n - 1))
+        try:
+            m.optimize()
+        except gp.GurobiError as exc:
+            if exc.errno == 10010:
+                return True
+            raise
+    return False
+
+
+def _tiny(seed: int):
+    return maxload_tiny_instance(seed, training=seed % 2 == 1)
 
 
 def _optimum(inst, contiguity="both"):
@@ -102,7 +129,8 @@ def test_time_limit_with_warm_start_is_feasible_result(tarnawski_dir):
 @pytest.mark.parametrize("solver", ["highs", pytest.param("gurobi", marks=[pytest.mark.gurobi, gurobi])])
 def test_warm_start_optimum_is_first_incumbent(solver):
     """Per backend: a model started from a known-optimal placement reports that value
-    as its first incumbent (trace) and as its final one."""
+    as its first incumbent (trace) and as its final one; the trace must exist on most of
+    the 12 models (measured: all 12 with HiGHS and with Gurobi)."""
     seen = 0
     for seed in range(12):
         inst = _tiny(7000 + seed)
@@ -116,7 +144,7 @@ def test_warm_start_optimum_is_first_incumbent(solver):
         if firsts:  # HiGHS's presolve may close a 6-node model before any event fires
             assert firsts[0] == pytest.approx(best, rel=1e-7, abs=1e-7)
             seen += 1
-    assert seen >= 3
+    assert seen >= 8, seen
 
 
 def test_warm_start_first_incumbent_on_a_real_workload(tarnawski_dir):
@@ -140,26 +168,30 @@ def test_highs_and_gurobi_agree():
             for solver in ("highs", "gurobi"):
                 m = build_maxload_ip(inst, MaxLoadOptions(contiguity=contiguity))
                 out = solve_model(m, SolverOptions(solver, rel_gap=1e-9))
-                if out.status == "error":
-                    pytest.skip(out.message)
+                # tiny models fit the size-limited pip licence: an error here is a defect
+                assert out.status == "optimal", (solver, out.status, out.message)
                 vals.append(out.incumbent)
             assert vals[0] == pytest.approx(vals[1], rel=1e-7, abs=1e-7)
 
 
 @pytest.mark.gurobi
 @gurobi
-def test_gurobi_size_limit_is_a_clear_message(tarnawski_dir):
-    """The gnmt layer model (2149 variables / 3713 constraints) exceeds the pip licence."""
-    from dnnplace.graphs.io import load_instance
-
-    inst = load_instance(tarnawski_dir / "throughput-inputs" / "LayerGraphs" / "gnmt_inference.json")
-    m = build_maxload_ip(inst, MaxLoadOptions(contiguity="both"))
-    out = solve_model(m, SolverOptions("gurobi", time_limit=5))
-    if out.status == "error":
-        assert out.message.startswith(f"model has {out.n_vars} variables / {out.n_cons} constraints, over the "
-                                      "restricted licence; use --solver highs or a full licence")
-    else:  # a full licence is installed
-        assert out.status in ("optimal", "feasible")
+def test_gurobi_size_limit_is_a_clear_message():
+    """A model over the pip licence's limits (2000 variables, 2000 constraints) -- here
+    2500 variables and 2499 constraints -- is an error outcome with a one-line message
+    naming its size, not a traceback. Which licence is installed is asked of gurobipy
+    directly; with a full one (not the ``gurobi`` extra's) the model must solve."""
+    n = 2500
+    out = solve_model(path_packing(n), SolverOptions("gurobi", time_limit=30))
+    assert (out.n_vars, out.n_cons, out.n_binaries) == (n, n - 1, n)
+    if not _gurobi_is_size_limited(n):
+        assert out.status == "optimal", (out.status, out.message)
+        assert out.incumbent == solver_approx(-(n // 2))
+        return
+    assert out.status == "error" and out.termination == "licensingProblems", (out.status, out.termination)
+    assert out.incumbent is None
+    assert out.message == (f"model has {n} variables / {n - 1} constraints, over the restricted licence; "
+                           "use --solver highs or a full licence")
 
 
 def test_available_solvers_lists_highs():

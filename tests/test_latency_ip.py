@@ -18,6 +18,7 @@ import itertools
 
 import numpy as np
 import pytest
+from instances import brute_force_latency, latency_tiny_instance
 
 from dnnplace.formulations.driver import solve_model
 from dnnplace.formulations.latency_ip import (
@@ -28,7 +29,6 @@ from dnnplace.formulations.latency_ip import (
     horizon,
     warm_start_values,
 )
-from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluate import latency
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
@@ -36,53 +36,6 @@ from dnnplace.graphs.placement import Placement
 from dnnplace.registry import SolverOptions
 
 EXACT = SolverOptions("highs", rel_gap=1e-9)
-
-
-def tiny_instance(seed: int, *, k: int | None = None, training: bool = False) -> Instance:
-    """Random DAG on 5-6 nodes; acc much faster than CPU (so splitting pays), some
-    nodes unsupported on acc, per-node transfer costs (sometimes uneven), binding
-    memory; training: backward second half with forward/backward colorClasses."""
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(5, 7))
-    k = int(rng.integers(1, 3)) if k is None else k
-    src, dst = [], []
-    for j in range(1, n):
-        preds = [i for i in range(j) if rng.random() < 0.35]
-        if not preds and rng.random() < 0.7:
-            preds = [int(rng.integers(0, j))]
-        src += preds
-        dst += [j] * len(preds)
-    acc = rng.uniform(1, 10, n).round(1)
-    cpu = (acc * rng.uniform(1.2, 4, n)).round(1)
-    acc[rng.random(n) < 0.15] = np.nan
-    c_node = rng.uniform(0, 3, n).round(1)
-    cost = np.array([c_node[u] for u in src], dtype=float)
-    uneven = rng.random(len(src)) < 0.2
-    cost[uneven] = (cost[uneven] * rng.uniform(0.2, 1.0, uneven.sum())).round(1)
-    mem = rng.integers(1, 5, n).astype(float)
-    coloc = np.full(n, -1)
-    backward = None
-    if training:
-        backward = np.arange(n) >= n // 2
-        for i in range(n // 2):
-            if rng.random() < 0.6:
-                coloc[i] = coloc[n - 1 - i] = i
-    g = OpGraph(ids=list(range(n)), kinds=("acc", "cpu"), compute=np.c_[acc, cpu], memory=mem, src=src, dst=dst,
-                edge_cost=cost, backward=backward, colocation=coloc, colocation_labels=tuple(f"c{i}" for i in range(n)),
-                name=f"tiny{seed}")
-    M = float(mem.sum() * rng.uniform(0.4, 0.9))
-    return Instance(g, Cluster.tarnawski(k, 1, M), source=f"tiny seed={seed}")
-
-
-def brute_force_evaluator(inst: Instance, q: int) -> float:
-    """min over device assignments with <= q evaluator pieces per accelerator."""
-    g, cl = inst.graph, inst.cluster
-    best = np.inf
-    for combo in itertools.product(range(cl.size), repeat=g.n):
-        ev = latency(Placement(g, cl, np.array(combo)))
-        if ev.feasible and ev.objective is not None and max(ev.details["subgraphs"].values(), default=0) <= q:
-            best = min(best, ev.objective)
-    return float(best)
 
 
 def _contiguous(g: OpGraph, members: set[int]) -> bool:
@@ -171,8 +124,8 @@ def _ip(inst: Instance, q: int, warm: Placement | None = None, *, with_pieces: b
 def test_contiguous_ip_equals_brute_force():
     """Fig. 3 on 50 seeded instances (1-2 accelerators + CPU pool)."""
     for seed in range(50):
-        inst = tiny_instance(seed)
-        ref = brute_force_evaluator(inst, 1)
+        inst = latency_tiny_instance(seed)
+        ref = brute_force_latency(inst, 1)
         out, p = _ip(inst, 1)
         ev = latency(p)
         assert ev.feasible and max(ev.details["subgraphs"].values(), default=0) <= 1
@@ -184,11 +137,14 @@ def test_two_slots_ip_equals_slot_brute_force():
     """Fig. 4 with q = 2 on 50 seeded single-accelerator instances (a third of them
     training graphs with colocation): IP optimum == exhaustive slot search <= best
     evaluator latency with <= 2 pieces <= evaluator latency of the decoded split; and
-    the evaluator scoring the IP's own cut into slots (``pieces=``) gives the IP value."""
+    the evaluator scoring the IP's own cut into slots (``pieces=``) gives the IP value.
+    The second slot must be used: the IP's cut has two pieces on an accelerator on >= 25
+    instances (measured 36/50) and beats the evaluator's fewest-pieces cut on >= 12 (19)."""
+    two_pieces = free_cut_better = 0
     for seed in range(50):
-        inst = tiny_instance(100 + seed, k=1, training=seed % 3 == 0)
+        inst = latency_tiny_instance(100 + seed, k=1, training=seed % 3 == 0)
         ref_slots = brute_force_slots(inst, 2)
-        ref_eval = brute_force_evaluator(inst, 2)
+        ref_eval = brute_force_latency(inst, 2)
         out, p, pieces = _ip(inst, 2, with_pieces=True)
         assert out.incumbent == pytest.approx(ref_slots, rel=1e-7, abs=1e-6), seed
         assert ref_slots <= ref_eval + 1e-6
@@ -197,19 +153,29 @@ def test_two_slots_ip_equals_slot_brute_force():
         own = latency(p, pieces=pieces)
         assert own.feasible, own.violations
         assert own.objective == pytest.approx(out.incumbent, rel=1e-7, abs=1e-6), seed
+        two_pieces += max(own.details["subgraphs"].values(), default=0) == 2
+        free_cut_better += ref_slots < ref_eval - 1e-6
+    assert two_pieces >= 25 and free_cut_better >= 12, (two_pieces, free_cut_better)
 
 
 def test_more_slots_never_hurt():
+    """q = 2 is never worse than q = 1, and strictly better on some instance (measured 3/10)."""
+    better = 0
     for seed in range(10):
-        inst = tiny_instance(300 + seed)
+        inst = latency_tiny_instance(300 + seed)
         one, _ = _ip(inst, 1)
         two, _ = _ip(inst, 2)
         assert two.incumbent <= one.incumbent + 1e-6
+        better += two.incumbent < one.incumbent - 1e-6
+    assert better >= 1
 
 
 def test_warm_start_from_optimum_is_first_incumbent():
+    """Started from an exhaustive optimum, the IP reports it as its first incumbent
+    (on >= 6 of 8 instances HiGHS must report a trace at all; measured 8/8)."""
+    traced = 0
     for seed in range(8):
-        inst = tiny_instance(400 + seed)
+        inst = latency_tiny_instance(400 + seed)
         g, cl = inst.graph, inst.cluster
         best, best_p = np.inf, None
         for combo in itertools.product(range(cl.size), repeat=g.n):
@@ -221,13 +187,15 @@ def test_warm_start_from_optimum_is_first_incumbent():
         assert out.incumbent == pytest.approx(best, rel=1e-7, abs=1e-6)
         if out.trace:  # HiGHS reports no event when presolve alone closes a tiny model
             assert out.trace[0][1] == pytest.approx(best, rel=1e-7, abs=1e-6)
+            traced += 1
+    assert traced >= 6, traced
 
 
 def test_horizon_is_an_achievable_latency():
     """The big-M H is the evaluator latency of a concrete split (never a sum of all
     times), and the IP with exactly that H still finds the optimum."""
     for seed in range(10):
-        inst = tiny_instance(500 + seed)
+        inst = latency_tiny_instance(500 + seed)
         H, which = horizon(inst, 1)
         assert which in ("greedy", "all-cpu")
         total = np.nansum(inst.cluster.compute_matrix(inst.graph)) + 2 * inst.graph.edge_cost.sum()
@@ -240,15 +208,18 @@ def test_latency_decoded_and_warm_start_values_consistent():
     """warm_start_values of a valid split: total equals the evaluator's latency."""
     import pyomo.environ as pyo
 
+    starts, instances = 0, 0
     for seed in range(10):
-        inst = tiny_instance(600 + seed)
+        inst = latency_tiny_instance(600 + seed)
         g, cl = inst.graph, inst.cluster
         rng = np.random.default_rng(seed)
+        used = 0
         for _ in range(15):
             p = Placement(g, cl, rng.integers(0, cl.size, g.n))
             ev = latency(p)
             if not ev.feasible or max(ev.details["subgraphs"].values(), default=0) > 2:
-                continue
+                continue  # an invalid random start: nothing to complete
+            used += 1
             m = build_latency_ip(inst, LatencyOptions(subgraphs_per_device=2, horizon=ev.objective))
             vals = warm_start_values(m, p)
             for v, x in vals.items():
@@ -258,6 +229,10 @@ def test_latency_decoded_and_warm_start_values_consistent():
                 body = pyo.value(c.body)
                 assert (c.lower is None or body >= pyo.value(c.lower) - 1e-6) and \
                        (c.upper is None or body <= pyo.value(c.upper) + 1e-6), c.name
+        starts += used
+        instances += used > 0
+    # measured: 62 valid starts of 150, on 9 of the 10 instances
+    assert instances >= 8 and starts >= 50, (instances, starts)
 
 
 def test_paper_row_bert24_layer(tarnawski_dir):
@@ -276,12 +251,12 @@ def test_paper_row_bert24_layer(tarnawski_dir):
 def test_highs_and_gurobi_agree_on_latency():
     pytest.importorskip("gurobipy")
     for seed in range(8):
-        inst = tiny_instance(700 + seed)
+        inst = latency_tiny_instance(700 + seed)
         vals = []
         for solver in ("highs", "gurobi"):
             m = build_latency_ip(inst, LatencyOptions(subgraphs_per_device=1 + seed % 2))
             out = solve_model(m, SolverOptions(solver, rel_gap=1e-9))
-            if out.status == "error":
-                pytest.skip(out.message)
+            # tiny models fit the size-limited pip licence: an error here is a defect
+            assert out.status == "optimal", (solver, out.status, out.message)
             vals.append(out.incumbent)
         assert vals[0] == pytest.approx(vals[1], rel=1e-6, abs=1e-6)

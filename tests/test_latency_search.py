@@ -3,7 +3,7 @@
 - its compiled scorer equals :func:`dnnplace.graphs.evaluate.latency` on every split whose
   accelerator sets are single pieces, and rejects exactly the others;
 - on seeded tiny instances its result is a feasible one-piece-per-accelerator split,
-  never below the brute-force optimum (:func:`brute_force_evaluator`, q = 1), never
+  never below the brute-force optimum (:func:`brute_force_latency`, q = 1), never
   worse than its start, and equal to the optimum on (nearly) all of them;
 - fixed seed + iteration budget = same result; BERT-24 (layer) reaches the paper's
   IP latency 100.22 ms (Table 4) from the max-load DP split (108.03).
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_latency_ip import brute_force_evaluator, tiny_instance
+from instances import brute_force_latency, latency_tiny_instance
 
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluate import latency, validate
@@ -50,7 +50,7 @@ def _assert_scorer_agrees(inst: Instance, devs) -> int:
 def test_scorer_matches_evaluator_tiny():
     finite = 0
     for seed in range(25):
-        inst = tiny_instance(2000 + seed)
+        inst = latency_tiny_instance(2000 + seed)
         rng = np.random.default_rng(seed)
         finite += _assert_scorer_agrees(inst, rng.integers(0, inst.cluster.size, (150, inst.graph.n)))
     assert finite > 500  # the check is not vacuous
@@ -59,14 +59,18 @@ def test_scorer_matches_evaluator_tiny():
 def test_scorer_matches_evaluator_link_model():
     """Edges without explicit costs: transfers priced by the host link model."""
     rng = np.random.default_rng(7)
+    finite = 0
     for seed in range(10):
-        base = tiny_instance(2100 + seed).graph
+        base = latency_tiny_instance(2100 + seed).graph
         g = OpGraph(ids=list(range(base.n)), kinds=base.kinds, compute=base.compute, memory=base.memory,
                     src=base.src, dst=base.dst, edge_bytes=rng.uniform(0, 100, base.m).round(),
                     name="tiny-link")
         cl = Cluster.tarnawski(2, 1, 1e9, host_beta0=0.5, host_beta1=0.02)
         inst = Instance(g, cl)
-        assert _assert_scorer_agrees(inst, rng.integers(0, cl.size, (100, g.n))) > 0
+        n_finite = _assert_scorer_agrees(inst, rng.integers(0, cl.size, (100, g.n)))
+        assert n_finite > 0, seed
+        finite += n_finite
+    assert finite > 250, finite  # measured 357 of 1000 random splits
 
 
 def test_scorer_matches_evaluator_on_workload(tarnawski_dir):
@@ -99,8 +103,8 @@ def test_tiny_instances_against_brute_force():
     optimum on at least 23 (measured: 25/25 with 200 rounds)."""
     equal = 0
     for seed in range(25):
-        inst = tiny_instance(1000 + seed)
-        ref = brute_force_evaluator(inst, 1)
+        inst = latency_tiny_instance(1000 + seed)
+        ref = brute_force_latency(inst, 1)
         p, val, info = latency_search(inst, seed=seed, max_iters=200, time_limit=60)
         ev = latency(p)
         assert ev.feasible and _one_piece(ev), ev.violations
@@ -116,12 +120,12 @@ def test_device_limit_and_memory_respected():
     """A 2-accelerator cluster whose instance allows only one: the split uses one,
     and is never below the brute-force optimum under that limit."""
     for seed in range(6):
-        inst = tiny_instance(1100 + seed, k=2)
+        inst = latency_tiny_instance(1100 + seed, k=2)
         cl = inst.cluster
         limited = Cluster(cl.devices, cl.beta0, cl.beta1, cl.cost_factor, name="limited",
                           meta={"model": "tarnawski", "device_limit": {"acc": 1, "cpu": 1}})
         inst = Instance(inst.graph, limited)
-        ref = brute_force_evaluator(inst, 1)
+        ref = brute_force_latency(inst, 1)
         p, val, _ = latency_search(inst, seed=seed, max_iters=100, time_limit=60)
         assert not validate(p)  # memory, support, colocation, device limit
         assert np.unique(p.device[p.device < 2]).size <= 1
@@ -129,7 +133,7 @@ def test_device_limit_and_memory_respected():
 
 
 def test_deterministic_for_fixed_seed():
-    inst = tiny_instance(1200, k=2)
+    inst = latency_tiny_instance(1200, k=2)
     runs = [latency_search(inst, seed=3, max_iters=40, time_limit=60) for _ in range(2)]
     assert np.array_equal(runs[0][0].device, runs[1][0].device) and runs[0][1] == runs[1][1]
 

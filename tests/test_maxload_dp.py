@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 import pytest
+from instances import random_inference, random_training
 
 from dnnplace.data import reference_path
 from dnnplace.graphs.cluster import Cluster
@@ -69,98 +70,62 @@ def brute_force(inst: Instance, objective: str = "pipedream") -> float:
     return best
 
 
-def random_inference(seed: int) -> Instance:
-    """4-6 nodes, random DAG edges, random costs; sometimes a node the accelerators
-    cannot run, sometimes a memory limit that binds."""
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(4, 7))
-    edges = [(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.4]
-    acc = rng.integers(1, 10, n).astype(float)
-    cpu = acc * rng.integers(2, 6, n)
-    if rng.random() < 0.3:
-        acc[rng.integers(n)] = np.nan
-    node_cost = rng.integers(0, 4, n).astype(float)
-    src = np.array([u for u, _ in edges], dtype=np.int64)
-    dst = np.array([v for _, v in edges], dtype=np.int64)
-    mem = rng.integers(1, 5, n).astype(float)
-    cap = float(mem.sum()) if rng.random() < 0.5 else float(rng.integers(4, 9))
-    g = OpGraph(ids=range(n), kinds=("acc", "cpu"), compute=np.stack([acc, cpu], axis=1), memory=mem, src=src,
-                dst=dst, edge_cost=node_cost[src])
-    n_acc, n_cpu = (2, 1) if rng.random() < 0.6 else (3, 0)
-    return Instance(g, Cluster.tarnawski(n_acc, n_cpu, cap))
-
-
-def random_training(seed: int) -> Instance:
-    """A 2-4 node forward chain/DAG, its mirrored backward part (each backward node
-    colocated with its forward node), fw->bw activation edges, and sometimes an
-    orphaned backward node (no forward partner)."""
-    rng = np.random.default_rng(seed)
-    nf = int(rng.integers(2, 5))
-    fw_edges = [(u, v) for u in range(nf) for v in range(u + 1, nf) if v == u + 1 or rng.random() < 0.3]
-    orphan = rng.random() < 0.4
-    nb = nf + (1 if orphan else 0)
-    n = nf + nb
-    edges = list(fw_edges)
-    edges += [(nf + v, nf + u) for u, v in fw_edges]  # mirrored backward edges
-    edges.append((nf - 1, nf + nf - 1))  # loss: last forward -> its gradient
-    edges += [(u, nf + u) for u in range(nf - 1) if rng.random() < 0.5]  # stashed activations
-    if orphan:
-        edges.append((nf + 0, n - 1))  # an extra backward node after the first gradient
-    acc = rng.integers(1, 10, n).astype(float)
-    cpu = acc * rng.integers(2, 6, n)
-    node_cost = rng.integers(0, 4, n).astype(float)
-    src = np.array([u for u, _ in edges], dtype=np.int64)
-    dst = np.array([v for _, v in edges], dtype=np.int64)
-    coloc = np.array([u for u in range(nf)] + [u for u in range(nf)] + ([-1] if orphan else []), dtype=np.int64)
-    backward = np.arange(n) >= nf
-    g = OpGraph(ids=range(n), kinds=("acc", "cpu"), compute=np.stack([acc, cpu], axis=1), memory=np.ones(n),
-                src=src, dst=dst, edge_cost=node_cost[src], colocation=coloc, colocation_labels=tuple(range(nf)),
-                backward=backward)
-    n_acc, n_cpu = (2, 1) if rng.random() < 0.6 else (3, 0)
-    return Instance(g, Cluster.tarnawski(n_acc, n_cpu, float(n)))
-
-
-@pytest.mark.parametrize("seed", range(30))
-def test_dp_equals_brute_force_inference(seed):
-    inst = random_inference(seed)
-    expected = brute_force(inst)
-    res = maxload_dp(inst)
+def assert_dp_equals_brute_force(inst: Instance, objective: str = "pipedream") -> bool:
+    """The DP's value equals the exhaustive optimum and its placement's evaluator score
+    equals that value; both infeasible together. Returns whether a placement exists."""
+    expected = brute_force(inst, objective)
+    res = maxload_dp(inst, objective=objective)
     if np.isinf(expected):
         assert res.placement is None and np.isinf(res.value)
-        return
+        return False
     assert res.value == pytest.approx(expected, rel=1e-9, abs=1e-9)
-    ev = maxload(res.placement, contiguity="both")
+    ev = maxload(res.placement, objective=objective, contiguity="both")
     assert ev.feasible, ev.violations
     assert ev.objective == pytest.approx(res.value, rel=1e-9)
+    return True
 
 
-@pytest.mark.parametrize("seed", range(25))
+INFERENCE_SEEDS, TRAINING_SEEDS, OVERLAP_SEEDS, DPL_SEEDS = range(30), range(25), range(100, 110), range(20)
+
+
+def _dpl_instance(seed: int) -> Instance:
+    return random_training(seed) if seed % 2 else random_inference(seed)
+
+
+@pytest.mark.parametrize("seed", INFERENCE_SEEDS)
+def test_dp_equals_brute_force_inference(seed):
+    assert_dp_equals_brute_force(random_inference(seed))
+
+
+@pytest.mark.parametrize("seed", TRAINING_SEEDS)
 def test_dp_equals_brute_force_training(seed):
-    inst = random_training(seed)
-    expected = brute_force(inst)
-    res = maxload_dp(inst)
-    assert np.isfinite(expected)  # everything fits on one accelerator
-    assert res.value == pytest.approx(expected, rel=1e-9, abs=1e-9)
-    ev = maxload(res.placement, contiguity="both")
-    assert ev.feasible, ev.violations
-    assert ev.objective == pytest.approx(res.value, rel=1e-9)
+    assert assert_dp_equals_brute_force(random_training(seed))  # everything fits on one accelerator
 
 
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", OVERLAP_SEEDS)
 def test_overlap_objective_equals_brute_force(seed):
-    inst = random_inference(100 + seed)
-    expected = brute_force(inst, objective="overlap")
-    res = maxload_dp(inst, objective="overlap")
-    if np.isinf(expected):
-        assert np.isinf(res.value)
-        return
-    assert res.value == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert_dp_equals_brute_force(random_inference(seed), objective="overlap")
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", DPL_SEEDS)
 def test_dpl_never_better_than_dp(seed):
-    inst = random_training(seed) if seed % 2 else random_inference(seed)
+    inst = _dpl_instance(seed)
     assert maxload_dp(inst, linearized=True).value >= maxload_dp(inst).value - 1e-9
+
+
+def test_seeded_instances_are_mostly_feasible():
+    """The per-seed tests above compare two infinities on an instance where nothing fits;
+    most seeds must have a placement (the DP's value is finite exactly when the
+    exhaustive optimum is, as those tests assert). Measured: 26/30 inference, 10/10
+    overlap, 19/20 DPL; DPL strictly worse than the DP on 4 of those 20."""
+    def finite(insts, **kw):
+        return sum(bool(np.isfinite(maxload_dp(i, **kw).value)) for i in insts)
+
+    assert finite(random_inference(s) for s in INFERENCE_SEEDS) >= 22
+    assert finite((random_inference(s) for s in OVERLAP_SEEDS), objective="overlap") >= 8
+    dpl = [_dpl_instance(s) for s in DPL_SEEDS]
+    assert finite(dpl) >= 16
+    assert sum(maxload_dp(i, linearized=True).value > maxload_dp(i).value + 1e-9 for i in dpl) >= 1
 
 
 def test_contiguous_sets_in_a_cycle_are_not_a_pipeline():
@@ -260,13 +225,6 @@ def test_registry_dp_rescored(tarnawski_dir):
 
 
 # ---------------------------------------------------------------------------- vs the IP
-def _ip_or_skip():
-    from dnnplace.registry import all_methods
-
-    if "ip" not in all_methods():
-        pytest.skip("the max-load IP is not registered")
-
-
 def brute_force_contiguous(inst: Instance) -> float:
     """Like :func:`brute_force` but without the pipeline-order condition: the
     per-device contiguity of Definition 3.1 only (what the contiguous IP enforces)."""
@@ -283,7 +241,6 @@ def test_dp_vs_contiguous_ip(seed):
     """DP >= the contiguous IP, with equality unless every best contiguous split has
     devices waiting on each other in a cycle (then no pipeline order exists and the
     DP's chain of ideals cannot represent it; seed 22 is such a case: 19 vs 16)."""
-    _ip_or_skip()
     from dnnplace.registry import SolveRequest, SolverOptions, solve
 
     inst = random_inference(seed) if seed < 25 else random_training(seed)

@@ -14,6 +14,7 @@ import itertools
 import numpy as np
 import pytest
 from conftest import solver_approx
+from instances import maxload_tiny_instance
 
 from dnnplace.formulations.driver import solve_model
 from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
@@ -26,46 +27,6 @@ from dnnplace.registry import SolveRequest, SolverOptions, solve
 
 EXACT = SolverOptions("highs", rel_gap=1e-9)
 OBJECTIVES = ("pipedream", "gpipe", "overlap")
-
-
-def tiny_instance(seed: int, *, training: bool) -> Instance:
-    """A random DAG on 5-6 nodes (edges only forward in index order), compute on
-    acc/cpu (some nodes unsupported on acc), per-node transfer costs (sometimes
-    differing across a node's out-edges), memory that binds; training: the second half
-    of the nodes is backward and some forward/backward pairs share a colorClass."""
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(5, 7))
-    k = int(rng.integers(1, 3))
-    src, dst = [], []
-    for j in range(1, n):
-        preds = [i for i in range(j) if rng.random() < 0.35]
-        if not preds and rng.random() < 0.8:
-            preds = [int(rng.integers(0, j))]
-        src += preds
-        dst += [j] * len(preds)
-    acc = rng.uniform(1, 10, n).round(1)
-    cpu = (acc * rng.uniform(1.5, 5, n)).round(1)
-    acc[rng.random(n) < 0.15] = np.nan
-    c_node = rng.uniform(0, 4, n).round(1)
-    cost = np.array([c_node[u] for u in src], dtype=float)
-    uneven = rng.random(len(src)) < 0.2
-    cost[uneven] = (cost[uneven] * rng.uniform(0.2, 1.0, uneven.sum())).round(1)
-    mem = rng.integers(1, 5, n).astype(float)
-    coloc = np.full(n, -1)
-    backward = None
-    if training:
-        backward = np.arange(n) >= n // 2
-        nf = n // 2
-        for i in range(nf):
-            j = n - 1 - i
-            if j >= nf and rng.random() < 0.5:
-                coloc[i] = coloc[j] = i
-    labels = tuple(f"c{i}" for i in range(n))
-    g = OpGraph(ids=list(range(n)), kinds=("acc", "cpu"), compute=np.c_[acc, cpu], memory=mem, src=src, dst=dst,
-                edge_cost=cost, backward=backward, colocation=coloc, colocation_labels=labels,
-                name=f"tiny{seed}")
-    M = float(mem.sum() * rng.uniform(0.35, 0.8))
-    return Instance(g, Cluster.tarnawski(k, 1, M), source=f"tiny seed={seed}")
 
 
 def brute_force(inst: Instance) -> dict[tuple[str, str], float]:
@@ -95,13 +56,15 @@ def _ip(inst: Instance, objective: str, contiguity: str) -> tuple[float, Placeme
     return out.incumbent, decode(m)
 
 
-@pytest.mark.parametrize("training", [False, True], ids=["inference", "training"])
-def test_ip_equals_brute_force(training):
-    """>= 50 seeded instances per variant; the IP optimum, the decoded placement's
-    evaluator score and the exhaustive optimum agree (6 variants per instance)."""
-    checked = 0
+@pytest.mark.parametrize(("training", "min_binding"), [(False, 20), (True, 4)], ids=["inference", "training"])
+def test_ip_equals_brute_force(training, min_binding):
+    """50 seeded instances per variant; the IP optimum, the decoded placement's
+    evaluator score and the exhaustive optimum agree (6 variants per instance). The
+    contiguity rows must matter: on ``min_binding`` instances or more (measured 26/50
+    inference, 6/50 training) some objective's contiguous optimum is strictly worse."""
+    binding = 0
     for seed in range(50):
-        inst = tiny_instance(1000 * training + seed, training=training)
+        inst = maxload_tiny_instance(1000 * training + seed, training=training)
         ref = brute_force(inst)
         for contiguity in ("none", "both"):
             for obj in OBJECTIVES:
@@ -112,14 +75,14 @@ def test_ip_equals_brute_force(training):
                 # incumbent agrees with it at the solver's feasibility tolerance
                 assert ev.objective == pytest.approx(ref[obj, contiguity], rel=1e-9), (seed, obj, contiguity)
                 assert value == solver_approx(ev.objective)
-                checked += 1
-    assert checked == 50 * 6
+        binding += any(ref[obj, "none"] < ref[obj, "both"] - 1e-9 for obj in OBJECTIVES)
+    assert binding >= min_binding, binding
 
 
 def test_noncontiguous_never_worse_and_sometimes_better():
     gains = 0
     for seed in range(20):
-        inst = tiny_instance(500 + seed, training=False)
+        inst = maxload_tiny_instance(500 + seed, training=False)
         c = maxload(_ip(inst, "pipedream", "both")[1], objective="pipedream").objective
         nc = maxload(_ip(inst, "pipedream", "none")[1], objective="pipedream").objective
         assert nc <= c + 1e-9  # exact scores of the decoded placements
@@ -130,15 +93,19 @@ def test_noncontiguous_never_worse_and_sometimes_better():
 def test_forward_only_contiguity_matches_brute_force():
     """Mode ``forward`` (the authors' reference IP) on training instances."""
     for seed in range(15):
-        inst = tiny_instance(2000 + seed, training=True)
+        inst = maxload_tiny_instance(2000 + seed, training=True)
         g, cl = inst.graph, inst.cluster
         best = np.inf
         for combo in itertools.product(range(cl.size), repeat=g.n):
             p = Placement(g, cl, np.array(combo))
             if not validate(p, contiguity="forward"):
                 best = min(best, device_loads(p)["load"].max())
-        value, _ = _ip(inst, "pipedream", "forward")
-        assert value == pytest.approx(best, rel=1e-7, abs=1e-7)
+        assert np.isfinite(best), seed
+        value, p = _ip(inst, "pipedream", "forward")
+        ev = maxload(p, objective="pipedream", contiguity="forward")
+        assert ev.feasible, ev.violations
+        assert ev.objective == pytest.approx(best, rel=1e-9), seed
+        assert value == solver_approx(best)
 
 
 # ---------------------------------------------------------------- per constraint family
@@ -186,14 +153,17 @@ def test_warm_start_values_are_feasible_and_exact():
     objective variable equals the evaluator's value."""
     import pyomo.environ as pyo
 
+    starts, instances = 0, 0
     for seed in range(10):
-        inst = tiny_instance(3000 + seed, training=seed % 2 == 1)
+        inst = maxload_tiny_instance(3000 + seed, training=seed % 2 == 1)
         g, cl = inst.graph, inst.cluster
         rng = np.random.default_rng(seed)
+        used = 0
         for _ in range(20):
             p = Placement(g, cl, rng.integers(0, cl.size, g.n))
             if validate(p, contiguity="both"):
-                continue
+                continue  # an invalid random start: nothing to complete
+            used += 1
             for obj in OBJECTIVES:
                 m = build_maxload_ip(inst, MaxLoadOptions(objective=obj, contiguity="both"))
                 vals = warm_start_values(m, p)
@@ -204,15 +174,20 @@ def test_warm_start_values_are_feasible_and_exact():
                     assert (c.lower is None or body >= pyo.value(c.lower) - 1e-9) and \
                            (c.upper is None or body <= pyo.value(c.upper) + 1e-9), c.name
                 assert pyo.value(m.objective) == pytest.approx(maxload(p, objective=obj).objective)
+        starts += used
+        instances += used > 0
+    # measured: 33 valid starts of 200, on 9 of the 10 instances
+    assert instances >= 8 and starts >= 25, (instances, starts)
 
 
 def test_symmetry_breaking_keeps_optimum():
     for seed in range(15):
-        inst = tiny_instance(4000 + seed, training=seed % 2 == 0)
+        inst = maxload_tiny_instance(4000 + seed, training=seed % 2 == 0)
         a, _ = _ip(inst, "pipedream", "both")
         m = build_maxload_ip(inst, MaxLoadOptions(contiguity="both", symmetry_breaking=True))
         out = solve_model(m, EXACT)
-        assert out.incumbent == pytest.approx(a, rel=1e-7, abs=1e-7)
+        assert out.status == "optimal", (out.status, out.message)
+        assert out.incumbent == solver_approx(a)
 
 
 def test_registry_rescoring_and_warm_start(tarnawski_dir):
@@ -234,7 +209,7 @@ def test_warm_start_from_placement_file_and_infeasible_start_skipped(tmp_path):
     message, and the solve still returns the optimum."""
     from dnnplace.graphs.io import write_json
 
-    inst = tiny_instance(42, training=False)
+    inst = maxload_tiny_instance(42, training=False)
     best = brute_force(inst)["pipedream", "both"]
     g, cl = inst.graph, inst.cluster
     cpu = cl.devices_of_kind("cpu")[0]

@@ -26,6 +26,8 @@ import math
 import numpy as np
 import pytest
 from conftest import solver_approx
+from instances import exact_fcfs, placements
+from instances import pesto_tiny_instance as tiny_instance
 
 from dnnplace.formulations.driver import solve_model
 from dnnplace.formulations.pesto import memory_ok, safe_horizon
@@ -47,65 +49,7 @@ from dnnplace.registry import SolveRequest, SolverOptions, solve
 OPTS = SolverOptions(time_limit=60, threads=1, rel_gap=0.0, solver_options={"mip_abs_gap": 0.0})
 
 
-# ---------------------------------------------------------------------------- instances
-def tiny_instance(seed: int):
-    """A random tiny instance: 4-6 nodes, 2-3 devices, memory/colocation/affinity on some."""
-    rng = np.random.default_rng(seed)
-    n_dev = 2 if seed % 3 else 3
-    n = int(rng.integers(4, 7 if n_dev == 2 else 6))
-    with_cpu = seed % 4 == 1
-    heavy = seed % 2 == 0  # heavy traffic: fan-outs and large tensors, so links queue
-    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)
-             if rng.random() < (0.8 if heavy and i == 0 else 0.4)]
-    comp = rng.integers(1, 4 if heavy else 6, size=(n, 2)).astype(float)
-    kinds = ("gpu", "cpu")
-    if with_cpu:
-        comp[:, 1] *= 2
-        only = rng.random(n)
-        comp[only < 0.2, 1] = np.nan   # gpu-only
-        comp[only > 0.85, 0] = np.nan  # cpu-only
-    else:
-        comp[:, 1] = np.nan
-    mem = rng.integers(1, 5, size=n).astype(float)
-    coloc = np.full(n, -1)
-    labels = []
-    if seed % 5 == 2:
-        a, b = sorted(rng.choice(n, 2, replace=False).tolist())
-        if not (np.isnan(comp[a]) != np.isnan(comp[b])).any():
-            coloc[[a, b]] = 0
-            labels = ["g0"]
-    g = OpGraph.from_ids(list(range(n)), pairs, kinds=kinds, compute=comp, memory=mem,
-                         edge_bytes=rng.integers(2 if heavy else 1, 7 if heavy else 4, size=len(pairs)).astype(float),
-                         colocation=coloc, colocation_labels=labels, name=f"tiny{seed}")
-    n_gpu = n_dev - (1 if with_cpu else 0)
-    cap = float(mem.sum()) * 0.6 if seed % 3 == 0 else math.inf
-    devs = [Device(f"gpu{i}", "gpu", cap) for i in range(n_gpu)]
-    if with_cpu:
-        devs.append(Device("cpu0", "cpu"))
-    D = len(devs)
-    b0 = np.full((D, D), float(rng.integers(0, 2)))
-    b1 = np.full((D, D), float(rng.choice([0.5, 1.0, 2.0])))
-    if with_cpu:  # slower PCIe to/from the CPU
-        b1[-1, :] *= 1.5
-        b1[:, -1] *= 1.5
-    cl = Cluster(tuple(devs), b0, b1, np.ones((D, D)), name=f"tiny{D}")
-    return g, cl
-
-
 # ---------------------------------------------------------------------------- exact search
-def placements(g: OpGraph, cl: Cluster):
-    p = cl.compute_matrix(g)
-    options = [[d for d in range(cl.size) if not np.isnan(p[i, d])] for i in range(g.n)]
-    for dev in itertools.product(*options):
-        dev = np.array(dev)
-        if np.any(np.bincount(dev, weights=g.memory, minlength=cl.size) > cl.memory + 1e-9):
-            continue
-        grp = g.colocation
-        if any(len(set(dev[grp == c].tolist())) > 1 for c in set(grp[grp >= 0].tolist())):
-            continue
-        yield dev
-
-
 def _orders(tasks, before):
     """Permutations of ``tasks`` that never put a task ahead of one that must precede it."""
     for perm in itertools.permutations(tasks):
@@ -190,36 +134,6 @@ def exact_any_order(g: OpGraph, cl: Cluster, congestion: bool) -> float:
     return min(best_for_placement(g, cl, dev, congestion) for dev in placements(g, cl))
 
 
-def topo_orders(g: OpGraph):
-    preds = [set(g.predecessors(i).tolist()) for i in range(g.n)]
-
-    def rec(done, seq):
-        if len(seq) == g.n:
-            yield list(seq)
-            return
-        for v in range(g.n):
-            if v not in done and preds[v] <= done:
-                done.add(v)
-                seq.append(v)
-                yield from rec(done, seq)
-                seq.pop()
-                done.remove(v)
-    yield from rec(set(), [])
-
-
-def exact_fcfs(g: OpGraph, cl: Cluster, congestion: bool) -> float:
-    """Best simulated makespan (FCFS links) over placements x topological orders."""
-    orders = list(topo_orders(g))
-    best = math.inf
-    for dev in placements(g, cl):
-        pl = Placement(g, cl, dev)
-        for seq in orders:
-            pr = np.empty(g.n)
-            pr[seq] = np.arange(g.n)
-            best = min(best, simulate(pl, policy="order", priorities=pr, congestion=congestion).makespan)
-    return best
-
-
 def solve_ilp(g: OpGraph, cl: Cluster, congestion: bool, warm: bool = True):
     from dnnplace.heuristics.list_scheduling import best_list_schedule
 
@@ -254,14 +168,25 @@ def test_ilp_matches_exact_search(seed):
     pl, start, pr, xs = decode(model)
     sim = simulate(pl, policy="order", priorities=pr, congestion=congestion)
     assert validate_schedule(sim.schedule, congestion=congestion, transfers=sim) == []
-    fcfs = exact_fcfs(g, cl, congestion) if g.n <= 5 or not congestion else None
     if not congestion:
         # links do not queue: the replay of the ILP's order reproduces its makespan exactly
         assert sim.makespan == pytest.approx(out.incumbent, abs=1e-6)
         assert exact_fcfs(g, cl, False) == pytest.approx(exact, abs=1e-6)
-    elif fcfs is not None:
+    elif compares_fcfs(seed):
+        fcfs = exact_fcfs(g, cl, True)
         assert out.incumbent <= fcfs + 1e-6  # any-order links relax FCFS
         assert sim.makespan >= fcfs - 1e-6
+
+
+def compares_fcfs(seed: int) -> bool:
+    """Congested instances small enough (<= 5 nodes) for the FCFS search."""
+    return seed % 2 == 0 and tiny_instance(seed)[0].n <= 5
+
+
+def test_fcfs_comparison_covers_enough_seeds():
+    """The congested FCFS comparison above is skipped on larger instances; it must still
+    run on most congested seeds (measured 19 of 30)."""
+    assert sum(compares_fcfs(s) for s in SEEDS) >= 15
 
 
 def test_congestion_example():
@@ -329,6 +254,7 @@ def test_symmetry_breaking_keeps_optimum():
         for sym in (True, False):
             m = build_pesto_model(g, cl, horizon=ms, options=PestoOptions(symmetry=sym))
             out = solve_model(m, OPTS)
+            assert out.status == "optimal", (seed, sym, out.status, out.message)
             vals.append(out.incumbent)
         assert vals[0] == solver_approx(vals[1])
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 
+import networkx as nx
 import numpy as np
 import pytest
+from conftest import png_pixels_by_colour
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -322,6 +324,21 @@ def random_case(seed: int):
     return Placement(g, cl, rng.integers(0, d, n)), rng
 
 
+def order_deadlocks(pl: Placement, prio) -> bool:
+    """Independent of the simulator: a strict per-device order deadlocks exactly when
+    the DAG's edges plus each device's consecutive-order edges close a cycle (link
+    queues are first come first served, so they add no waits of their own)."""
+    g = pl.graph
+    G = nx.DiGraph()
+    G.add_nodes_from(range(g.n))
+    G.add_edges_from(zip(g.src.tolist(), g.dst.tolist()))
+    for d in np.unique(pl.device).tolist():
+        seq = np.flatnonzero(pl.device == d)
+        seq = seq[np.argsort(np.asarray(prio)[seq], kind="stable")]
+        G.add_edges_from(zip(seq[:-1].tolist(), seq[1:].tolist()))
+    return not nx.is_directed_acyclic_graph(G)
+
+
 SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 
 
@@ -335,8 +352,12 @@ def test_every_schedule_is_valid_and_above_lower_bounds(seed, policy, congestion
     try:
         r = simulate(pl, policy=policy, priorities=prio, congestion=congestion, dedup_transfers=dedup)
     except InputError as exc:
+        # only a real deadlock may be reported (about 60% of random orders are one)
         assert policy == "order" and "deadlocks" in str(exc)
+        assert order_deadlocks(pl, prio)
         return
+    if policy == "order":
+        assert not order_deadlocks(pl, prio)
     assert validate_schedule(r.schedule, transfers=r, congestion=congestion) == []
     eps = 1e-9
     if not dedup:  # with dedup a tensor's single transfer may be longer than an edge's own
@@ -376,10 +397,18 @@ def test_congestion_never_shortens_a_fixed_order(seed, dedup):
 
 # ---------------------------------------------------------------------------- gantt
 def test_gantt_writes_a_png(tmp_path):
-    from dnnplace.graphs.gantt import plot_gantt
+    from dnnplace.graphs.gantt import _PALETTE, plot_gantt
 
     c = POLICY_CASE
     g = graph(c["ids"], c["edges"], c["times"], op_types=["in", "conv", "relu", "conv", "fc"])
     r = run(g, cluster(2, beta0=0.5), c["dev"], policy="critical_path")
     out = plot_gantt(r, tmp_path / "sub" / "gantt.png", max_rows=2)
-    assert out.exists() and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert out == tmp_path / "sub" / "gantt.png"
+    # two device rows of a 12-inch figure at 110 dpi (measured 1320 x 253 pixels)
+    px = png_pixels_by_colour(out, min_width=1000, min_height=200)
+    # one palette colour per op type, each bar's area proportional to that type's time on
+    # the one 7.5-ms axis: conv (x 3 + w 2) and fc (z 5) 5 ms each, in (s) and relu (y) 1 ms
+    areas = sorted(px.get(c.upper(), 0) for c in _PALETTE[:4])
+    assert areas[0] > 2_000, areas
+    assert areas[2] / areas[0] == pytest.approx(5, rel=0.1) and areas[3] / areas[1] == pytest.approx(5, rel=0.1)
+    assert areas[1] / areas[0] == pytest.approx(1, rel=0.05) and areas[3] / areas[2] == pytest.approx(1, rel=0.05)
