@@ -215,3 +215,15 @@ def test_an_objective_below_the_own_bound_is_an_error():
 
     with pytest.raises(EvaluationMismatch, match="below the method's own bound"):
         solve(inst, _fake(run), SolveRequest("maxload"))
+
+
+def test_every_package_folder_is_packaged():
+    """pyproject lists packages explicitly (the folders map onto one namespace): a new
+    subpackage missing from the list would be absent from the wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {_module_name(p.parent / "__init__.py") for folder in LAYERS for p in (REPO / folder).rglob("__init__.py")
+             if "workloads" not in p.parts}
+    found.add("dnnplace.experiments")
+    assert found == listed, (sorted(found - listed), sorted(listed - found))
