@@ -207,7 +207,9 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
             and abs(ms - out.incumbent) <= tol and ilp_cong == congestion):
         status = "optimal"  # the replay attains the ILP optimum, a lower bound of the FCFS problem
     source = "ilp"
-    if fallback and warm_ms < ms - tol:
+    if fallback and warm_ms < ms - tol and memory_ok(pl_warm):
+        # never trade the ILP's (memory-feasible) answer for a faster start that
+        # overflows a device: the ILP's bound holds for memory-feasible schedules only
         pl, pr, ms, source = pl_warm, pr_warm, warm_ms, "warm_start"
         status = "feasible"
     return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, coarse_placement=cpl,

@@ -39,6 +39,7 @@ from dnnplace.formulations.pesto_ip import (
     warm_start_values,
 )
 from dnnplace.graphs.cluster import Cluster, Device
+from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
@@ -302,3 +303,31 @@ def test_fcfs_and_free_link_order_differ():
     assert res.objective >= fcfs - 1e-6
     assert res.bound == pytest.approx(any_order, abs=1e-6)
     assert res.status == "feasible"
+
+
+def test_pesto_never_trades_a_feasible_ilp_answer_for_an_overflowing_start():
+    """Tight memory (each GPU holds 55% of the graph): list schedulers often overflow a
+    device; when the ILP has a solution, pesto's answer fits in memory (its bound holds
+    for memory-feasible schedules only), and its objective is never below that bound."""
+
+    solved = overflowing_starts = 0
+    for seed in range(40):
+        g, cl = tiny_instance(seed)
+        devs = tuple(Device(d.name, d.kind, float(g.memory.sum()) * 0.55 if d.kind == "gpu" else d.memory, d.speed)
+                     for d in cl.devices)
+        inst = Instance(g, Cluster(devs, cl.beta0, cl.beta1, cl.cost_factor, name=cl.name), f"tight{seed}")
+        try:
+            res = solve(inst, "pesto", SolveRequest(problem="makespan", solver=OPTS))
+        except InputError:  # a node fits no device: named before any solve
+            continue
+        if res.extra["ilp_objective"] is None:
+            assert res.status == "infeasible"  # the ILP proved that nothing fits
+            continue
+        solved += 1
+        overflowing_starts += res.extra["warm_makespan"] < res.objective - 1e-9 and res.extra["source"] == "ilp"
+        assert res.evaluation["feasible"], (seed, res.evaluation["violations"])
+        assert res.status in ("optimal", "feasible")
+        if res.bound is not None:
+            assert res.objective >= res.bound - 1e-6 * max(1.0, res.bound)
+    assert solved >= 30, solved
+    assert overflowing_starts >= 1, overflowing_starts  # the case this test is about occurred
