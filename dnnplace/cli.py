@@ -12,9 +12,15 @@ shapes)::
     dnnplace run CONFIG.toml [--fresh]
     dnnplace reproduce NAME [--quick] [--out DIR]
 
-Exit codes: 0 success; 2 bad input (one ``dnnplace: error: ...`` line on stderr, nothing
-written); 1 an unexpected failure (rerun with ``--verbose`` for the traceback); 130
-interrupted.
+Exit codes: 0 success; 2 bad input (one ``dnnplace: error: ...`` line on stderr naming
+the culprit, nothing on stdout, no output file): unreadable or inconsistent files,
+unknown methods, options, solvers or solver options, out-of-range solver settings
+(``--time-limit`` <= 0, ``--mip-gap`` < 0, ``--threads`` < 1), ``--out`` naming a folder,
+a model over the solver's licence (Gurobi's size-limited pip licence), an invalid
+experiment config (checked whole before its first run); 1 an unexpected failure (rerun
+with ``--verbose`` for the traceback) or a sweep with failed runs; 130 interrupted
+(Ctrl-C, also inside a solver: the run in progress is dropped, never recorded as an
+error; finished runs are kept and the same command resumes).
 """
 
 from __future__ import annotations
@@ -128,13 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", required=True, help="see `dnnplace methods`")
     g = p.add_argument_group("solver")
     g.add_argument("--solver", default="highs", help="MIP backend (default highs; gurobi needs gurobipy)")
-    g.add_argument("--time-limit", type=float, metavar="S")
-    g.add_argument("--mip-gap", type=float, metavar="G", help="relative gap to stop at (e.g. 0.01)")
-    g.add_argument("--threads", type=int, metavar="T")
-    g.add_argument("--seed", type=int, metavar="N")
+    g.add_argument("--time-limit", type=float, metavar="S",
+                   help="seconds, > 0 (leave it out for no limit; 0 or negative is an error)")
+    g.add_argument("--mip-gap", type=float, metavar="G", help="relative gap to stop at, >= 0 (e.g. 0.01)")
+    g.add_argument("--threads", type=int, metavar="T", help=">= 1 (leave it out for the solver's default)")
+    g.add_argument("--seed", type=int, metavar="N", help=">= 0")
     g.add_argument("--tee", action="store_true", help="show the solver log")
     g.add_argument("--solver-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="backend-specific option, repeatable")
+                   help="backend-specific option, repeatable (checked against the HiGHS/Gurobi option list)")
     g.add_argument("--warm-start", metavar="METHOD_OR_FILE", help="a method name or a placement file")
     g = p.add_argument_group("model")
     from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
@@ -165,9 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", metavar="CONFIG.toml")
     r = p.add_mutually_exclusive_group()
     r.add_argument("--resume", dest="fresh", action="store_false", default=False,
-                   help="skip runs already in runs.jsonl (default)")
-    r.add_argument("--fresh", dest="fresh", action="store_true", help="start over (old runs.jsonl kept as .bak)")
-    p.add_argument("--retry-errors", action="store_true", help="run again the runs recorded as errors")
+                   help="skip runs already in runs.jsonl (default; a half-written last line is cut off, with a "
+                        "warning)")
+    r.add_argument("--fresh", dest="fresh", action="store_true",
+                   help="start over (the old runs.jsonl, table.md and table.csv are kept as timestamped .bak files)")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="run again the runs recorded as errors (the new record replaces the old line)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: the config's out_dir or results/NAME)")
     p.set_defaults(func=commands.cmd_run)
 
@@ -178,10 +188,18 @@ def build_parser() -> argparse.ArgumentParser:
                                    "<out>/<name>/runs.jsonl; --fresh starts over.")
     p.add_argument("name", help="one of: " + ", ".join(NAMES))
     p.add_argument("--quick", action="store_true", help="a fast subset (CI)")
-    p.add_argument("--fresh", action="store_true", help="start over (the old runs.jsonl becomes runs.jsonl.bak)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start over (the old runs.jsonl is kept as a timestamped runs.jsonl.<UTC time>.bak)")
     p.add_argument("--out", metavar="DIR", help="output folder (default results/)")
     p.set_defaults(func=commands.cmd_reproduce)
     return parser
+
+
+def _one_line(exc: BaseException, limit: int = 500) -> str:
+    """An exception's whole message on one line (a multi-line message is joined, not cut
+    after its first line), shortened to ``limit`` characters."""
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, FileNotFoundError, json.JSONDecodeError, IsADirectoryError, NotADirectoryError) as exc:
         if args.verbose:
             traceback.print_exc()
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        msg = _one_line(exc) or type(exc).__name__
         if isinstance(exc, OSError) and exc.filename:
             msg = f"{exc.filename}: {exc.strerror}"
         print(f"dnnplace: error: {msg}", file=sys.stderr)
@@ -212,9 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             traceback.print_exc()
         else:
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            print(f"dnnplace: error: {type(exc).__name__}: {first} (rerun with --verbose for the traceback)",
-                  file=sys.stderr)
+            print(f"dnnplace: error: {type(exc).__name__}: {_one_line(exc)} (rerun with --verbose for the "
+                  "traceback)", file=sys.stderr)
         return 1
 
 

@@ -68,23 +68,29 @@ def _load(graph: str, cluster: str | None = None):
     return load_instance(graph, cluster)
 
 
-def _parse_param(text: str) -> tuple[str, Any]:
+def _parse_param(text: str, flag: str = "--param") -> tuple[str, Any]:
     if "=" not in text:
-        raise InputError(f"--param {text!r}: expected KEY=VALUE")
+        raise InputError(f"{flag} {text!r}: expected KEY=VALUE")
     key, val = text.split("=", 1)
     key = key.strip()
     if not key:
-        raise InputError(f"--param {text!r}: empty key")
+        raise InputError(f"{flag} {text!r}: empty key")
     try:
         return key, json.loads(val)
     except json.JSONDecodeError:
         return key, val
 
 
+def _warn(text: str) -> None:
+    print(f"dnnplace: warning: {text}", file=sys.stderr)
+
+
 def _check_out(path: str | None, flag: str = "--out") -> None:
-    """Fail before any work if an output file's folder is not a folder."""
+    """Fail before any work if an output file is a folder or its folder is not a folder."""
     if path is None:
         return
+    if Path(path).is_dir():
+        raise InputError(f"{flag} {path}: is a folder; give a file name (e.g. {Path(path) / 'out.json'})")
     parent = Path(path).resolve().parent
     for p in (parent, *parent.parents):
         if p.exists():
@@ -317,9 +323,13 @@ def build_request(args: argparse.Namespace):
     if args.problem != "makespan" and (args.policy is not None or args.congestion is not None):
         flag = "--policy" if args.policy is not None else "--congestion/--no-congestion"
         raise InputError(f"{flag} applies to problem 'makespan' only, not {args.problem!r}")
-    solver_opts = dict(_parse_param(t) for t in args.solver_option)
-    solver = SolverOptions(solver=args.solver, time_limit=args.time_limit, rel_gap=args.mip_gap,
-                           threads=args.threads, seed=args.seed, tee=args.tee, solver_options=solver_opts)
+    from dnnplace.formulations.solver_options import check_values
+
+    solver_opts = dict(_parse_param(t, "--solver-option") for t in args.solver_option)
+    fields = dict(solver=args.solver, time_limit=args.time_limit, rel_gap=args.mip_gap, threads=args.threads,
+                  seed=args.seed, tee=args.tee, solver_options=solver_opts)
+    check_values(fields, flags=True)  # --time-limit -5, --mip-gap -0.1, --threads 0 ... -> one line, exit 2
+    solver = SolverOptions(**fields)
     return SolveRequest(problem=args.problem, objective=args.objective or "pipedream", contiguity=_contiguity(args),
                         solver=solver, warm_start=args.warm_start, seed=args.seed or 0,
                         congestion=True if args.congestion is None else args.congestion,
@@ -336,12 +346,21 @@ def cmd_solve(args: argparse.Namespace) -> int:
     req = build_request(args)
     method = get_method(args.method)  # unknown method or option -> InputError before loading anything big
     method_options(method, req)
+    from dnnplace.formulations.solver_options import check_backend
+
+    for w in check_backend(req.solver, flags=True):  # --solver cplex, --solver-option foo_bar=3 -> exit 2
+        _warn(w)
     from dnnplace.graphs.io import prepare_instance
 
     inst = prepare_instance(args.graph, args.cluster)  # infeasible instance -> one line naming why
     if args.split and not Path(args.split).is_file():
         raise InputError(f"--split {args.split}: no such file")
     res = solve(inst, method, req)
+    if res.status == "error" and res.termination == "licensingProblems":
+        # the model is too large for the installed licence: bad input for this backend, not a result
+        from dnnplace.formulations.solver_options import SolverLicenceError, licence_message
+
+        raise SolverLicenceError(licence_message(res.message, req.solver.solver))
     unit = res.unit
     _out(f"{res.method} on {res.instance} ({res.problem}): {res.status}"
          + (f" [{res.termination}]" if res.termination else ""))

@@ -3,7 +3,10 @@
 
 A config names graphs, problems, methods and options; every combination is one *run*
 with a stable *run key*. Everything is checked before the first run: keys, problems,
-methods, each method's options, graph paths, cluster presets.
+methods, each method's options, graph paths, cluster presets, and the solver settings
+(``time_limit`` > 0, ``rel_gap`` >= 0, ``threads`` >= 1, a solver usable here, raw
+``solver_options`` the backend knows); an error names the table and key, e.g.
+``cfg.toml: [grid.solver] time_limit = -5: must be a positive number of seconds``.
 
 Example
 -------
@@ -174,7 +177,45 @@ def _resolve_graphs(pattern: str, base: Path, where: str) -> list[tuple[str, str
                      f"and {WORKLOADS_DIR})")
 
 
-def _expand(spec: dict, base: Path, where: str) -> list[RunSpec]:
+def _sub(where: str, key: str) -> str:
+    """``cfg.toml: [grid]`` -> ``cfg.toml: [grid.solver]`` (a sub-table's label)."""
+    if where.endswith("]") and not where.endswith("]]") and "[" in where:
+        return f"{where[:-1]}.{key}]"
+    return f"{where} {key}"
+
+
+def _check_solver(solver: dict, where: str, checked: dict[str, list[str]] | None) -> None:
+    """A run table's ``solver`` settings, checked before any run: values (``time_limit =
+    -5`` or ``"fast"``, negative gaps, ``threads = 0``), the backend (an unknown or
+    missing solver) and its raw ``solver_options`` against the backend's option list.
+    ``checked`` caches backend checks (their warnings are printed once)."""
+    import sys
+
+    from dnnplace.formulations.solver_options import check_backend, check_values
+
+    try:
+        check_values(solver)
+        opts = SolverOptions(**solver)
+    except InputError as exc:
+        raise InputError(f"{where} {exc}") from None
+    except TypeError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    if opts.solver.strip().lower() == "highs" and not opts.solver_options:
+        return  # the default backend (a dependency) with no raw options: nothing to ask it
+    key = json.dumps(solver, sort_keys=True, default=str)
+    if checked is not None and key in checked:
+        return
+    try:
+        warnings = check_backend(opts)
+    except InputError as exc:
+        raise InputError(f"{where} {exc}") from None
+    for w in warnings:
+        print(f"dnnplace: warning: {where} {w}", file=sys.stderr)
+    if checked is not None:
+        checked[key] = warnings
+
+
+def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | None = None) -> list[RunSpec]:
     from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
 
     _check_keys(spec, _RUN_KEYS, where)
@@ -182,11 +223,8 @@ def _expand(spec: dict, base: Path, where: str) -> list[RunSpec]:
         raise InputError(f"{where}: missing key 'graphs'")
     if "methods" not in spec:
         raise InputError(f"{where}: missing key 'methods'")
-    solver = dict(_check_keys(spec.get("solver", {}), _SOLVER_KEYS, f"{where}.solver"))
-    try:
-        SolverOptions(**solver)
-    except TypeError as exc:
-        raise InputError(f"{where}.solver: {exc}") from None
+    solver = dict(_check_keys(spec.get("solver", {}), _SOLVER_KEYS, _sub(where, "solver")))
+    _check_solver(solver, _sub(where, "solver"), checked)
     params = spec.get("params", {})
     if not isinstance(params, dict):
         raise InputError(f"{where}: 'params' must be a table")
@@ -245,13 +283,14 @@ def parse_config(doc: dict, *, base: str | os.PathLike | None = None, source: st
     if not tables:
         raise InputError(f"{where}: no runs (add a [grid] table or [[runs]] tables)")
     specs: list[RunSpec] = []
+    checked: dict[str, list[str]] = {}
     for label, table in tables:
         _check_keys(table, _RUN_KEYS, f"{where}: {label}")
         merged = {**defaults, **table}
         for sub in ("solver", "params"):
             if sub in defaults or sub in table:
                 merged[sub] = {**defaults.get(sub, {}), **table.get(sub, {})}
-        specs += _expand(merged, base_dir, f"{where}: {label}")
+        specs += _expand(merged, base_dir, f"{where}: {label}", checked)
     from dnnplace.registry import method_options
 
     for s in specs:  # every method, problem and option checked before the first run

@@ -2,15 +2,36 @@
 -> ``runs.jsonl`` -> tables.
 
 Experiment configs (``dnnplace run``) and reproductions (``dnnplace reproduce``) both
-run through :func:`execute`. Results are appended to ``<out>/runs.jsonl`` one JSON line
-per finished run, flushed and fsynced, so an interrupted sweep loses at most the run in
-progress; a second invocation skips every run whose key is already recorded and goes
-on. A run that fails is recorded with ``status: "error"`` and the sweep continues. At
-the end of a config, ``table.md`` and ``table.csv`` summarise its runs.
+run through :func:`execute`. The contract of ``<out>/runs.jsonl``:
+
+- **One line per run key.** A finished run is appended as one JSON line, flushed and
+  fsynced, so an interrupted sweep loses at most the run in progress; a second
+  invocation skips every key already recorded and goes on. ``retry_errors`` runs the
+  ``error`` records again and the new record *replaces* the old line (the file is
+  rewritten atomically: a temporary file in the same folder, fsynced, then renamed), so
+  the file never holds two records for one key and keeps no history; a file written by
+  an older version with repeated keys is compacted the same way on the next run (the
+  newest record of a key wins, with a warning). History is what ``fresh`` keeps.
+- **Visible repairs.** A half-written last line (a crash in the middle of a write) is
+  cut off on resume with one warning on stderr naming the file, the line and the bytes
+  dropped; its run is simply run again. A complete last line that only lacks its
+  newline is kept.
+- **Interrupts.** Ctrl-C (:class:`KeyboardInterrupt`, also when it arrives inside a
+  solver: :mod:`dnnplace.formulations.driver`) stops the sweep; the run in progress is
+  not recorded, never as an error; the CLI exits 130 and the same command resumes.
+- **Failures.** A run that raises any other exception is recorded with ``status:
+  "error"`` and the sweep continues.
+- **fresh** starts over: ``runs.jsonl`` and the ``table.md``/``table.csv`` beside it are
+  renamed to ``<name>.<UTC time>.bak`` (e.g. ``runs.jsonl.20261123T170000Z.bak``); no
+  backup is ever overwritten, and a killed fresh run leaves no earlier table looking
+  current.
+
+At the end of a config, ``table.md`` and ``table.csv`` summarise its runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -61,42 +82,157 @@ _SOLVER_PACKAGES = {"highs": "highspy", "appsi_highs": "highspy", "gurobi": "gur
 
 
 # ---------------------------------------------------------------------------- runs.jsonl
+def _warn(text: str) -> None:
+    print(f"dnnplace: warning: {text}", file=sys.stderr, flush=True)
+
+
 def read_runs(path: str | os.PathLike, *, repair: bool = False) -> list[dict]:
-    """The records of a ``runs.jsonl`` file (missing file: ``[]``).
+    """The records of a ``runs.jsonl`` file (missing file: ``[]``), in file order (a key
+    may repeat in files of older versions: the last record of a key is the newest).
 
     A last line cut short by a crash is ignored; with ``repair=True`` it is also cut
-    off the file, so that the next append starts on a fresh line.
+    off the file (one warning on stderr says which line and how many bytes), so that the
+    next append starts on a fresh line. A complete JSON record that only lacks its final
+    newline is kept (``repair`` adds the newline).
     """
     p = Path(path)
     if not p.exists():
         return []
     data = p.read_bytes()
     end = data.rfind(b"\n") + 1
-    if repair and end < len(data):
-        with open(p, "r+b") as fh:
-            fh.truncate(end)
-            fh.flush()
-            os.fsync(fh.fileno())
+    tail = data[end:]
+    if tail:
+        whole = None
+        try:
+            whole = json.loads(tail)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            pass
+        if isinstance(whole, dict) and "run_key" in whole:  # complete, only the newline is missing
+            if repair:
+                with open(p, "ab") as fh:
+                    fh.write(b"\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            end = len(data)
+            data += b"\n"
+        elif repair:
+            with open(p, "r+b") as fh:
+                fh.truncate(end)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if tail.strip():
+                line_no = data[:end].count(b"\n") + 1
+                _warn(f"{p}: cut off a half-written last line (line {line_no}, {len(tail)} bytes) left by an "
+                      "interrupted write; its run will be run again")
     out = []
-    for i, line in enumerate(data[:end].decode().splitlines()):
+    for i, line in enumerate(data[:end].decode(errors="replace").splitlines()):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
-            print(f"dnnplace: warning: {p}:{i + 1}: skipping a line that is not JSON", file=sys.stderr)
+            _warn(f"{p}:{i + 1}: skipping a line that is not JSON")
             continue
         if isinstance(rec, dict) and "run_key" in rec:
             out.append(rec)
     return out
 
 
+def _dumps(record: dict) -> str:
+    return json.dumps(record, allow_nan=False, default=str) + "\n"
+
+
 def _append(path: Path, record: dict) -> None:
-    line = json.dumps(record, allow_nan=False, default=str) + "\n"
+    line = _dumps(record)
     with open(path, "a") as fh:
         fh.write(line)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _rewrite(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` atomically (temporary file, fsync, rename)."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself, on disk
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _key_of(line: str) -> str | None:
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return rec.get("run_key") if isinstance(rec, dict) else None
+
+
+def _replace(path: Path, record: dict) -> None:
+    """Write ``record`` in place of the line(s) of its key (atomic rewrite): one line per key."""
+    key = record["run_key"]
+    new = _dumps(record)
+    out: list[str] = []
+    placed = False
+    for line in path.read_text().splitlines(keepends=True):
+        if line.strip() and _key_of(line) == key:
+            if not placed:
+                out.append(new)
+                placed = True
+            continue
+        out.append(line if line.endswith("\n") else line + "\n")
+    if not placed:
+        out.append(new)
+    _rewrite(path, "".join(out))
+
+
+def _compact(path: Path, records: list[dict]) -> None:
+    """Older files may repeat a key (retries used to append): keep its newest record only."""
+    newest: dict[str, int] = {}
+    for i, r in enumerate(records):
+        newest[r["run_key"]] = i
+    dropped = len(records) - len(newest)
+    if not dropped:
+        return
+    keep = sorted(newest.values())
+    _rewrite(path, "".join(_dumps(records[i]) for i in keep))
+    _warn(f"{path}: dropped {dropped} older record(s) of keys recorded twice (the newest record of each key "
+          "is kept; one line per run key)")
+
+
+def _backup_name(path: Path, stamp: str) -> Path:
+    """``runs.jsonl`` -> ``runs.jsonl.<stamp>.bak``, never the name of an existing file."""
+    cand = path.with_name(f"{path.name}.{stamp}.bak")
+    n = 2
+    while cand.exists():
+        cand = path.with_name(f"{path.name}.{stamp}-{n}.bak")
+        n += 1
+    return cand
+
+
+def _fresh_start(runs_path: Path) -> list[Path]:
+    """Move ``runs.jsonl`` and the tables beside it to timestamped backups; return them."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    moved = []
+    for p in (runs_path, runs_path.with_name("table.md"), runs_path.with_name("table.csv")):
+        if p.exists():
+            dest = _backup_name(p, stamp)
+            os.replace(p, dest)
+            moved.append(dest)
+    return moved
 
 
 def _execute(spec: RunSpec) -> dict:
@@ -109,10 +245,15 @@ def _execute(spec: RunSpec) -> dict:
     try:
         inst = prepare_instance(spec.graph, spec.cluster)
         if spec.transform is None:
-            return solve(inst, spec.method, spec.request()).to_dict()
-        inst, t = apply_transform(spec.transform, inst)  # the result is, explicitly, for the transformed graph
-        res = solve(inst, spec.method, spec.request())
-        res.extra["transform"] = {"name": t.name, "nodes": t.graph.n, **t.meta}
+            res = solve(inst, spec.method, spec.request())
+        else:
+            inst, t = apply_transform(spec.transform, inst)  # the result is, explicitly, for the transformed graph
+            res = solve(inst, spec.method, spec.request())
+            res.extra["transform"] = {"name": t.name, "nodes": t.graph.n, **t.meta}
+        if res.status == "error" and res.termination == "licensingProblems":  # say the licence's limits too
+            from dnnplace.formulations.solver_options import licence_message
+
+            res.message = licence_message(res.message, str(spec.solver.get("solver", "highs")), flags=False)
         return res.to_dict()
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -135,15 +276,22 @@ def execute(specs: list[RunSpec], runs_path: str | os.PathLike, *, name: str, fr
 
     Each record is the :class:`~dnnplace.results.Result` of :func:`dnnplace.registry.solve`
     plus the run key, its identity, git revision, solver package and version, the
-    environment and a timestamp, appended and fsynced as soon as the run ends.
-    ``fresh`` renames the old file to ``runs.jsonl.bak`` first; ``retry_errors`` runs the
-    ``error`` records again (the newest record of a key wins).
+    environment and a timestamp, appended and fsynced as soon as the run ends (the file
+    contract, one line per key, is in the module docstring). ``fresh`` first renames
+    ``runs.jsonl`` and the ``table.md``/``table.csv`` beside it to timestamped ``.bak``
+    files; ``retry_errors`` runs the ``error`` records again, each new record replacing
+    the old line.
     """
     runs_path = Path(runs_path)
     runs_path.parent.mkdir(parents=True, exist_ok=True)
-    if fresh and runs_path.exists():
-        os.replace(runs_path, runs_path.with_name(runs_path.name + ".bak"))
-    done = {r["run_key"]: r for r in read_runs(runs_path, repair=True)}
+    if fresh:
+        moved = _fresh_start(runs_path)
+        if moved:
+            print(f"{name}: starting over; the previous results are kept in {runs_path.parent}/ as "
+                  f"{', '.join(m.name for m in moved)}", file=sys.stderr, flush=True)
+    found = read_runs(runs_path, repair=True)
+    _compact(runs_path, found)
+    done = {r["run_key"]: r for r in found}
     unique = list({s.key: s for s in specs}.values())
     todo = [s for s in unique if s.key not in done or (retry_errors and done[s.key].get("status") == "error")]
     rev = git_revision()
@@ -166,7 +314,10 @@ def execute(specs: list[RunSpec], runs_path: str | os.PathLike, *, name: str, fr
                    "git_revision": rev, "solver_package": pkg, "solver_package_version": _pkg_version(pkg) if pkg
                    else None, "environment": env,
                    "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
-            _append(runs_path, rec)
+            if spec.key in done:  # a retried error: the new record replaces its line
+                _replace(runs_path, rec)
+            else:
+                _append(runs_path, rec)
             done[spec.key] = rec
             bar.update(1)
             if log:
@@ -190,14 +341,16 @@ def run_config(path: str | os.PathLike | ExperimentConfig, *, fresh: bool = Fals
     path : path or ExperimentConfig
         The TOML file (or an already parsed config).
     fresh : bool
-        Start over: the old ``runs.jsonl`` is renamed to ``runs.jsonl.bak``.
+        Start over: the old ``runs.jsonl``, ``table.md`` and ``table.csv`` are renamed to
+        timestamped backups (``runs.jsonl.<UTC time>.bak``; none is ever overwritten).
     progress : bool
         Report progress on stderr: a tqdm bar on a terminal, else one line per run.
     out_dir : path, optional
         Overrides the config's ``out_dir`` (default ``results/<name>`` in the current
         directory).
     retry_errors : bool
-        Run again the runs recorded with status ``error`` (the newest record wins).
+        Run again the runs recorded with status ``error`` (the new record replaces the
+        old line: one line per run key).
 
     Returns
     -------

@@ -23,11 +23,26 @@ Backends (``pyomo.contrib.solver`` interfaces, see ``/work/shared/SOLVERS.md``):
 
 Options use Pyomo's vocabulary (:class:`dnnplace.formulations.solver_options.SolverOptions`):
 ``time_limit``, ``rel_gap``, ``threads``, ``seed``, ``tee``, ``solver_options``.
+
+Interrupts: Ctrl-C during a solve raises :class:`KeyboardInterrupt` from
+:func:`solve_model`, never an ``error`` or ``feasible`` outcome, whatever the backend
+does with the signal. HiGHS (highspy >= 1.16) runs Python callbacks inside its solve, so
+Python's default handler raised the ``KeyboardInterrupt`` inside a callback, where HiGHS
+caught it and returned an error; Gurobi installs its own SIGINT handler and returns
+``interrupted`` with its incumbent. So, in the main thread, the solve runs under our own
+SIGINT handler (:class:`_InterruptGuard`), which only records the request: HiGHS is
+stopped through its interrupt callbacks, and when the solver returns the interrupt is
+re-raised. An ``interrupted`` termination (Gurobi's own handler, HiGHS ``kInterrupt``)
+is re-raised too. A second Ctrl-C raises at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
+import signal
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,12 +51,10 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
+from dnnplace.formulations.solver_options import SOLVER_ALIASES as _ALIASES
 from dnnplace.formulations.solver_options import SolverOptions
 
 __all__ = ["SolveOutcome", "solve_model", "model_size", "available_solvers"]
-
-_ALIASES = {"highs": "highs", "gurobi": "gurobi_persistent", "gurobi_persistent": "gurobi_persistent",
-            "gurobi_direct": "gurobi_persistent", "scip": "scip_direct"}
 
 
 @dataclass
@@ -101,6 +114,67 @@ def available_solvers() -> list[str]:
         except Exception:  # noqa: BLE001 - probing optional backends
             pass
     return out
+
+
+class _InterruptGuard:
+    """Our own SIGINT handler around a solve (main thread only): a Ctrl-C is recorded in
+    :attr:`requested` instead of raising inside the solver (where HiGHS catches it and
+    reports an error); on exit the interrupt is raised, as a :class:`KeyboardInterrupt`
+    (or handed to the handler that was installed before). A second Ctrl-C raises at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._prev: Any = None
+        self._installed = False
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> _InterruptGuard:
+        if threading.current_thread() is threading.main_thread():
+            prev = signal.getsignal(signal.SIGINT)
+            if callable(prev):  # not SIG_IGN / SIG_DFL / a handler set from C
+                signal.signal(signal.SIGINT, self._handler)
+                self._prev, self._installed = prev, True
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._prev)
+            self._installed = False
+        if self.requested and not isinstance(exc, KeyboardInterrupt):
+            if self._prev is not None and self._prev is not signal.default_int_handler:
+                self._prev(signal.SIGINT, None)  # a caller's own handler decides
+            else:
+                raise KeyboardInterrupt("interrupted during the solve") from exc
+        return False
+
+
+def _raise_if_interrupted(termination: str) -> None:
+    """An interrupt the solver caught itself (Gurobi's SIGINT handler) is ours to raise."""
+    if termination == "interrupted":
+        raise KeyboardInterrupt(f"the solver stopped on an interrupt ({termination})")
+
+
+class _DropInterruptWarning:
+    """Logging filter: Pyomo's HiGHS interface warns of an 'unhandled' kInterrupt status,
+    which is our own interrupt (it is raised as KeyboardInterrupt right after)."""
+
+    @staticmethod
+    def filter(record: Any) -> bool:
+        return "kInterrupt" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _no_interrupt_warning():
+    log = logging.getLogger("pyomo.contrib.solver.solvers.highs")
+    log.addFilter(_DropInterruptWarning)
+    try:
+        yield
+    finally:
+        log.removeFilter(_DropInterruptWarning)
 
 
 def _make(name: str) -> tuple[Any, bool]:
@@ -195,6 +269,7 @@ def _common_config(options: SolverOptions) -> dict[str, Any]:
 
 def _finish(res: Any, base: dict, name: str, version: Any, solve_seconds: float, **extra: Any) -> SolveOutcome:
     term = res.termination_condition.name
+    _raise_if_interrupted(term)
     sol = res.solution_status.name
     status = _status(term, sol)
     inc = _num(res.incumbent_objective) if status in ("optimal", "feasible") else None
@@ -260,9 +335,22 @@ def _solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
     if sopts:
         cfg["solver_options"] = sopts
     _highs_threads(options.threads)
+    guard = _InterruptGuard()
+
+    def on_interrupt_poll(e: Any) -> None:  # HiGHS asks whether to stop; yes after a Ctrl-C
+        if guard.requested:
+            e.interrupt()
+
+    for poll in (h.cbMipInterrupt, h.cbSimplexInterrupt, h.cbIpmInterrupt):
+        poll.subscribe(on_interrupt_poll)
     t0 = time.perf_counter()
-    res = solver.solve(model, **cfg)
+    with guard, _no_interrupt_warning():
+        res = solver.solve(model, **cfg)
     wall = time.perf_counter() - t0
+    import highspy
+
+    if h.getModelStatus() == getattr(highspy.HighsModelStatus, "kInterrupt", None):
+        raise KeyboardInterrupt("HiGHS stopped on a user interrupt")
     info = h.getInfo()
     gap = _num(info.mip_gap)
     nodes = int(info.mip_node_count) if info.mip_node_count >= 0 else None
@@ -309,7 +397,8 @@ def _solve_gurobi(model, solver, options, warm_start, base) -> SolveOutcome:
         base["handoff_seconds"] = time.perf_counter() - t0
         solver.set_callback(cb)
         t0 = time.perf_counter()
-        res = solver.solve(model, **cfg)
+        with _InterruptGuard():
+            res = solver.solve(model, **cfg)
     except gurobipy.GurobiError as exc:
         if getattr(exc, "errno", None) == 10010 or "size-limited" in str(exc):
             msg = (f"model has {base['n_vars']} variables / {base['n_cons']} constraints, over the restricted "
@@ -342,7 +431,8 @@ def _solve_contrib(model, solver, name, options, base) -> SolveOutcome:
         cfg["solver_options"] = dict(options.solver_options)
     t0 = time.perf_counter()
     try:
-        res = solver.solve(model, **cfg)
+        with _InterruptGuard():
+            res = solver.solve(model, **cfg)
     except Exception as exc:  # noqa: BLE001 - a backend failure is a result
         return SolveOutcome("error", "error", solver=name, message=f"{type(exc).__name__}: {exc}", **base)
     wall = time.perf_counter() - t0
@@ -370,11 +460,14 @@ def _solve_legacy(model, solver, name, options, base) -> SolveOutcome:
         opts[th] = options.threads
     t0 = time.perf_counter()
     try:
-        res = solver.solve(model, tee=bool(options.tee), load_solutions=False, options=opts)
+        with _InterruptGuard():
+            res = solver.solve(model, tee=bool(options.tee), load_solutions=False, options=opts)
     except Exception as exc:  # noqa: BLE001
         return SolveOutcome("error", "error", solver=name, message=f"{type(exc).__name__}: {exc}", **base)
     wall = time.perf_counter() - t0
     tc = res.solver.termination_condition
+    if tc == TerminationCondition.userInterrupt:
+        raise KeyboardInterrupt(f"{name} stopped on a user interrupt")
     has = len(res.solution) > 0 and res.solution(0).status in (SolutionStatus.optimal, SolutionStatus.feasible)
     if has:
         model.solutions.load_from(res)

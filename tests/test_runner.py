@@ -76,9 +76,17 @@ def test_rerun_resumes_without_duplicates(tmp_path):
     first = (tmp_path / "out" / "runs.jsonl").read_text()
     run_config(cfg, progress=False)
     assert (tmp_path / "out" / "runs.jsonl").read_text() == first  # nothing re-run, nothing appended
+    table = (tmp_path / "out" / "table.md").read_text()
     run_config(cfg, progress=False, fresh=True)
     assert len(lines(tmp_path / "out" / "runs.jsonl")) == 4
-    assert (tmp_path / "out" / "runs.jsonl.bak").read_text() == first
+    # --fresh keeps every backup under a timestamped name, the tables with it
+    (bak,) = (tmp_path / "out").glob("runs.jsonl.*.bak")
+    assert bak.read_text() == first
+    assert [p.read_text() for p in (tmp_path / "out").glob("table.md.*.bak")] == [table]
+    run_config(cfg, progress=False, fresh=True)  # a second fresh start overwrites no backup
+    baks = sorted((tmp_path / "out").glob("runs.jsonl.*.bak"))
+    assert len(baks) == 2 and bak in baks and bak.read_text() == first
+    assert len(list((tmp_path / "out").glob("table.csv.*.bak"))) == 2
 
 
 def _with_methods(monkeypatch, *extra: Method) -> None:
@@ -114,6 +122,44 @@ def test_interrupted_sweep_loses_nothing(tmp_path, monkeypatch):
     assert [r["status"] for r in records] == ["feasible"] * 4
 
 
+def test_killed_fresh_run_leaves_no_old_table_looking_current(tmp_path, monkeypatch):
+    calls = {"n": 0}
+
+    def flaky(inst, req, opts):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt  # Ctrl-C during the fresh sweep's second flaky run
+        return MethodOutput(greedy_fill(inst.graph, inst.require_cluster()))
+
+    _with_methods(monkeypatch, Method("flaky", ("maxload",), flaky, "test"))
+    cfg = write_config(tmp_path, TINY.replace('["single", "expert"]', '["flaky", "single"]'))
+    run_config(cfg, progress=False)
+    out = tmp_path / "out"
+    old_table = (out / "table.md").read_text()
+    with pytest.raises(KeyboardInterrupt):
+        run_config(cfg, progress=False, fresh=True)
+    assert not (out / "table.md").exists() and not (out / "table.csv").exists()
+    (bak,) = out.glob("table.md.*.bak")
+    assert bak.read_text() == old_table
+    assert len(lines(out / "runs.jsonl")) == 2  # the fresh sweep's finished runs only
+
+
+def test_old_files_with_repeated_keys_are_compacted_visibly(tmp_path, capsys):
+    cfg = write_config(tmp_path, TINY)
+    run_config(cfg, progress=False)
+    runs = tmp_path / "out" / "runs.jsonl"
+    recs = lines(runs)
+    older = dict(recs[0], status="error", message="boom")
+    runs.write_text("".join(json.dumps(r) + "\n" for r in [older, *recs]))  # as retries used to append
+    capsys.readouterr()
+    records = run_config(cfg, progress=False)
+    err = capsys.readouterr().err
+    assert "dropped 1 older record(s)" in err and str(runs) in err
+    got = lines(runs)
+    assert len(got) == 4 and len({r["run_key"] for r in got}) == 4 and got[0] == recs[0]
+    assert [r["status"] for r in records] == ["feasible"] * 4
+
+
 def test_error_run_is_recorded_and_sweep_continues(tmp_path, monkeypatch):
     def broken(inst, req, opts):
         raise RuntimeError("solver exploded")
@@ -128,7 +174,8 @@ def test_error_run_is_recorded_and_sweep_continues(tmp_path, monkeypatch):
     run_config(cfg, progress=False)
     assert len(lines(tmp_path / "out" / "runs.jsonl")) == 4
     run_config(cfg, progress=False, retry_errors=True)
-    assert len(lines(tmp_path / "out" / "runs.jsonl")) == 6
+    got = lines(tmp_path / "out" / "runs.jsonl")  # a retried run replaces its line: one line per key
+    assert len(got) == 4 and len({r["run_key"] for r in got}) == 4
 
 
 def test_unknown_keys_are_named(tmp_path):
