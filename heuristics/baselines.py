@@ -7,6 +7,8 @@
 - ``expert``: a given split file (``params["split"]``), or the bundled human-expert
   split of a Tarnawski workload (training graphs fall back to the inference split,
   extended to backward nodes through ``colorClass``).
+- ``layer-split``: Pesto's layer-wise expert for RNN models (Sec. 5.2): the model's
+  layers split evenly over the accelerators in order.
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.orders import topological_order
 from dnnplace.graphs.placement import Placement
 
-__all__ = ["single_device", "greedy_fill", "latency_starts"]
-
+__all__ = ["single_device", "greedy_fill", "layer_split", "latency_starts"]
 
 
 def _accelerators(cluster: Cluster) -> np.ndarray:
@@ -86,6 +87,73 @@ def greedy_fill(graph: OpGraph, cluster: Cluster, *, order: str = "dfs") -> Plac
     dev = group_dev[labels]
     if (dev < 0).any():
         dev[dev < 0] = _fallback(graph, cluster)
+    return Placement(graph, cluster, dev)
+
+
+def layer_split(graph: OpGraph, cluster: Cluster) -> Placement:
+    """Pesto's layer-wise expert placement for RNN models (Pesto Sec. 5.2).
+
+    The ``L`` model layers are split evenly over the accelerators in order (layer ``l``
+    on accelerator ``(l * k) // L`` of ``k``); the input layer (embedding) goes with the
+    first model layer and the output layer (projection, softmax, loss) with the last;
+    gradients and weight updates carry their forward layer's id, so they go with it.
+    Layer ids follow the :mod:`dnnplace.graphs.generators.lstm` convention: ``-1`` below
+    the first model layer, ``0 .. L-1`` the model layers, ``L`` above the last (``L`` is
+    the largest id; a graph without an output layer loses its last layer to the one
+    below). Memory is not considered (the evaluator flags an overflow); a node the
+    chosen accelerator cannot run goes to the first CPU.
+
+    Parameters
+    ----------
+    graph : OpGraph
+        A graph with integer layer ids (``graph.layers``).
+    cluster : Cluster
+        The accelerators (every non-CPU device, in cluster order) take the layers.
+
+    Returns
+    -------
+    Placement
+
+    Raises
+    ------
+    InputError
+        The graph has no layer ids, or they are not integers; the cluster has no
+        accelerator.
+
+    References
+    ----------
+    U. U. Hafeez, X. Sun, A. Gandhi, Z. Liu. "Towards optimal placement and scheduling of
+    DNN operations with Pesto." Middleware 2021, Sec. 5.2 (the experts' RNN placement).
+
+    Examples
+    --------
+    A 4-layer LSTM on two GPUs: layers 0-1 (and the embedding) on ``gpu0``, layers 2-3
+    (and the projection and loss) on ``gpu1``:
+
+    >>> from dnnplace.graphs import Cluster
+    >>> from dnnplace.graphs.generators.lstm import lstm_grid
+    >>> g = lstm_grid(layers=4, steps=2, hidden=64, batch=8, vocab=100, training=False, kinds=["gpu"])
+    >>> p = layer_split(g, Cluster.single_host(2, with_cpu=False))
+    >>> sorted({(lay, p.cluster.names[d]) for lay, d in zip(g.layers, p.device)})
+    [(-1, 'gpu0'), (0, 'gpu0'), (1, 'gpu0'), (2, 'gpu1'), (3, 'gpu1'), (4, 'gpu1')]
+    """
+    if graph.layers is None:
+        raise InputError(f"graph {graph.name!r} has no layer ids; the layer-wise split needs them")
+    try:
+        layers = np.array([int(x) for x in graph.layers], dtype=np.int64)
+    except (TypeError, ValueError):
+        bad = next(x for x in graph.layers if not isinstance(x, (int, np.integer)))
+        raise InputError(f"graph {graph.name!r}: layer id {bad!r} is not an integer; the layer-wise split "
+                         "needs the ids -1 (input), 0..L-1 (model layers), L (output)") from None
+    accs = _accelerators(cluster)
+    if accs.size == 0:
+        raise InputError(f"cluster {cluster.name!r} has no accelerator for the layer-wise split")
+    n_layers = max(1, int(layers.max(initial=0)))
+    lay = np.clip(layers, 0, n_layers - 1)
+    dev = accs[(lay * accs.size) // n_layers]
+    unsupported = np.isnan(cluster.compute_matrix(graph)[np.arange(graph.n), dev])
+    if unsupported.any():
+        dev[unsupported] = _fallback(graph, cluster)
     return Placement(graph, cluster, dev)
 
 

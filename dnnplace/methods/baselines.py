@@ -1,4 +1,5 @@
-"""Baselines for every problem: one device, Tarnawski's greedy fill, a given split.
+"""Baselines for every problem: one device, Tarnawski's greedy fill, a given split,
+Pesto's layer-wise expert.
 
 Wrappers import their algorithm inside the function, so that listing methods imports
 nothing heavy.
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
 
-__all__ = ["GreedyOptions", "ExpertOptions", "run_single", "run_greedy", "run_expert"]
+__all__ = ["GreedyOptions", "ExpertOptions", "run_single", "run_greedy", "run_expert", "run_layer_split"]
 
 
 @dataclass(frozen=True)
@@ -41,3 +42,11 @@ def run_expert(inst, req: SolveRequest, opts: ExpertOptions) -> MethodOutput:
 
     path = opts.split or expert_split_path(inst.graph.name)
     return MethodOutput(load_placement(str(path), inst), extra={"split": opts.split or "bundled"})
+
+
+def run_layer_split(inst, req: SolveRequest, opts: Options) -> MethodOutput:
+    """No order of its own: a makespan is simulated with the request's policy (``fifo`` by
+    default, TensorFlow-like, as Pesto's expert baseline runs)."""
+    from dnnplace.heuristics.baselines import layer_split
+
+    return MethodOutput(layer_split(inst.graph, inst.require_cluster()))

@@ -26,6 +26,9 @@ class PestoMethodOptions(Options):
     ilp_congestion: bool | None = option(None, "model link congestion in the ILP (default: as the request's "
                                                "congestion; Pesto Fig. 5 turns it off)")
     memory: bool = option(True, "memory capacity constraints in the ILP")
+    fallback: bool = option(True, "keep the better of the ILP's replay, the runtime's orders (coarse runs) and the "
+                                  "list-schedule start; false reports the ILP's own placement and order (ablations, "
+                                  "Pesto Fig. 5)")
 
     def __post_init__(self):
         if self.coarsen_to is not None and self.coarsen_to < 1:
@@ -58,7 +61,7 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
         sopts = dataclasses.replace(sopts, time_limit=60.0, threads=sopts.threads or 1)
     r = pesto(inst.graph, inst.require_cluster(), coarsen_to=opts.coarsen_to, congestion=req.congestion,
               ilp_congestion=opts.ilp_congestion, warm_start=(req.warm_start or "list") != "none", solver=sopts,
-              options=PestoOptions(memory=opts.memory))
+              options=PestoOptions(memory=opts.memory), fallback=opts.fallback)
     extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
              "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
              "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
