@@ -104,7 +104,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from dnnplace.graphs.stats import graph_stats
 
     inst = _load(args.graph, args.cluster)
-    stats = graph_stats(inst.graph)
+    stats = graph_stats(inst.graph, cluster=inst.cluster)
     cl = inst.cluster
     cluster_doc = None
     check = None
@@ -134,7 +134,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             v = ", ".join(map(str, v))
         elif k.endswith("bytes_total") or k == "memory_total":
             v = _bytes(v)
-        elif k in ("work", "critical_path"):
+        elif k in ("work", "critical_path_compute", "critical_path_with_transfers") and v is not None:
             v = f"{_num(v)} {unit}"
         rows.append([k, v if isinstance(v, str) else _num(v)])
     _out(_table(["statistic", "value"], rows))
@@ -188,8 +188,9 @@ def _device_table(placement, details: dict[str, Any]) -> str:
         if counts[i] == 0:
             continue
         row: list[Any] = [name, int(counts[i])]
-        row += [_bytes(per_dev.get(name, {}).get(c)) if "memory" in c else per_dev.get(name, {}).get(c)
-                for c in cols]
+        vals = per_dev.get(name, {})
+        row += [("unknown" if c == "peak_memory" and vals.get(c) is None else _bytes(vals.get(c)))
+                if "memory" in c else vals.get(c) for c in cols]
         if subgraphs:
             row.append(subgraphs.get(name, "-"))
         if memory:
@@ -258,8 +259,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     _out(f"transfers: {d['transfers']:,} ({_bytes(d['transfer_bytes'])})")
     _out()
     rows = [[n, v["nodes"], v["busy"], f"{100 * v['utilisation']:.1f}%", _bytes(v["static_memory"]),
-             _bytes(v["peak_memory"])] for n, v in d["devices"].items() if v["nodes"]]
-    _out(_table(["device", "nodes", f"busy ({unit})", "utilisation", "static memory", "peak memory"], rows))
+             "unknown" if v["peak_memory"] is None else _bytes(v["peak_memory"]), _bytes(v["memory_capacity"])]
+            for n, v in d["devices"].items() if v["nodes"]]
+    _out(_table(["device", "nodes", f"busy ({unit})", "utilisation", "static memory", "peak memory", "capacity"],
+                rows))
+    if d["peak_memory_source"] == "edge_bytes":
+        _out("(peak memory estimated from edge bytes: the graph gives no output_bytes)")
+    for msg in d["memory_violations"]:
+        _out(f"over capacity: {msg}")
     if d["links"]:
         _out()
         top = sorted(d["links"].items(), key=lambda kv: -kv[1]["busy"])[:10]

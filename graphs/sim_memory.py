@@ -4,6 +4,13 @@
 :func:`peak_memory` sweeps allocation and free events per device to find the peak of
 live tensors over time (PARDNN Eq. (2)), vectorised with numpy.
 
+The tensor sizes come from :func:`tensor_sizes`: a node's ``output_bytes`` where the
+graph gives any; otherwise (the Tarnawski inputs, which carry a byte count per edge
+only) the largest ``bytes`` among the node's out-edges, the tensor it sends, an
+estimate (a sink's output counts 0); a graph with neither has an *unknown* dynamic
+peak: :func:`peak_memory` then counts the ``persistent_bytes`` only (a lower bound) and
+the simulation result reports the peak as unknown (``None`` in JSON), never as 0.
+
 References
 ----------
 .. [PARDNN] F. Qararyah, M. Wahib, D. Dikbayir, M. E. Belviranli, D. Unat. "A
@@ -17,13 +24,35 @@ import numpy as np
 
 from dnnplace.graphs.placement import Placement
 
-__all__ = ["static_memory", "peak_memory"]
+__all__ = ["static_memory", "peak_memory", "tensor_sizes"]
 
 
 def static_memory(placement: Placement) -> np.ndarray:
     """Sum of ``graph.memory`` of the nodes on each device (Pesto's constraint (8))."""
     D = placement.cluster.size
     return np.bincount(placement.device, weights=placement.graph.memory, minlength=D).astype(np.float64)
+
+
+def tensor_sizes(graph) -> tuple[np.ndarray | None, str | None]:
+    """Output tensor size per node for the dynamic memory model, and where it came from:
+    ``(graph.output_bytes, "output_bytes")`` when any is non-zero; else the largest
+    out-edge ``bytes`` per node (``"edge_bytes"``) when any edge carries bytes; else
+    ``(None, None)``: the graph says nothing about tensor sizes.
+
+    >>> from dnnplace.graphs import OpGraph
+    >>> g = OpGraph(ids="abc", kinds=["gpu"], compute=[[1.0]] * 3, memory=[0] * 3,
+    ...             src=[0, 0, 1], dst=[1, 2, 2], edge_bytes=[8, 4, 6])
+    >>> sizes, source = tensor_sizes(g)
+    >>> sizes.tolist(), source
+    ([8.0, 6.0, 0.0], 'edge_bytes')
+    """
+    if graph.output_bytes.any():
+        return graph.output_bytes, "output_bytes"
+    if graph.m and graph.edge_bytes.any():
+        out = np.zeros(graph.n)
+        np.maximum.at(out, graph.src, graph.edge_bytes)
+        return out, "edge_bytes"
+    return None, None
 
 
 def peak_memory(placement: Placement, start: np.ndarray, fin: np.ndarray, xsrc: np.ndarray,
@@ -47,10 +76,18 @@ def peak_memory(placement: Placement, start: np.ndarray, fin: np.ndarray, xsrc: 
         Source node and destination device of each transfer.
     xs, xf : ndarray (X,)
         Transfer start and finish times.
+
+    Returns
+    -------
+    ndarray (D,)
+        The peak per device; only the ``persistent_bytes`` (a lower bound) when the graph
+        carries no tensor sizes (:func:`tensor_sizes`).
     """
     g, D = placement.graph, placement.cluster.size
     dev = placement.device
-    ob = g.output_bytes
+    ob, _ = tensor_sizes(g)
+    if ob is None:
+        ob = np.zeros(g.n)
     persist = np.bincount(dev, weights=g.persistent_bytes, minlength=D).astype(np.float64)
     # own outputs: [start(u), max(finish u, finish of local consumers, finish of out-transfers))
     end = fin.copy()

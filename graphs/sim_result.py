@@ -7,6 +7,7 @@ and turns itself into a JSON-ready summary or Gantt trace (:meth:`SimResult.to_d
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,19 @@ import numpy as np
 
 from dnnplace.graphs.placement import Placement, Schedule
 
-__all__ = ["SimResult"]
+__all__ = ["SimResult", "fmt_bytes"]
+
+
+def fmt_bytes(x: float) -> str:
+    """A byte count for messages: ``1.80 KB``, ``512 B`` (powers of 1000, as the CLI).
+
+    >>> fmt_bytes(1800.0), fmt_bytes(512), fmt_bytes(2.5e9)
+    ('1.80 KB', '512 B', '2.50 GB')
+    """
+    for unit, f in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(x) >= f:
+            return f"{x / f:.2f} {unit}"
+    return f"{x:.0f} B"
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,10 +55,22 @@ class SimResult:
     static_memory : ndarray (D,)
         Sum of ``graph.memory`` of the nodes on each device (Pesto's constraint (8)).
     peak_memory : ndarray (D,)
-        Dynamic peak per device (PARDNN Eq. 2), see :func:`~dnnplace.graphs.simulate.simulate`.
+        Dynamic peak per device (PARDNN Eq. 2), see :func:`~dnnplace.graphs.simulate.simulate`;
+        only the ``persistent_bytes`` (a lower bound) when ``peak_memory_source`` is ``None``.
     policy : str
     congestion : bool
     dedup_transfers : bool
+    peak_memory_source : str or None
+        Where the tensor sizes of the dynamic peak came from
+        (:func:`~dnnplace.graphs.sim_memory.tensor_sizes`): ``"output_bytes"``,
+        ``"edge_bytes"`` (estimated from the edges' byte counts) or ``None`` (the graph
+        carries none: the peak is unknown and reported as ``None``).
+
+    Memory over capacity is flagged, never silently accepted: :attr:`memory_overflow`
+    lists every device whose static footprint or (known) dynamic peak exceeds its
+    capacity, :meth:`memory_violations` says so in words, and :meth:`to_dict` carries
+    both (``devices[name]["memory_capacity"/"static_memory_over"/"peak_memory_over"]``
+    and ``memory_violations``).
     """
 
     makespan: float
@@ -64,6 +89,7 @@ class SimResult:
     policy: str
     congestion: bool
     dedup_transfers: bool = False
+    peak_memory_source: str | None = "output_bytes"
 
     @property
     def placement(self) -> Placement:
@@ -85,6 +111,49 @@ class SimResult:
         """Number of transfer tasks."""
         return int(self.xfer_edge.shape[0])
 
+    @property
+    def peak_memory_known(self) -> bool:
+        """Whether :attr:`peak_memory` counts tensors (False: the graph has no tensor sizes)."""
+        return self.peak_memory_source is not None
+
+    @property
+    def memory_capacity(self) -> np.ndarray:
+        """Memory capacity per device in bytes (``inf`` = unbounded)."""
+        return self.placement.cluster.memory
+
+    @property
+    def memory_overflow(self) -> list[dict[str, Any]]:
+        """Every device over its capacity: ``{"device", "capacity", "static_memory",
+        "static_over", "peak_memory", "peak_over"}`` (bytes; ``*_over`` is the excess,
+        0 when that measure fits; ``peak_*`` ``None`` when the peak is unknown)."""
+        cap = self.memory_capacity
+        static_over = np.maximum(self.static_memory - cap, 0.0)
+        peak_over = np.maximum(self.peak_memory - cap, 0.0) if self.peak_memory_known else np.zeros_like(cap)
+        tol = 1e-12 * np.where(np.isfinite(cap), cap, 0.0)
+        out = []
+        for d in np.flatnonzero((static_over > tol) | (peak_over > tol)).tolist():
+            out.append({"device": self.placement.cluster.names[d], "capacity": float(cap[d]),
+                        "static_memory": float(self.static_memory[d]), "static_over": float(static_over[d]),
+                        "peak_memory": float(self.peak_memory[d]) if self.peak_memory_known else None,
+                        "peak_over": float(peak_over[d]) if self.peak_memory_known else None})
+        return out
+
+    def memory_violations(self) -> list[str]:
+        """One message per device over its memory capacity (empty when all fit), e.g.
+        ``"device gpu0: static memory 1.80 KB exceeds its capacity 1.00 KB by 800 B (80.0% over)"``."""
+        out = []
+        for o in self.memory_overflow:
+            cap = o["capacity"]
+            parts = []
+            for what, used, over in (("static memory", o["static_memory"], o["static_over"]),
+                                     ("dynamic peak memory", o["peak_memory"], o["peak_over"])):
+                if over:
+                    pct = f"{100.0 * over / cap:.1f}% over" if cap > 0 else "no memory at all"
+                    parts.append(f"{what} {fmt_bytes(used)} exceeds its capacity {fmt_bytes(cap)} "
+                                 f"by {fmt_bytes(over)} ({pct})")
+            out.append(f"device {o['device']}: " + "; ".join(parts))
+        return out
+
     def to_dict(self, *, trace: bool = False) -> dict[str, Any]:
         """JSON-ready summary: totals, per device name and per used link ``"a->b"``.
 
@@ -96,13 +165,18 @@ class SimResult:
         names = cl.names
         counts = np.bincount(pl.device, minlength=cl.size)
         span = self.makespan
+        known = self.peak_memory_known
+        cap = cl.memory
         devices = {
             names[d]: {
                 "nodes": int(counts[d]),
                 "busy": float(self.busy[d]),
                 "utilisation": float(self.busy[d] / span) if span > 0 else 0.0,
                 "static_memory": float(self.static_memory[d]),
-                "peak_memory": float(self.peak_memory[d]),
+                "peak_memory": float(self.peak_memory[d]) if known else None,
+                "memory_capacity": None if math.isinf(cap[d]) else float(cap[d]),
+                "static_memory_over": max(float(self.static_memory[d] - cap[d]), 0.0),
+                "peak_memory_over": max(float(self.peak_memory[d] - cap[d]), 0.0) if known else None,
             }
             for d in range(cl.size)
         }
@@ -124,6 +198,8 @@ class SimResult:
             "transfer_bytes": float(self.link_bytes.sum()),
             "devices": devices,
             "links": links,
+            "peak_memory_source": self.peak_memory_source,
+            "memory_violations": self.memory_violations(),
         }
         if trace:
             ids = g.ids

@@ -81,7 +81,7 @@ from dnnplace.graphs.placement import Placement, Schedule
 from dnnplace.graphs.schedule_checks import validate_schedule
 from dnnplace.graphs.sim_costs import build_transfers, link_totals, node_durations
 from dnnplace.graphs.sim_events import run_events
-from dnnplace.graphs.sim_memory import peak_memory, static_memory
+from dnnplace.graphs.sim_memory import peak_memory, static_memory, tensor_sizes
 from dnnplace.graphs.sim_policies import POLICIES, bottom_level, check_policy, dispatch_order
 from dnnplace.graphs.sim_result import SimResult
 
@@ -121,7 +121,12 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
         copy per (``u``, ``d``) whether or not transfers are deduplicated) is live from
         the start of its first transfer to ``d`` until ``u``'s last consumer on ``d``
         finishes. Intervals are half-open ``[begin, end)``, so a tensor freed at ``t``
-        and one allocated at ``t`` do not overlap.
+        and one allocated at ``t`` do not overlap. A graph without ``output_bytes``
+        (the Tarnawski inputs) takes each node's largest out-edge ``bytes`` as its
+        output tensor (``peak_memory_source == "edge_bytes"``); one without either has
+        an unknown peak (``None``). Devices whose static footprint or peak exceeds
+        their capacity are listed by ``SimResult.memory_overflow`` and
+        ``SimResult.memory_violations()``.
 
     Raises
     ------
@@ -157,4 +162,5 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
         xfer_dst_dev=tx.dst_dev.astype(np.int64), xfer_start=xs, xfer_finish=xf,
         static_memory=static_memory(placement),
         peak_memory=peak_memory(placement, start, fin, tx.src_node, tx.dst_dev, xs, xf),
-        policy=policy, congestion=bool(congestion), dedup_transfers=bool(dedup_transfers))
+        policy=policy, congestion=bool(congestion), dedup_transfers=bool(dedup_transfers),
+        peak_memory_source=tensor_sizes(g)[1])

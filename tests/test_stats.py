@@ -112,7 +112,13 @@ def test_graph_stats(diamond):
     s = graph_stats(diamond)
     assert s["nodes"] == 4 and s["edges"] == 4
     assert s["compute_total"] == {"gpu": 10, "cpu": 100}
-    assert s["ccr"] == pytest.approx(0.7) and s["critical_path"] == 12 and s["critical_path_nodes"] == 3
+    # with transfers a-b-d = 12 (above the work of 10: transfers are not work); compute
+    # only a-b-d = 2+3+4 = 9; CCR = mean edge (7/4) / mean node (10/4) = 0.7
+    assert s["ccr"] == pytest.approx(0.7) and s["ccr_link_model"] == "explicit edge costs"
+    assert s["critical_path_with_transfers"] == 12 and s["critical_path_with_transfers_nodes"] == 3
+    assert s["critical_path_compute"] == 9 and s["critical_path_compute_nodes"] == 3
+    assert s["work"] == 10 and s["avg_parallelism"] == pytest.approx(10 / 9)
+    assert "critical_path" not in s  # the unlabelled key is gone: say what the path counts
     assert s["depth"] == 3 and s["max_width"] == 2 and s["sources"] == 1 and s["sinks"] == 1
     assert s["training"] is False and s["backward_nodes"] == 0 and s["colocation_groups"] == 0
 
@@ -120,7 +126,8 @@ def test_graph_stats(diamond):
 def test_empty_and_edgeless_graphs():
     empty = OpGraph(ids=[], kinds=["gpu"], compute=np.zeros((0, 1)), memory=[], src=[], dst=[])
     s = graph_stats(empty)
-    assert s["nodes"] == 0 and s["depth"] == 0 and s["critical_path"] == 0 and s["avg_parallelism"] == 0
+    assert s["nodes"] == 0 and s["depth"] == 0 and s["avg_parallelism"] == 0
+    assert s["critical_path_compute"] == 0 and s["critical_path_with_transfers"] == 0 and s["ccr"] == 0
     flat = OpGraph(ids=[1, 2, 3], kinds=["gpu"], compute=[[1.0], [2.0], [3.0]], memory=[0, 0, 0], src=[], dst=[])
     assert average_parallelism(flat) == pytest.approx(2.0)
     assert critical_path(flat)[0] == 3 and tlevel(flat).tolist() == [0, 0, 0]
@@ -176,5 +183,7 @@ def test_tarnawski_training_graph_stats(tarnawski_dir):
     assert s["training"] and s["backward_nodes"] == g.n // 2
     assert s["colocation_groups"] == len(g.colocation_labels)
     assert s["depth"] == int(heights(g).max())
-    assert s["critical_path"] >= s["work"] / s["avg_parallelism"] - 1e-9  # comm only lengthens paths
+    assert s["critical_path_compute"] == pytest.approx(s["work"] / s["avg_parallelism"])
+    assert s["critical_path_compute"] <= s["work"] + 1e-9
+    assert s["critical_path_with_transfers"] >= s["critical_path_compute"] - 1e-9  # comm only lengthens paths
     assert math.isfinite(s["ccr"]) and s["ccr"] > 0

@@ -14,10 +14,10 @@ from typing import Any
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators.lstm import lstm_grid
-from dnnplace.graphs.generators.random_dag import random_layered_dag
+from dnnplace.graphs.generators.random_dag import DEFAULT_MEMORY_BUDGET, random_layered_dag
 from dnnplace.graphs.graph import OpGraph
 
-__all__ = ["GENERATORS", "generate", "random_layered_dag"]
+__all__ = ["GENERATORS", "generate", "random_layered_dag", "DEFAULT_MEMORY_BUDGET"]
 
 GENERATORS: dict[str, Callable[..., OpGraph]] = {
     "random-dag": random_layered_dag,

@@ -27,6 +27,12 @@ holding any step of a layer is charged that fraction of the weights). ``layers``
 each node's layer (``-1`` below the first LSTM layer, ``L`` above the last), which is
 what an expert layer-wise split uses (Pesto Sec. 5.2).
 
+Default size: every step's activations stay allocated (stashed for the backward pass),
+so memory grows with ``steps``; when ``batch`` is not given and batch 128 would exceed
+``memory_budget`` (8 GB by default, as for the random DAGs), the largest batch that
+keeps within it is used (``meta["generator"]["memory_budget"]`` then records the
+budget). An explicit ``batch`` is always used as given.
+
 The family is registered as ``"lstm"`` in :data:`dnnplace.graphs.generators.GENERATORS`; other
 model families (Transformer, NMT, NASNet, Inception) can be added as sibling modules in
 the same style.
@@ -39,17 +45,32 @@ from collections.abc import Sequence
 import numpy as np
 
 from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.generators.random_dag import DEFAULT_MEMORY_BUDGET
 from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["lstm_grid"]
 
+_DEFAULT_BATCH = 128
+
+
+def _memory_model(layers: int, steps: int, hidden: int, embed: int, vocab: int, training: bool,
+                  B: float) -> tuple[float, float]:
+    """Total static memory of :func:`lstm_grid` as ``per_batch * batch + fixed`` (bytes):
+    activations grow with the batch (once more for the gradients when training), the
+    weights and ``loss_sum`` do not."""
+    copies = 2 if training else 1
+    per_step = embed + layers * 10 * hidden + vocab + 1  # embed, 2 x 4h + 2 x h per layer, logits, loss
+    weights = vocab * embed + sum(((embed if lyr == 0 else hidden) + hidden) * 4 * hidden for lyr in range(layers)) \
+        + hidden * vocab
+    return copies * steps * per_step * B, copies * B + weights * B
+
 
 def lstm_grid(n: int | None = None, *, layers: int = 2, steps: int | None = None, hidden: int = 2048,
-              batch: int = 128, embed: int | None = None, vocab: int = 10000, training: bool = True,
+              batch: int | None = None, embed: int | None = None, vocab: int = 10000, training: bool = True,
               seed: int = 0, kinds: Sequence[str] = ("gpu", "cpu"), gpu_flops: float = 12e12,
               gpu_bandwidth: float = 700e9, launch_ms: float = 0.01, backward_factor: float = 2.0,
               cpu_slowdown: float = 20.0, dtype_bytes: int = 4, jitter: float = 0.05,
-              name: str | None = None) -> OpGraph:
+              memory_budget: float | None = DEFAULT_MEMORY_BUDGET, name: str | None = None) -> OpGraph:
     """An RNNLM-like operator graph (see the module docstring).
 
     Parameters
@@ -57,7 +78,15 @@ def lstm_grid(n: int | None = None, *, layers: int = 2, steps: int | None = None
     n : int, optional
         Approximate node count; sets ``steps`` when ``steps`` is not given.
     layers, steps, hidden, batch, embed, vocab
-        Model shape (``embed`` defaults to ``hidden``; ``steps`` to 20).
+        Model shape (``embed`` defaults to ``hidden``; ``steps`` to 20). ``batch``
+        defaults to 128, or to the largest smaller batch whose graph keeps its total
+        memory within ``memory_budget`` (every step's activations are stashed, so a
+        long unrolled graph outgrows any GPU otherwise: 200k nodes at batch 128 need
+        about 490 GB). An explicit ``batch`` is used as given.
+    memory_budget : float or None
+        Total memory (bytes) the default batch must keep to, default 8 GB (as
+        :func:`~dnnplace.graphs.generators.random_dag.random_layered_dag`); ``None``:
+        always 128.
     training : bool
         Add the backward pass and per-layer weight updates.
     seed : int
@@ -82,8 +111,17 @@ def lstm_grid(n: int | None = None, *, layers: int = 2, steps: int | None = None
     if steps < 1:
         raise InputError(f"lstm: steps must be >= 1, got {steps}")
     embed = hidden if embed is None else embed
-    rng = np.random.default_rng(seed)
     B = float(dtype_bytes)
+    if memory_budget is not None and not memory_budget > 0:
+        raise InputError(f"lstm: memory_budget must be a positive number of bytes or None, got {memory_budget!r}")
+    budget_batch = False
+    if batch is None:
+        batch = _DEFAULT_BATCH
+        per_batch, fixed = _memory_model(layers, steps, hidden, embed, vocab, training, B)
+        if memory_budget is not None and fixed + per_batch * batch > memory_budget:
+            batch = int(max(1, min(_DEFAULT_BATCH, (memory_budget - fixed) // per_batch)))
+            budget_batch = True
+    rng = np.random.default_rng(seed)
     ids: list[str] = []
     gpu_ms: list[float] = []
     out_bytes: list[float] = []
@@ -178,6 +216,8 @@ def lstm_grid(n: int | None = None, *, layers: int = 2, steps: int | None = None
     w_b = np.asarray(weight_bytes)
     meta = {"generator": {"family": "lstm", "layers": layers, "steps": steps, "hidden": hidden, "batch": batch,
                           "vocab": vocab, "training": training, "seed": seed}}
+    if budget_batch:  # recorded only when the budget chose the batch (small graphs stay byte-identical)
+        meta["generator"]["memory_budget"] = memory_budget
     return OpGraph(ids=ids, kinds=tuple(kinds), compute=compute, memory=out_b + w_b,
                    src=np.asarray(src, dtype=np.int64), dst=np.asarray(dst, dtype=np.int64),
                    edge_bytes=np.asarray(ebytes), persistent_bytes=w_b, output_bytes=out_b,

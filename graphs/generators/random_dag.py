@@ -20,6 +20,19 @@ Costs (all lognormal, so a few ops dominate as in real profiles):
   ``param_bytes``; ``memory = persistent_bytes + output_bytes``.
 - edges have no explicit ``cost``: transfer times come from the cluster's link model.
 
+Memory budget: the default medians (256 KiB outputs, 2 MiB weights) give about 2.7 MB
+per node on average, i.e. 550 GB for 200k nodes, far more than any cluster preset holds.
+So the *default* sizes shrink with ``n``: when the expected total memory
+``n * exp(bytes_sigma^2 / 2) * (output_bytes + param_frac * param_bytes)`` would exceed
+``memory_budget`` (default 8 GB: half of one 16 GB GPU, so a default graph fits every
+``single-host-N`` preset, even ``N = 1``, with room to balance load), the medians left
+at their defaults are multiplied by one factor that brings the expected total down to
+the budget (``meta["generator"]["memory_scale"]`` records it). Graphs below the budget
+(up to about 2,900 nodes) are unchanged; ``output_bytes`` and ``param_bytes`` given
+explicitly are used as given; ``memory_budget=None`` turns the scaling off. Edge bytes
+are the producers' outputs, so they shrink by the same factor (a large default graph
+moves less data per edge).
+
 Training graphs (``training=True``) add a backward node ``v'`` for each of the last
 ``n // 2`` forward nodes (the first-layer inputs need no gradient first): compute
 ``1.5x..2.5x`` the forward time on the same kinds, an edge ``(v, v')`` (the stashed
@@ -38,20 +51,41 @@ import numpy as np
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 
-__all__ = ["random_layered_dag"]
+__all__ = ["random_layered_dag", "DEFAULT_MEMORY_BUDGET"]
+
+DEFAULT_OUTPUT_BYTES = 256 * 1024
+DEFAULT_PARAM_BYTES = 2 * 1024 ** 2
+DEFAULT_MEMORY_BUDGET = 8e9  # bytes: half of one 16 GB GPU
 
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float, size: int) -> np.ndarray:
     return median * np.exp(sigma * rng.standard_normal(size))
 
 
+def _default_sizes(n: int, output_bytes: float | None, param_bytes: float | None, param_frac: float,
+                   sigma: float, budget: float | None) -> tuple[float, float, float]:
+    """The medians to draw from: explicit ones as given, defaults scaled by one factor
+    (returned third) so that the expected total memory stays within ``budget``."""
+    mean = n * math.exp(sigma ** 2 / 2)  # lognormal mean over median, times n
+    fixed = mean * ((output_bytes or 0.0) + param_frac * (param_bytes or 0.0))
+    free = mean * ((DEFAULT_OUTPUT_BYTES if output_bytes is None else 0.0)
+                   + param_frac * (DEFAULT_PARAM_BYTES if param_bytes is None else 0.0))
+    scale = 1.0
+    if budget is not None and free > 0 and fixed + free > budget:
+        scale = max(budget - fixed, 0.0) / free
+    ob = max(DEFAULT_OUTPUT_BYTES * scale, 4.0) if output_bytes is None else output_bytes  # >= one float32
+    pb = max(DEFAULT_PARAM_BYTES * scale, 4.0) if param_bytes is None else param_bytes
+    return ob, pb, scale
+
+
 def random_layered_dag(n: int, *, seed: int = 0, width: int | None = None, avg_degree: float = 1.5,
                        skip_p: float = 0.6, kinds: Sequence[str] = ("gpu", "cpu"),
                        compute_ms: float = 0.1, compute_sigma: float = 1.2,
                        cpu_slowdown: tuple[float, float] = (5.0, 20.0), unsupported_frac: float = 0.0,
-                       output_bytes: float = 256 * 1024, param_frac: float = 0.3,
-                       param_bytes: float = 2 * 1024 ** 2, bytes_sigma: float = 1.5,
+                       output_bytes: float | None = None, param_frac: float = 0.3,
+                       param_bytes: float | None = None, bytes_sigma: float = 1.5,
                        training: bool = False, colocate_backward: bool = True,
+                       memory_budget: float | None = DEFAULT_MEMORY_BUDGET,
                        name: str | None = None) -> OpGraph:
     """A random layered DAG with DNN-like compute, memory and tensor sizes.
 
@@ -76,7 +110,12 @@ def random_layered_dag(n: int, *, seed: int = 0, width: int | None = None, avg_d
     unsupported_frac : float
         Fraction of nodes that run on the last kind only.
     output_bytes, param_frac, param_bytes, bytes_sigma
-        Tensor and weight sizes (see the module docstring).
+        Tensor and weight sizes (see the module docstring); ``output_bytes`` and
+        ``param_bytes`` default to medians of 256 KiB and 2 MiB, scaled down for large
+        ``n`` to fit ``memory_budget``.
+    memory_budget : float or None
+        Expected total memory (bytes) the *default* sizes may reach (see the module
+        docstring); ``None``: no scaling.
     training : bool
         Add a backward pass (see the module docstring).
     colocate_backward : bool
@@ -95,6 +134,12 @@ def random_layered_dag(n: int, *, seed: int = 0, width: int | None = None, avg_d
     >>> g = random_layered_dag(1000, seed=3)
     >>> g.n, g.kinds, int(g.level.max()) + 1 <= 40
     (1000, ('gpu', 'cpu'), True)
+
+    Large graphs keep to the memory budget by default:
+
+    >>> big = random_layered_dag(100_000, seed=3)
+    >>> float(big.memory.sum()) < 1.1 * DEFAULT_MEMORY_BUDGET, big.meta["generator"]["memory_scale"] < 1
+    (True, True)
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InputError(f"random-dag: n must be a positive integer, got {n!r}")
@@ -106,6 +151,10 @@ def random_layered_dag(n: int, *, seed: int = 0, width: int | None = None, avg_d
     if cpu_slowdown[0] <= 0 or cpu_slowdown[1] < cpu_slowdown[0]:
         raise InputError(f"random-dag: cpu_slowdown must be a range (lo, hi) with 0 < lo <= hi, got {cpu_slowdown}")
     n = int(n)
+    if memory_budget is not None and not memory_budget > 0:
+        raise InputError(f"random-dag: memory_budget must be a positive number of bytes or None, got {memory_budget!r}")
+    output_bytes, param_bytes, scale = _default_sizes(n, output_bytes, param_bytes, param_frac, bytes_sigma,
+                                                      memory_budget)
     rng = np.random.default_rng(seed)
     n_b = n // 2 if training else 0
     n_f = n - n_b
@@ -192,6 +241,9 @@ def random_layered_dag(n: int, *, seed: int = 0, width: int | None = None, avg_d
     meta = {"generator": {"family": "random-dag", "n": n, "seed": seed, "width": width,
                           "avg_degree": avg_degree, "skip_p": skip_p, "training": training,
                           "unsupported_frac": unsupported_frac}}
+    if scale < 1.0:  # recorded only when the defaults were scaled (small graphs stay byte-identical)
+        meta["generator"].update(memory_budget=memory_budget, memory_scale=scale,
+                                 output_bytes=output_bytes, param_bytes=param_bytes)
     return OpGraph(ids=range(n), kinds=kinds, compute=compute, memory=pers_b + out_b,
                    src=src, dst=dst, edge_bytes=edge_bytes, persistent_bytes=pers_b, output_bytes=out_b,
                    colocation=coloc, colocation_labels=labels, backward=backward,

@@ -13,8 +13,11 @@ Column-oriented so that a 200k-node graph loads in a fraction of a second::
      "meta": {}}
 
 ``null`` in a compute column means "cannot run on this kind"; ``null`` memory of a
-device means unbounded. Only ``id``, ``compute`` and ``memory`` are required per node,
-only ``src``/``dst`` per edge. For hand-written files, ``nodes`` and ``edges`` may also
+device means unbounded. ``NaN`` (which Python's JSON parser accepts) is an error
+everywhere, naming the node or edge and the field: only ``null`` marks a value absent.
+A graph without nodes is an error too (``graph 'g' has no nodes``), in both forms.
+Only ``id``, ``compute`` and ``memory`` are required per node, only ``src``/``dst`` per
+edge. For hand-written files, ``nodes`` and ``edges`` may also
 be lists of records (``{"id": 1, "compute": {"gpu": 0.8}, "memory": 0}``,
 ``{"src": 1, "dst": 2, "bytes": 4096}``).
 """
@@ -28,7 +31,7 @@ import numpy as np
 
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.graph import OpGraph, user_column
 from dnnplace.graphs.instance import Instance
 
 __all__ = ["FORMAT", "is_native", "instance_from_native", "instance_to_native",
@@ -42,25 +45,15 @@ def is_native(doc: Any) -> bool:
     return isinstance(doc, dict) and str(doc.get("format", "")).startswith("dnnplace.graph/")
 
 
-def _column(values: Any, n: int, field: str, allow_null: bool = False, owner=None) -> np.ndarray:
-    """A float column; ``owner(i)`` names the node or edge of entry ``i`` in errors."""
-    def who(i: int) -> str:
-        return f"{owner(i)}: field {field!r}" if owner is not None else f"field {field!r}[{i}]"
+def _column(values: Any, n: int, field: str, allow_null: bool = False, owner=None,
+            null_means: str = "absent") -> np.ndarray:
+    """A float column; ``owner(i)`` names the node or edge of entry ``i`` in errors.
+    ``null`` is allowed only where ``allow_null``; ``NaN`` never (see
+    :func:`dnnplace.graphs.graph.user_column`)."""
+    return user_column(values, field=field, owner=owner, nullable=allow_null, n=n, null_means=null_means)
 
-    if not isinstance(values, list) or len(values) != n:
-        got = len(values) if isinstance(values, list) else type(values).__name__
-        raise InputError(f"field {field!r}: expected a list of {n} values, got {got}")
-    try:
-        arr = np.array([math.nan if v is None else v for v in values], dtype=np.float64)
-    except (TypeError, ValueError):
-        bad = next(i for i, v in enumerate(values)
-                   if isinstance(v, bool) or not isinstance(v, (int, float, type(None))))
-        raise InputError(f"{who(bad)} is not a number: {values[bad]!r}") from None
-    if not allow_null and np.isnan(arr).any():
-        i = int(np.flatnonzero(np.isnan(arr))[0])
-        raise InputError(f"{who(i)} is missing or NaN")
-    return arr
 
+_NO_COST = "without an explicit cost (the link model applies)"
 
 # values of optional node fields that a record leaves out (memory has none: it is required)
 _RECORD_DEFAULTS = {"backward": False, "persistent_bytes": 0.0, "output_bytes": 0.0}
@@ -137,6 +130,9 @@ def instance_from_native(doc: dict, source: str | None = None) -> Instance:
     nodes, edges = doc.get("nodes"), doc.get("edges", {"src": [], "dst": []})
     if nodes is None:
         raise InputError(f"{where}: missing field 'nodes'")
+    if (isinstance(nodes, list) and not nodes) or (isinstance(nodes, dict) and isinstance(nodes.get("id"), list)
+                                                   and not nodes["id"]):
+        raise InputError(f"{where}: graph {str(doc.get('name', 'graph'))!r} has no nodes")
     if isinstance(nodes, list):
         nodes, edges = _records_to_columns(nodes, edges if isinstance(edges, list) else [])
     if not isinstance(nodes, dict) or "id" not in nodes:
@@ -153,7 +149,8 @@ def instance_from_native(doc: dict, source: str | None = None) -> Instance:
     def node(i: int) -> str:
         return f"node {ids[i]!r}"
 
-    compute = np.column_stack([_column(comp.get(k, [None] * n), n, f"compute.{k}", allow_null=True, owner=node)
+    compute = np.column_stack([_column(comp.get(k, [None] * n), n, f"compute.{k}", allow_null=True, owner=node,
+                                       null_means=f"unsupported (cannot run on kind {k!r})")
                                for k in kinds]) if n else np.zeros((0, len(kinds)))
     if "memory" not in nodes:
         raise InputError(f"{where}: missing node field 'memory'")
@@ -178,7 +175,8 @@ def instance_from_native(doc: dict, source: str | None = None) -> Instance:
         ids, zip(edges["src"], edges["dst"], strict=True), kinds=tuple(kinds), compute=compute,
         memory=_column(nodes["memory"], n, "memory", owner=node),
         edge_bytes=_column(edges["bytes"], m, "bytes", owner=edge) if "bytes" in edges else None,
-        edge_cost=_column(edges["cost"], m, "cost", allow_null=True, owner=edge) if "cost" in edges else None,
+        edge_cost=_column(edges["cost"], m, "cost", allow_null=True, owner=edge, null_means=_NO_COST)
+        if "cost" in edges else None,
         colocation=coloc, colocation_labels=labels,
         backward=nodes.get("backward"), names=nodes.get("name"), op_types=nodes.get("op_type"),
         layers=nodes.get("layer"), name=str(doc.get("name", "graph")), unit=str(doc.get("unit", "ms")),

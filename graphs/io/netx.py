@@ -7,7 +7,8 @@ import math
 import networkx as nx
 import numpy as np
 
-from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph, user_column
 
 __all__ = ["to_networkx", "from_networkx"]
 
@@ -37,18 +38,35 @@ def to_networkx(g: OpGraph) -> nx.DiGraph:
 def from_networkx(dg: nx.DiGraph, *, compute: str = "compute", memory: str = "memory",
                   nbytes: str = "bytes", cost: str = "cost", name: str | None = None) -> OpGraph:
     """An :class:`OpGraph` from a DiGraph whose nodes carry a ``compute`` dict
-    (``{kind: time}``) and ``memory``; attribute keys are parameters."""
+    (``{kind: time}``) and ``memory``; attribute keys are parameters.
+
+    A kind left out of a node's ``compute`` dict, or given as ``None``, means the node
+    cannot run there; a ``NaN`` time, memory, byte count or edge cost is an
+    :class:`~dnnplace.graphs.errors.InputError` naming the node or edge and the field
+    (see :func:`dnnplace.graphs.graph.user_column`), as is a graph without nodes.
+    """
     ids = list(dg.nodes)
+    gname = name or dg.graph.get("name") or "graph"
+    if not ids:
+        raise InputError(f"networkx graph: graph {gname!r} has no nodes")
     kinds: list[str] = []
     for v in ids:
-        for k in dg.nodes[v].get(compute, {}):
+        for k in dg.nodes[v].get(compute, None) or {}:
             if k not in kinds:
                 kinds.append(k)
-    comp = np.full((len(ids), len(kinds)), np.nan)
-    for i, v in enumerate(ids):
-        for k, t in dg.nodes[v].get(compute, {}).items():
-            comp[i, kinds.index(k)] = t
+
+    def node(i: int) -> str:
+        return f"node {ids[i]!r}"
+
+    cols = [user_column([(dg.nodes[v].get(compute, None) or {}).get(k) for v in ids], field=f"{compute}.{k}",
+                        owner=node, nullable=True, null_means=f"unsupported (cannot run on kind {k!r})")
+            for k in kinds]
+    comp = np.column_stack(cols) if cols else np.zeros((len(ids), 0))
     edges = list(dg.edges)
+
+    def edge(j: int) -> str:
+        return f"edge {edges[j][0]!r}->{edges[j][1]!r}"
+
     labels = sorted({dg.nodes[v]["colocation"] for v in ids if "colocation" in dg.nodes[v]},
                     key=lambda c: (str(type(c)), c))
     code = {c: j for j, c in enumerate(labels)}
@@ -56,14 +74,18 @@ def from_networkx(dg: nx.DiGraph, *, compute: str = "compute", memory: str = "me
     def column(key: str) -> list | None:
         return [dg.nodes[v].get(key) for v in ids] if any(key in dg.nodes[v] for v in ids) else None
 
+    def node_numbers(key: str, default: float | None) -> np.ndarray:
+        return user_column([dg.nodes[v].get(key, default) for v in ids], field=key, owner=node)
+
     return OpGraph.from_ids(
         ids, edges, kinds=tuple(kinds), compute=comp,
-        memory=[dg.nodes[v].get(memory, math.nan) for v in ids],
-        edge_bytes=[dg.edges[e].get(nbytes, 0.0) for e in edges],
-        edge_cost=[dg.edges[e].get(cost, math.nan) for e in edges],
-        persistent_bytes=[dg.nodes[v].get("persistent_bytes", 0.0) for v in ids],
-        output_bytes=[dg.nodes[v].get("output_bytes", 0.0) for v in ids],
+        memory=node_numbers(memory, None),
+        edge_bytes=user_column([dg.edges[e].get(nbytes, 0.0) for e in edges], field=nbytes, owner=edge),
+        edge_cost=user_column([dg.edges[e].get(cost) for e in edges], field=cost, owner=edge, nullable=True,
+                              null_means="without an explicit cost (the link model applies)"),
+        persistent_bytes=node_numbers("persistent_bytes", 0.0),
+        output_bytes=node_numbers("output_bytes", 0.0),
         backward=[bool(dg.nodes[v].get("backward", False)) for v in ids],
         colocation=[code[dg.nodes[v]["colocation"]] if "colocation" in dg.nodes[v] else -1 for v in ids],
         colocation_labels=labels, names=column("name"), op_types=column("op_type"), layers=column("layer"),
-        name=name or dg.graph.get("name") or "graph", unit=dg.graph.get("unit", "ms"))
+        name=gname, unit=dg.graph.get("unit", "ms"))

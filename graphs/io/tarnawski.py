@@ -102,6 +102,10 @@ def instance_from_tarnawski(doc: dict, name: str = "graph", source: str | None =
         if key not in doc:
             raise InputError(f"{source or name}: missing top-level field {key!r}")
     nodes, edges = doc["nodes"], doc["edges"]
+    if not isinstance(nodes, list) or not isinstance(edges, list):
+        raise InputError(f"{source or name}: 'nodes' and 'edges' must be lists of records")
+    if not nodes:
+        raise InputError(f"{source or name}: graph {name!r} has no nodes")
     n = len(nodes)
     ids, compute, memory, backward, coloc_raw = [], np.full((n, 2), np.nan), np.zeros(n), np.zeros(n, bool), []
     names, layers, unsupported_acc, extra = [], [], {}, {}
