@@ -428,3 +428,49 @@ def test_default_lstm_of_200k_nodes_fits_too():
     assert generate("lstm", n=20_000, batch=128).meta["generator"]["batch"] == 128  # explicit: as given
     g = generate("lstm", n=20_000)
     assert g.meta["generator"]["batch"] < 128 and float(g.memory.sum()) <= DEFAULT_MEMORY_BUDGET
+
+
+# ---------------------------------------------------------------------------- the same, as a person runs it
+def _run(*args, cwd) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "dnnplace", *map(str, args)], capture_output=True, text=True,
+                       timeout=120, cwd=cwd)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_data_faults_in_a_subprocess(tmp_path):
+    """Each data fault of issue 18 through the real command line: exit code, streams,
+    no file where the input is bad, the culprit named."""
+    out_file = tmp_path / "r.json"
+    # NaN compute: exit 2, one line on stderr naming node and field, nothing on stdout, no file
+    nan = write(tmp_path, columnar(compute={"gpu": [1.0, NAN, 3.0], "cpu": [10.0, 20.0, 30.0]}), "nan.json")
+    code, out, err = _run("solve", nan, "--problem", "makespan", "--method", "heft", "--cluster",
+                          "single-host-2-nvlink", "--out", out_file, cwd=tmp_path)
+    assert (code, out, err.count("\n")) == (2, "", 1) and "node 'b': field 'compute.gpu' is NaN" in err
+    assert not out_file.exists()
+    # an empty graph: exit 2, never "objective 0.00"
+    void = write(tmp_path, {"format": "dnnplace.graph/1", "name": "void", "nodes": [], "edges": []}, "void.json")
+    code, out, err = _run("solve", void, "--problem", "makespan", "--method", "greedy", "--cluster",
+                          "single-host-1-nvlink", "--out", out_file, cwd=tmp_path)
+    assert (code, out, err.count("\n")) == (2, "", 1) and err.startswith("dnnplace: error: ")
+    assert "graph 'void' has no nodes" in err
+    assert not out_file.exists()
+    # memory over capacity: the simulation runs (exit 0) and says which device, by how much
+    doc = columnar(memory=[900, 900, 0])
+    doc["cluster"] = {"devices": [{"name": "gpu0", "kind": "gpu", "memory": 1000}, {"name": "cpu0", "kind": "cpu"}]}
+    graph, placement = write(tmp_path, doc, "over.json"), tmp_path / "p.json"
+    placement.write_text(json.dumps({"a": "gpu0", "b": "gpu0", "c": "gpu0"}))
+    code, out, _ = _run("simulate", graph, placement, cwd=tmp_path)
+    assert code == 0 and "over capacity: device gpu0: static memory 1.80 KB exceeds its capacity 1.00 KB" in out
+    # info: nodes that fit one by one but not together on the GPUs they need
+    doc = columnar(memory=[600, 600, 600], compute={"gpu": [1.0, 1.0, 1.0]})
+    doc["cluster"] = {"devices": [{"name": "gpu0", "kind": "gpu", "memory": 1000}, {"name": "cpu0", "kind": "cpu"}]}
+    code, out, _ = _run("info", write(tmp_path, doc, "tight.json"), cwd=tmp_path)
+    check = next(line for line in out.splitlines() if line.startswith("feasibility check:"))
+    assert code == 0 and check != "feasibility check: ok" and "1,800 bytes in total" in check
+    # the critical path says what it counts and never exceeds the work without transfers
+    code, out, _ = _run("info", write(tmp_path, columnar(), "plain.json"), cwd=tmp_path)
+    rows = dict(line.split(None, 1) for line in out.splitlines()[2:] if line and not line.startswith("-"))
+    assert code == 0 and rows["work"].strip() == rows["critical_path_compute"].strip() == "6.00 ms"
