@@ -13,54 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.graphs.errors import InputError
+from dnnplace.textout import device_table, fmt_bytes, fmt_num, print_evaluation, say, text_table, warn
 
 __all__ = ["cmd_info", "cmd_evaluate", "cmd_simulate", "cmd_generate", "cmd_solve", "cmd_methods", "cmd_run",
            "cmd_reproduce", "build_request"]
 
 
 # ---------------------------------------------------------------------------- helpers
-def _out(text: str = "") -> None:
-    print(text, file=sys.stdout)
-
-
-def _num(v: Any, digits: int = 2) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf"
-        if v != 0 and (abs(v) >= 1e7 or abs(v) < 10 ** -digits):
-            return f"{v:.{digits + 2}g}"
-        return f"{v:,.{digits}f}"
-    return str(v)
-
-
-def _bytes(v: float | None) -> str:
-    if v is None or (isinstance(v, float) and math.isinf(v)):
-        return "unbounded"
-    for unit, f in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(v) >= f:
-            return f"{v / f:.2f} {unit}"
-    return f"{v:.0f} B"
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> str:
-    cells = [[str(c) for c in header]] + [[c if isinstance(c, str) else _num(c) for c in r] for r in rows]
-    widths = [max(len(r[j]) for r in cells) for j in range(len(header))]
-    lines = []
-    for i, r in enumerate(cells):
-        lines.append("  ".join(c.ljust(widths[j]) if j == 0 else c.rjust(widths[j]) for j, c in enumerate(r)))
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def _load(graph: str, cluster: str | None = None):
     """Instance from a file, with ``--cluster`` replacing (or supplying) its cluster."""
     from dnnplace.graphs.io import load_instance
@@ -79,10 +38,6 @@ def _parse_param(text: str, flag: str = "--param") -> tuple[str, Any]:
         return key, json.loads(val)
     except json.JSONDecodeError:
         return key, val
-
-
-def _warn(text: str) -> None:
-    print(f"dnnplace: warning: {text}", file=sys.stderr)
 
 
 def _check_out(path: str | None, flag: str = "--out") -> None:
@@ -120,33 +75,33 @@ def cmd_info(args: argparse.Namespace) -> int:
                                                      "speed": d.speed} for d in cl.devices],
                        "device_limit": cl.meta.get("device_limit"), "check": check}
     if args.json:
-        _out(json.dumps({"graph": stats, "cluster": cluster_doc}, indent=1, default=str))
+        say(json.dumps({"graph": stats, "cluster": cluster_doc}, indent=1, default=str))
         return 0
     unit = stats.get("unit", "ms")
-    _out(f"graph {stats['name']!r} ({inst.source})")
+    say(f"graph {stats['name']!r} ({inst.source})")
     rows = []
     for k, v in stats.items():
         if k in ("name",):
             continue
         if isinstance(v, dict):
-            v = ", ".join(f"{a}: {_num(b)}" for a, b in v.items())
+            v = ", ".join(f"{a}: {fmt_num(b)}" for a, b in v.items())
         elif isinstance(v, list):
             v = ", ".join(map(str, v))
         elif k.endswith("bytes_total") or k == "memory_total":
-            v = _bytes(v)
+            v = fmt_bytes(v)
         elif k in ("work", "critical_path_compute", "critical_path_with_transfers") and v is not None:
-            v = f"{_num(v)} {unit}"
-        rows.append([k, v if isinstance(v, str) else _num(v)])
-    _out(_table(["statistic", "value"], rows))
+            v = f"{fmt_num(v)} {unit}"
+        rows.append([k, v if isinstance(v, str) else fmt_num(v)])
+    say(text_table(["statistic", "value"], rows))
     if cluster_doc is not None:
-        _out()
+        say()
         lim = f", device limit {cluster_doc['device_limit']}" if cluster_doc["device_limit"] else ""
-        _out(f"cluster {cl.name!r}: {cl.size} devices{lim}")
-        _out(_table(["device", "kind", "memory", "speed"],
-                    [[d.name, d.kind, _bytes(d.memory), _num(d.speed)] for d in cl.devices]))
-        _out(f"feasibility check: {check}")
+        say(f"cluster {cl.name!r}: {cl.size} devices{lim}")
+        say(text_table(["device", "kind", "memory", "speed"],
+                       [[d.name, d.kind, fmt_bytes(d.memory), fmt_num(d.speed)] for d in cl.devices]))
+        say(f"feasibility check: {check}")
     else:
-        _out("\nno cluster in this file (give one with --cluster PRESET)")
+        say("\nno cluster in this file (give one with --cluster PRESET)")
     return 0
 
 
@@ -165,54 +120,6 @@ def _eval_options(args: argparse.Namespace, problem: str) -> dict[str, Any]:
     return opts
 
 
-def _device_table(placement, details: dict[str, Any]) -> str:
-    import numpy as np
-
-    cl = placement.cluster
-    counts = np.bincount(placement.device, minlength=cl.size)
-    per_dev = details.get("devices") or {}
-    memory = details.get("memory") or {}
-    subgraphs = details.get("subgraphs") or {}
-    cols: list[str] = []
-    for d in per_dev.values():
-        for k in d:
-            if k not in cols and k not in ("nodes",):
-                cols.append(k)
-    header = ["device", "nodes", *cols]
-    if subgraphs:
-        header.append("subgraphs")
-    if memory:
-        header += ["memory", "capacity"]
-    rows = []
-    for i, name in enumerate(cl.names):
-        if counts[i] == 0:
-            continue
-        row: list[Any] = [name, int(counts[i])]
-        vals = per_dev.get(name, {})
-        row += [("unknown" if c == "peak_memory" and vals.get(c) is None else _bytes(vals.get(c)))
-                if "memory" in c else vals.get(c) for c in cols]
-        if subgraphs:
-            row.append(subgraphs.get(name, "-"))
-        if memory:
-            row += [_bytes(memory.get(name)), _bytes(float(cl.memory[i]))]
-        rows.append(row)
-    return _table(header, rows)
-
-
-def _print_evaluation(ev, placement) -> None:
-    unit = ev.details.get("unit", placement.graph.unit)
-    extra = ""
-    if ev.problem == "maxload":
-        extra = f" ({ev.details.get('objective_variant')}, contiguity {ev.details.get('contiguity')})"
-    elif ev.problem == "makespan":
-        extra = f" (policy {ev.details.get('policy')}, congestion {'on' if ev.details.get('congestion') else 'off'})"
-    _out(f"{ev.problem}{extra}: {_num(ev.objective)} {unit}")
-    _out(f"feasible: {'yes' if ev.feasible else 'no'}")
-    for v in ev.violations:
-        _out(f"  violation: {v}")
-    _out()
-    _out(_device_table(placement, ev.details))
-
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from dnnplace.graphs.evaluate import evaluate
@@ -222,10 +129,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     inst = _load(args.graph, args.cluster)
     p = load_placement(args.placement, inst)
     ev = evaluate(p, args.problem, **_eval_options(args, args.problem))
-    _print_evaluation(ev, p)
+    print_evaluation(ev, p)
     if args.out:
         write_json(args.out, ev.to_dict())
-        _out(f"\nwrote {args.out}")
+        say(f"\nwrote {args.out}")
     return 0
 
 
@@ -254,33 +161,34 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     res = simulate(p, policy=args.policy, priorities=priorities, congestion=args.congestion)
     d = res.to_dict()
     unit = d["unit"]
-    _out(f"makespan: {_num(d['makespan'])} {unit} (policy {args.policy}, congestion "
-         f"{'on' if args.congestion else 'off'})")
-    _out(f"transfers: {d['transfers']:,} ({_bytes(d['transfer_bytes'])})")
-    _out()
-    rows = [[n, v["nodes"], v["busy"], f"{100 * v['utilisation']:.1f}%", _bytes(v["static_memory"]),
-             "unknown" if v["peak_memory"] is None else _bytes(v["peak_memory"]), _bytes(v["memory_capacity"])]
+    say(f"makespan: {fmt_num(d['makespan'])} {unit} (policy {args.policy}, congestion "
+        f"{'on' if args.congestion else 'off'})")
+    say(f"transfers: {d['transfers']:,} ({fmt_bytes(d['transfer_bytes'])})")
+    say()
+    rows = [[n, v["nodes"], v["busy"], f"{100 * v['utilisation']:.1f}%", fmt_bytes(v["static_memory"]),
+             "unknown" if v["peak_memory"] is None else fmt_bytes(v["peak_memory"]),
+             fmt_bytes(v["memory_capacity"])]
             for n, v in d["devices"].items() if v["nodes"]]
-    _out(_table(["device", "nodes", f"busy ({unit})", "utilisation", "static memory", "peak memory", "capacity"],
-                rows))
+    say(text_table(["device", "nodes", f"busy ({unit})", "utilisation", "static memory", "peak memory",
+                    "capacity"], rows))
     if d["peak_memory_source"] == "edge_bytes":
-        _out("(peak memory estimated from edge bytes: the graph gives no output_bytes)")
+        say("(peak memory estimated from edge bytes: the graph gives no output_bytes)")
     for msg in d["memory_violations"]:
-        _out(f"over capacity: {msg}")
+        say(f"over capacity: {msg}")
     if d["links"]:
-        _out()
+        say()
         top = sorted(d["links"].items(), key=lambda kv: -kv[1]["busy"])[:10]
-        _out(_table(["link", "transfers", "bytes", f"busy ({unit})"],
-                    [[k, v["transfers"], _bytes(v["bytes"]), v["busy"]] for k, v in top]))
+        say(text_table(["link", "transfers", "bytes", f"busy ({unit})"],
+                       [[k, v["transfers"], fmt_bytes(v["bytes"]), v["busy"]] for k, v in top]))
         if len(d["links"]) > 10:
-            _out(f"... {len(d['links']) - 10} more links")
+            say(f"... {len(d['links']) - 10} more links")
     if args.gantt:
         from dnnplace.graphs.gantt import plot_gantt
         plot_gantt(res, args.gantt)
-        _out(f"\nwrote {args.gantt}")
+        say(f"\nwrote {args.gantt}")
     if args.out:
         write_json(args.out, res.to_dict(trace=True), indent=None)
-        _out(f"wrote {args.out}")
+        say(f"wrote {args.out}")
     return 0
 
 
@@ -304,8 +212,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     cluster = cluster_preset(args.cluster, graph) if args.cluster else None
     src = f"generate {args.family} --nodes {args.nodes} --seed {args.seed}"
     save_instance(Instance(graph, cluster, src), args.out)
-    _out(f"wrote {args.out}: {graph.n:,} nodes, {graph.m:,} edges"
-         + (f", cluster {cluster.name}" if cluster else ""))
+    say(f"wrote {args.out}: {graph.n:,} nodes, {graph.m:,} edges"
+        + (f", cluster {cluster.name}" if cluster else ""))
     return 0
 
 
@@ -356,7 +264,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from dnnplace.formulations.solver_options import check_backend
 
     for w in check_backend(req.solver, flags=True):  # --solver cplex, --solver-option foo_bar=3 -> exit 2
-        _warn(w)
+        warn(w)
     from dnnplace.graphs.io import prepare_instance
 
     inst = prepare_instance(args.graph, args.cluster)  # infeasible instance -> one line naming why
@@ -369,14 +277,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
         raise SolverLicenceError(licence_message(res.message, req.solver.solver))
     unit = res.unit
-    _out(f"{res.method} on {res.instance} ({res.problem}): {res.status}"
-         + (f" [{res.termination}]" if res.termination else ""))
+    say(f"{res.method} on {res.instance} ({res.problem}): {res.status}"
+        + (f" [{res.termination}]" if res.termination else ""))
     if res.message:
-        _out(f"message: {res.message}")
-    _out(f"objective: {_num(res.objective)} {unit}   bound: {_num(res.bound)}   "
-         f"gap: {'-' if res.gap is None else f'{100 * res.gap:.2f}%'}")
+        say(f"message: {res.message}")
+    say(f"objective: {fmt_num(res.objective)} {unit}   bound: {fmt_num(res.bound)}   "
+        f"gap: {'-' if res.gap is None else f'{100 * res.gap:.2f}%'}")
     solver = f"{res.solver} {res.solver_version or ''}".strip() if res.solver else "none"
-    _out(f"solver: {solver}   build: {res.build_seconds:.3f} s   solve: {res.solve_seconds:.3f} s")
+    say(f"solver: {solver}   build: {res.build_seconds:.3f} s   solve: {res.solve_seconds:.3f} s")
     ev = res.evaluation
     if ev is not None:
         agree = ""
@@ -384,18 +292,18 @@ def cmd_solve(args: argparse.Namespace) -> int:
             diff = res.objective - ev["objective"]
             agree = ("agrees with the method" if abs(diff) <= 1e-6 * max(1.0, abs(ev["objective"]))
                      else f"method's value is an upper bound, {diff:.6g} above")
-        _out(f"independent evaluation: {_num(ev.get('objective'))} {unit}, feasible "
-             f"{'yes' if ev.get('feasible') else 'no'}" + (f" ({agree})" if agree else ""))
+        say(f"independent evaluation: {fmt_num(ev.get('objective'))} {unit}, feasible "
+            f"{'yes' if ev.get('feasible') else 'no'}" + (f" ({agree})" if agree else ""))
         for v in ev.get("violations", []):
-            _out(f"  violation: {v}")
+            say(f"  violation: {v}")
         if res.placement is not None:
             from dnnplace.graphs.io import placement_from_doc
             p = placement_from_doc(res.placement, inst)
-            _out()
-            _out(_device_table(p, ev))
+            say()
+            say(device_table(p, ev))
     if args.out:
         write_json(args.out, res.to_dict())
-        _out(f"\nwrote {args.out}")
+        say(f"\nwrote {args.out}")
     return 0 if res.status != "error" else 1
 
 
@@ -410,26 +318,26 @@ def cmd_methods(args: argparse.Namespace) -> int:
         from dnnplace.registry import get_method
 
         m = get_method(args.name)
-        _out(f"{m.name} ({m.kind}): {m.summary}")
-        _out(f"problems: {', '.join(m.problems)}   default contiguity: {m.default_contiguity}")
+        say(f"{m.name} ({m.kind}): {m.summary}")
+        say(f"problems: {', '.join(m.problems)}   default contiguity: {m.default_contiguity}")
         rows = describe_options(m.options)
         if not rows:
-            _out("options: none")
+            say("options: none")
             return 0
-        _out("options (--param KEY=VALUE, or [params] in an experiment config):")
+        say("options (--param KEY=VALUE, or [params] in an experiment config):")
         w = max(len(r[0]) for r in rows)
         for name, typ, default, doc in rows:
-            _out(f"  {name.ljust(w)}  {typ} = {default}  {doc}")
+            say(f"  {name.ljust(w)}  {typ} = {default}  {doc}")
         return 0
     for prob in PROBLEMS:
         ms = [m for m in methods.values() if prob in m.problems]
-        _out(f"{prob}:")
+        say(f"{prob}:")
         if not ms:
-            _out("  (none)")
+            say("  (none)")
         w = max((len(m.name) for m in ms), default=0)
         kw = max((len(m.kind) for m in ms), default=0)
         for m in ms:
-            _out(f"  {m.name.ljust(w)}  {m.kind.ljust(kw)}  {m.summary}")
+            say(f"  {m.name.ljust(w)}  {m.kind.ljust(kw)}  {m.summary}")
     return 0
 
 
@@ -443,9 +351,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     records = run_config(cfg, fresh=args.fresh, progress=not args.quiet, out_dir=out,
                          retry_errors=args.retry_errors)
     table = (out / "table.md").read_text()
-    _out(table.rstrip())
+    say(table.rstrip())
     errors = sum(1 for r in records if r.get("status") == "error")
-    _out(f"\n{len(records)} runs ({errors} errors); results in {out}/ (runs.jsonl, table.md, table.csv)")
+    say(f"\n{len(records)} runs ({errors} errors); results in {out}/ (runs.jsonl, table.md, table.csv)")
     if errors:
         print(f"dnnplace: {errors} run(s) failed (see table.md); rerun with --retry-errors once fixed",
               file=sys.stderr)
@@ -464,6 +372,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         known = sorted(REPRODUCTIONS) or "none"
         raise InputError(f"unknown reproduction {args.name!r}; known: {known}")
     out = REPRODUCTIONS[args.name](quick=args.quick, out_dir=args.out, fresh=args.fresh, progress=not args.quiet)
-    _out(Path(out).read_text())
-    _out(f"wrote {out}")
+    say(Path(out).read_text())
+    say(f"wrote {out}")
     return 0

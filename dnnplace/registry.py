@@ -145,7 +145,7 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
                 f"{m.name} on {res.instance}: method reports {res.objective!r}, the evaluator {ev.objective!r}")
     if not ev.feasible and res.status in ("optimal", "feasible"):
         # the status comes from the evaluation, whatever the method said
-        res.status = "infeasible"
+        res.status = "memory_infeasible" if _only_memory(p, ev) else "infeasible"
         res.message = "; ".join(filter(None, [res.message, "evaluation: " + "; ".join(ev.violations[:3])]))
     if (res.bound is not None and res.objective is not None and np.isfinite(res.bound)
             and res.objective < res.bound - 1e-6 * max(1.0, abs(res.bound)) and ev.feasible):
@@ -153,6 +153,15 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
                                  f"own bound {res.bound!r}")
     res.gap = relative_gap(res.objective, res.bound)
     return res, p
+
+
+def _only_memory(p: Placement, ev) -> bool:
+    """Every violation the evaluator found is a static-memory overflow (the placement is
+    otherwise valid): the number of violations equals what memory alone adds."""
+    from dnnplace.graphs.evaluate import validate
+
+    memory_only = len(validate(p, memory=True)) - len(validate(p, memory=False))
+    return memory_only > 0 and len(ev.violations) == memory_only
 
 
 def solve(instance: Instance, method: str | Method, request: SolveRequest) -> Result:

@@ -159,7 +159,7 @@ def _fill(cell: Cell, rec: dict | None) -> None:
     cell.seconds = rec.get("wall_seconds")
     cell.extra = rec.get("extra") or {}
     notes = []
-    if rec.get("status") not in ("optimal", "feasible", "infeasible"):
+    if rec.get("status") not in ("optimal", "feasible", "infeasible", "memory_infeasible"):
         notes.append(f"status {rec.get('status')}")
     if spec.method == "ip" and rec.get("gap") is not None:
         notes.append(f"gap {100 * rec['gap']:.1f}%")

@@ -8,7 +8,9 @@ status         meaning
 =============  ==============================================================
 optimal        proved optimal (to the requested gap, see ``gap``)
 feasible       a solution, not proved optimal (heuristic, or a limit was hit)
-infeasible     the model was proved infeasible
+infeasible     the model was proved infeasible, or the evaluator rejects the placement
+memory_infeasible  the placement is valid except that a device's static memory overflows
+               (a best-effort heuristic that found no room; never shown as feasible)
 no_solution    stopped (time limit, interrupt) before any solution was found
 error          the backend failed; ``message`` says why
 =============  ==============================================================
@@ -24,7 +26,7 @@ from dnnplace.graphs.io import jsonable
 
 __all__ = ["STATUSES", "Result", "relative_gap"]
 
-STATUSES = ("optimal", "feasible", "infeasible", "no_solution", "error")
+STATUSES = ("optimal", "feasible", "infeasible", "memory_infeasible", "no_solution", "error")
 
 
 def relative_gap(objective: float | None, bound: float | None) -> float | None:

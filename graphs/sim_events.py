@@ -13,6 +13,13 @@ dispatch order, and returns node and transfer start/finish times. It is a plain
   *delivers* to its consumers: a same-device consumer at once, a remote one when the
   transfer carrying the tensor finishes. A node becomes ready when its last arrival
   is delivered, at the latest of its arrival times.
+* with a given link order (``link_seq``, congestion on) a completing node only
+  *releases* its transfer tasks; a link serves its sequence strictly in order: the
+  next task starts at ``max(link free, its release)`` once it is released, and is
+  followed at once by the tasks after it that are already released. A transfer's
+  finish is known when it is served, so it delivers to its consumers then (its start
+  is never before the current time, so events stay in time order). Without a link
+  order the loop is the FCFS one above, unchanged.
 """
 
 from __future__ import annotations
@@ -28,14 +35,17 @@ from dnnplace.graphs.sim_policies import device_sequences, raise_deadlock
 __all__ = ["run_events"]
 
 
-def _deliveries(placement: Placement, tx: Transfers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _deliveries(placement: Placement, tx: Transfers,
+                with_transfers: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """CSR by source node of the transfers it starts and of the arrivals it delivers.
 
     Returns ``x_ptr`` (transfers of node ``u`` are ``x_ptr[u]:x_ptr[u+1]``; they are
     sorted by source node) and the delivery CSR ``r_ptr, r_nodes, r_slot``: node ``u``
     delivers to ``r_nodes[k]`` at the finish time of transfer ``r_slot[k]``, or at once
     when ``r_slot[k] == X`` (a same-device successor). Same-device successors come first
-    (by edge id), then each transfer's destinations in transfer order.
+    (by edge id), then each transfer's destinations in transfer order. Without
+    ``with_transfers`` the CSR holds the same-device successors only (a given link order
+    delivers each transfer's destinations when the link serves it).
     """
     g, dev = placement.graph, placement.device
     n, X = g.n, int(tx.edge.shape[0])
@@ -43,8 +53,10 @@ def _deliveries(placement: Placement, tx: Transfers) -> tuple[np.ndarray, np.nda
     np.cumsum(np.bincount(tx.src_node, minlength=n), out=x_ptr[1:])
     same = dev[g.src] == dev[g.dst]
     per_x = np.diff(tx.dst_ptr)
+    if not with_transfers:
+        per_x = np.zeros_like(per_x)
     keys = np.concatenate([g.src[same], np.repeat(tx.src_node, per_x)])
-    nodes = np.concatenate([g.dst[same], tx.dst_nodes])
+    nodes = np.concatenate([g.dst[same], tx.dst_nodes if with_transfers else tx.dst_nodes[:0]])
     slots = np.concatenate([np.full(int(same.sum()), X, dtype=np.int64), np.repeat(np.arange(X), per_x)])
     perm = np.argsort(keys, kind="stable")
     r_ptr = np.zeros(n + 1, dtype=np.int64)
@@ -53,7 +65,8 @@ def _deliveries(placement: Placement, tx: Transfers) -> tuple[np.ndarray, np.nda
 
 
 def run_events(placement: Placement, dur: np.ndarray, tx: Transfers, by_rank: np.ndarray, *,
-               policy: str, congestion: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               policy: str, congestion: bool,
+               link_seq: list[list[int]] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Simulate; return node ``start, finish`` (n,) and transfer ``start, finish`` (X,).
 
     Parameters
@@ -67,15 +80,21 @@ def run_events(placement: Placement, dur: np.ndarray, tx: Transfers, by_rank: np
         Nodes in dispatch order (:func:`dnnplace.graphs.sim_policies.dispatch_order`).
     policy : str
     congestion : bool
+    link_seq : list of lists, optional
+        Per directed link ``a * D + b``, its transfer tasks in the order it must serve
+        them (:func:`dnnplace.graphs.sim_policies.link_sequences`); used with
+        ``congestion`` only (without it transfers overlap and no order applies).
 
     Raises
     ------
     InputError
-        ``policy="order"`` and the per-device sequences deadlock against precedence.
+        ``policy="order"`` and the per-device sequences (and the link sequences, if
+        given) deadlock against precedence.
     """
     g, D = placement.graph, placement.cluster.size
     n, X = g.n, int(tx.edge.shape[0])
-    x_ptr, r_ptr, r_nodes, r_slot = (a.tolist() for a in _deliveries(placement, tx))
+    lorder = link_seq is not None and congestion
+    x_ptr, r_ptr, r_nodes, r_slot = (a.tolist() for a in _deliveries(placement, tx, not lorder))
     strict, fifo = policy == "order", policy == "fifo"
     rank_a = np.empty(n, dtype=np.int64)
     rank_a[by_rank] = np.arange(n)
@@ -84,17 +103,24 @@ def run_events(placement: Placement, dur: np.ndarray, tx: Transfers, by_rank: np
              x_ptr, r_ptr, r_nodes, r_slot, np.bincount(g.dst, minlength=n).tolist())
     seq = device_sequences(placement, by_rank) if strict else []
     nxt = [0] * D
-    start, fin, xs, xf, done = _loop(n, D, X, lists, seq, nxt, strict, fifo, congestion)
+    links = None
+    if lorder:  # (sequence per link, next position per link, released flags, destinations CSR)
+        links = (link_seq, [0] * (D * D), [False] * X, tx.dst_ptr.tolist(), tx.dst_nodes.tolist())
+    start, fin, xs, xf, done = _loop(n, D, X, lists, seq, nxt, strict, fifo, congestion, links)
     if done < n:  # only a strict order can stall on a DAG
-        raise_deadlock(placement, seq, nxt)
+        raise_deadlock(placement, seq, nxt, (tx, links[0], links[1]) if links is not None else None)
     return (np.asarray(start, dtype=np.float64), np.asarray(fin, dtype=np.float64),
             np.asarray(xs, dtype=np.float64), np.asarray(xf[:X], dtype=np.float64))
 
 
 def _loop(n: int, D: int, X: int, lists: tuple, seq: list[list[int]], nxt: list[int],
-          strict: bool, fifo: bool, congestion: bool) -> tuple[list, list, list, list, int]:
-    """The event loop proper, on Python lists (the hot path); advances ``nxt`` in place."""
+          strict: bool, fifo: bool, congestion: bool, links: tuple | None = None) -> tuple[list, list, list, list, int]:
+    """The event loop proper, on Python lists (the hot path); advances ``nxt`` (and, with
+    a link order, each link's position) in place."""
     dur, dev, tp, order, rank, by_rank, xdur, xlink, x_ptr, r_ptr, r_nodes, r_slot, cnt = lists
+    lseq = None
+    if links is not None:
+        lseq, lnxt, xrel, d_ptr, d_nodes = links
     start, fin, rt = [0.0] * n, [0.0] * n, [0.0] * n  # rt: latest arrival so far per node
     xs = [0.0] * X
     xf = [0.0] * (X + 1)  # xf[X]: the current time, when same-device outputs arrive
@@ -117,19 +143,51 @@ def _loop(n: int, D: int, X: int, lists: tuple, seq: list[list[int]], nxt: list[
                 d = dev[u]
                 running[d] = False
                 dirty.append(d)
-                for x in range(x_ptr[u], x_ptr[u + 1]):
-                    if congestion:
+                if lseq is not None:  # a given link order: release, then serve each link in order
+                    for x in range(x_ptr[u], x_ptr[u + 1]):
+                        xrel[x] = True
+                        lk = xlink[x]
+                        sq = lseq[lk]
+                        p = lnxt[lk]
+                        if sq[p] != x:
+                            continue  # an earlier transfer of this link is not released yet
+                        s = link_free[lk]
+                        if s < t:
+                            s = t
+                        last = len(sq)
+                        while True:
+                            y = sq[p]
+                            f = s + xdur[y]
+                            xs[y] = s
+                            xf[y] = f
+                            for k in range(d_ptr[y], d_ptr[y + 1]):
+                                v = d_nodes[k]
+                                if rt[v] < f:
+                                    rt[v] = f
+                                c = cnt[v] - 1
+                                cnt[v] = c
+                                if c == 0:
+                                    heappush(heap, (rt[v], n + tp[v]))
+                            p += 1
+                            s = f
+                            if p == last or not xrel[sq[p]]:
+                                break
+                        link_free[lk] = s
+                        lnxt[lk] = p
+                elif congestion:  # FCFS: each transfer as soon as its link is free
+                    for x in range(x_ptr[u], x_ptr[u + 1]):
                         lk = xlink[x]
                         s = link_free[lk]
                         if s < t:
                             s = t
                         f = s + xdur[x]
                         link_free[lk] = f
-                    else:
-                        s = t
-                        f = t + xdur[x]
-                    xs[x] = s
-                    xf[x] = f
+                        xs[x] = s
+                        xf[x] = f
+                else:  # transfers overlap freely
+                    for x in range(x_ptr[u], x_ptr[u + 1]):
+                        xs[x] = t
+                        xf[x] = t + xdur[x]
                 xf[X] = t
                 for k in range(r_ptr[u], r_ptr[u + 1]):
                     v = r_nodes[k]

@@ -5,8 +5,10 @@ described in :mod:`dnnplace.graphs.simulate`. This module checks a policy and it
 ``priorities`` (:func:`check_policy`), computes the bottom level that
 ``"critical_path"`` ranks by (:func:`bottom_level`), turns a policy into one total
 dispatch order of the nodes (:func:`dispatch_order`) and, for the strict ``"order"``
-policy, into per-device sequences (:func:`device_sequences`) and explains a deadlock
-(:func:`raise_deadlock`).
+policy, into per-device sequences (:func:`device_sequences`); a given link order
+(``link_priorities``) is checked by :func:`check_link_priorities` and turned into
+per-link sequences of transfer tasks by :func:`link_sequences`; :func:`raise_deadlock`
+explains an order that stalls.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import numpy as np
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.sim_costs import edge_transfer_times, node_durations
+from dnnplace.graphs.sim_costs import Transfers, edge_transfer_times, node_durations
 
-__all__ = ["POLICIES", "check_policy", "bottom_level", "dispatch_order", "device_sequences", "raise_deadlock"]
+__all__ = ["POLICIES", "check_policy", "bottom_level", "dispatch_order", "device_sequences", "check_link_priorities",
+           "link_sequences", "raise_deadlock"]
 
 POLICIES = ("fifo", "critical_path", "priority", "order")
 
@@ -109,10 +112,94 @@ def device_sequences(placement: Placement, by_rank: np.ndarray) -> list[list[int
     return [by_rank[dev[by_rank] == d].tolist() for d in range(placement.cluster.size)]
 
 
-def raise_deadlock(placement: Placement, seq: list[list[int]], nxt: list[int]) -> None:
+def check_link_priorities(placement: Placement, policy: str, link_priorities: Any) -> np.ndarray | None:
+    """The checked ``link_priorities`` (``(m,)`` floats), or ``None`` when not given.
+
+    Every edge whose ends are on different devices needs a finite value; the values of
+    the other edges are ignored (they may be ``NaN``).
+
+    Raises
+    ------
+    InputError
+        Given with a policy other than ``"order"``; not one number per edge; a crossing
+        edge without a finite value.
+    """
+    if link_priorities is None:
+        return None
+    if policy != "order":
+        raise InputError(f"policy {policy!r} does not use 'link_priorities'; a link order is replayed "
+                         "together with a device order: use policy='order'")
+    g = placement.graph
+    try:
+        lp = np.asarray(link_priorities, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise InputError("link_priorities: expected one number per edge") from None
+    if lp.shape[0] != g.m:
+        raise InputError(f"link_priorities: expected {g.m} values (one per edge), got {lp.shape[0]}")
+    dev = placement.device
+    bad = (dev[g.src] != dev[g.dst]) & ~np.isfinite(lp)
+    if bad.any():
+        e = int(np.flatnonzero(bad)[0])
+        names = placement.cluster.names
+        raise InputError(f"link_priorities: {g._edge(e)} crosses {names[dev[g.src[e]]]}->{names[dev[g.dst[e]]]} "
+                         f"but its value is {lp[e]}; every edge that crosses devices needs a finite rank "
+                         f"({int(bad.sum())} such edge(s))")
+    return lp
+
+
+def link_sequences(placement: Placement, tx: Transfers, link_priorities: np.ndarray,
+                   dedup: bool) -> list[list[int]]:
+    """Per directed link ``a * D + b``, its transfer tasks (indices into ``tx``) in the
+    order the link serves them: increasing ``link_priorities`` of the task's edge, ties
+    by the source's topological position, then edge id (the FCFS tie rule). A
+    deduplicated task (``dedup``) stands for several edges and takes the lowest value
+    among them."""
+    g, D = placement.graph, placement.cluster.size
+    if dedup:
+        dev = placement.device
+        ce = np.flatnonzero(dev[g.src] != dev[g.dst])
+        keys, inv = np.unique(g.src[ce] * D + dev[g.dst[ce]], return_inverse=True)
+        low = np.full(keys.shape[0], np.inf)
+        np.minimum.at(low, inv, link_priorities[ce])
+        val = low[np.searchsorted(keys, tx.src_node * D + tx.dst_dev)]
+    else:
+        val = link_priorities[tx.edge]
+    link = tx.src_dev * D + tx.dst_dev
+    order = np.lexsort((tx.edge, g.topo_position[tx.src_node], val, link))
+    bounds = np.searchsorted(link[order], np.arange(D * D + 1)).tolist()
+    ol = order.tolist()
+    return [ol[bounds[k]:bounds[k + 1]] for k in range(D * D)]
+
+
+def _link_stall(placement: Placement, v: int, never: set, links: tuple) -> str:
+    """Why ``v`` never becomes ready although its predecessors ran: a transfer into it
+    waits on its link behind one whose source never runs."""
+    g, names, D = placement.graph, placement.cluster.names, placement.cluster.size
+    tx, lseq, lnxt = links
+    dev = placement.device.tolist()
+    ptr, nodes = tx.dst_ptr.tolist(), tx.dst_nodes.tolist()
+    pos = {x: (lk, k) for lk, sq in enumerate(lseq) for k, x in enumerate(sq)}
+    for x in range(tx.edge.shape[0]):
+        if v not in nodes[ptr[x]:ptr[x + 1]]:
+            continue
+        lk, k = pos[x]
+        if k < lnxt[lk]:
+            continue  # carried
+        y = lseq[lk][lnxt[lk]]
+        w = int(tx.src_node[y])
+        where = f"stuck on {names[dev[w]]!r}" if w in never else "never released"
+        return (f"; it needs the transfer of {g._edge(int(tx.edge[x]))} on link {names[lk // D]}->{names[lk % D]} "
+                f"(position {k} of that link's order), which waits for {g._edge(int(tx.edge[y]))} "
+                f"(position {lnxt[lk]}), whose source {g._node(w)} never runs ({where})")
+    return ""
+
+
+def raise_deadlock(placement: Placement, seq: list[list[int]], nxt: list[int], links: tuple | None = None) -> None:
     """Name a device whose next node in the given order can never start, and why.
 
-    ``seq[d]`` is device ``d``'s sequence and ``nxt[d]`` the position it got stuck at.
+    ``seq[d]`` is device ``d``'s sequence and ``nxt[d]`` the position it got stuck at;
+    ``links`` (a given link order) is ``(tx, lseq, lnxt)``: the transfer tasks, each
+    link's sequence and the position it got stuck at.
     """
     g, names = placement.graph, placement.cluster.names
     dev = placement.device.tolist()
@@ -130,8 +217,11 @@ def raise_deadlock(placement: Placement, seq: list[list[int]], nxt: list[int]) -
                          else f"it is stuck on {names[dev[u]]!r}")
                 why = f"; it needs {g._node(u)} first, but {where}"
                 break
+        if not why and links is not None:
+            why = _link_stall(placement, v, never, links)
+        what = "the given device and link orders contradict" if links is not None else "the given order contradicts"
         raise InputError(
             f"policy 'order' deadlocks: device {names[d]!r} must run {g._node(v)} next "
             f"(position {nxt[d]} of its order) but it never becomes ready{why}; "
-            "the given order contradicts precedence")
+            f"{what} precedence")
     raise AssertionError("simulation stopped early without a blocked device")  # pragma: no cover

@@ -65,6 +65,10 @@ class SimResult:
         (:func:`~dnnplace.graphs.sim_memory.tensor_sizes`): ``"output_bytes"``,
         ``"edge_bytes"`` (estimated from the edges' byte counts) or ``None`` (the graph
         carries none: the peak is unknown and reported as ``None``).
+    link_order : str
+        How links served their transfers: ``"fcfs"`` (congestion, first come first
+        served), ``"given"`` (congestion, in a given link order) or ``"overlap"`` (no
+        congestion).
 
     Memory over capacity is flagged, never silently accepted: :attr:`memory_overflow`
     lists every device whose static footprint or (known) dynamic peak exceeds its
@@ -90,6 +94,7 @@ class SimResult:
     congestion: bool
     dedup_transfers: bool = False
     peak_memory_source: str | None = "output_bytes"
+    link_order: str = "fcfs"
 
     @property
     def placement(self) -> Placement:
@@ -110,6 +115,32 @@ class SimResult:
     def n_transfers(self) -> int:
         """Number of transfer tasks."""
         return int(self.xfer_edge.shape[0])
+
+    def link_priorities(self) -> np.ndarray:
+        """Rank of every edge's transfer by its start on the link: a link order the
+        simulator can replay (``simulate(..., policy="order", link_priorities=...)``).
+
+        Ties are broken by finish time, then the source's topological position, then
+        edge id; edges without a transfer (both ends on one device) get ``NaN``; with
+        deduplicated transfers every edge takes the rank of the transfer carrying it.
+        Replaying a simulation's own ``schedule.priorities()`` and link priorities
+        reproduces it.
+        """
+        g = self.placement.graph
+        dev, D = self.placement.device, self.placement.cluster.size
+        xe = self.xfer_edge
+        rank = np.empty(xe.shape[0], dtype=np.float64)
+        rank[np.lexsort((xe, g.topo_position[g.src[xe]], self.xfer_finish, self.xfer_start))] = np.arange(xe.shape[0])
+        out = np.full(g.m, np.nan)
+        if not self.dedup_transfers:
+            out[xe] = rank
+            return out
+        ce = np.flatnonzero(dev[g.src] != dev[g.dst])
+        xkey = g.src[xe] * D + dev[g.dst[xe]]  # unique per transfer when deduplicated
+        ko = np.argsort(xkey)
+        pos = ko[np.searchsorted(xkey[ko], g.src[ce] * D + dev[g.dst[ce]])]
+        out[ce] = rank[pos]
+        return out
 
     @property
     def peak_memory_known(self) -> bool:
@@ -193,6 +224,7 @@ class SimResult:
             "unit": g.unit,
             "policy": self.policy,
             "congestion": bool(self.congestion),
+            "link_order": self.link_order,
             "dedup_transfers": bool(self.dedup_transfers),
             "transfers": self.n_transfers,
             "transfer_bytes": float(self.link_bytes.sum()),

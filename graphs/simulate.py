@@ -45,6 +45,26 @@ one of its nodes is ready):
     (:meth:`dnnplace.graphs.placement.Schedule.priorities`); an order that deadlocks against
     precedence raises :class:`~dnnplace.graphs.errors.InputError`.
 
+Link orders (``link_priorities``, policy ``"order"`` only)
+    One number per edge; with ``congestion=True`` every directed link serves its
+    transfer tasks strictly in increasing value (ties by the source's topological
+    position, then edge id) instead of first come first served: a transfer starts at
+    the earliest time at which its source has completed, the link is free and every
+    transfer ranked before it on that link has been carried. Edges whose ends share a
+    device are ignored (their value may be ``NaN``); every crossing edge needs a finite
+    value. A deduplicated transfer (``dedup_transfers=True``) takes the lowest value of
+    the edges it stands for. With both orders given the simulation is the earliest
+    (semi-active) schedule that follows them: each task starts as soon as its
+    predecessors in the graph, on its device and on its link allow. This is the
+    semantics of Pesto's ILP, whose constraint (7) orders the transfers of each link
+    (one transfer per edge, no deduplication); replaying an ILP schedule's device and
+    link orders therefore gives a makespan no larger than the ILP's. An order that
+    deadlocks (a cycle through precedence, device order and link order) raises
+    :class:`~dnnplace.graphs.errors.InputError`. Without ``link_priorities`` links are
+    FCFS exactly as above; without congestion transfers overlap and a link order has
+    no effect. :meth:`SimResult.link_priorities` gives the link order a simulation
+    followed, so replaying a simulation's own orders reproduces it.
+
 Events at the same time are processed together before devices pick their next node
 (completions first, then nodes becoming ready), so ties never depend on heap internals.
 The event loop is a plain ``heapq`` loop over Python lists built once from the graph's
@@ -82,14 +102,21 @@ from dnnplace.graphs.schedule_checks import validate_schedule
 from dnnplace.graphs.sim_costs import build_transfers, link_totals, node_durations
 from dnnplace.graphs.sim_events import run_events
 from dnnplace.graphs.sim_memory import peak_memory, static_memory, tensor_sizes
-from dnnplace.graphs.sim_policies import POLICIES, bottom_level, check_policy, dispatch_order
+from dnnplace.graphs.sim_policies import (
+    POLICIES,
+    bottom_level,
+    check_link_priorities,
+    check_policy,
+    dispatch_order,
+    link_sequences,
+)
 from dnnplace.graphs.sim_result import SimResult
 
 __all__ = ["SimResult", "simulate", "validate_schedule", "bottom_level", "POLICIES"]
 
 
 def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = None,
-             congestion: bool = True, dedup_transfers: bool = False) -> SimResult:
+             congestion: bool = True, dedup_transfers: bool = False, link_priorities: Any = None) -> SimResult:
     """Discrete-event execution of a placement (SPEC 2.1, 3).
 
     Parameters
@@ -108,6 +135,11 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
     dedup_transfers : bool
         Send a tensor once per (source node, destination device) instead of once per
         edge. Off by default (SPEC 2.1).
+    link_priorities : array (m,), optional
+        With ``policy="order"`` and ``congestion``: the order in which each directed
+        link serves its transfers, one value per edge (lowest first; see "Link orders"
+        in the module docstring). ``None`` (default): FCFS links.
+        ``SimResult.link_priorities()`` turns any simulation into such an array.
 
     Returns
     -------
@@ -131,8 +163,9 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
     Raises
     ------
     InputError
-        Unknown policy, missing or malformed ``priorities``, a node placed on a device
-        kind it does not support, or (``"order"``) an order that deadlocks.
+        Unknown policy, missing or malformed ``priorities`` or ``link_priorities``
+        (or link priorities with a policy other than ``"order"``), a node placed on a
+        device kind it does not support, or (``"order"``) an order that deadlocks.
 
     Examples
     --------
@@ -146,13 +179,30 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
     >>> r = simulate(Placement(g, c, [0, 1]))
     >>> r.makespan, r.xfer_start.tolist(), r.start.tolist()
     (3.5, [1.0], [0.0, 1.5])
+
+    A link order: ``a`` (1) feeds ``b`` and ``c`` on the other GPU over one link
+    (transfers of 0.5 and 2); ``b`` (10) runs first there. FCFS sends the long
+    transfer first (lower edge id): ``b`` runs [3.5, 13.5), ``c`` after it; serving
+    ``a->b`` first starts ``b`` at 1.5:
+
+    >>> g = OpGraph.from_ids("abc", [("a", "c"), ("a", "b")], kinds=["gpu"],
+    ...                      compute=[[1.0], [10.0], [1.0]], memory=[0, 0, 0],
+    ...                      edge_cost=[2.0, 0.5])
+    >>> pl = Placement(g, c, [0, 1, 1])
+    >>> simulate(pl, policy="order", priorities=[0, 1, 2]).makespan
+    14.5
+    >>> simulate(pl, policy="order", priorities=[0, 1, 2], link_priorities=[1, 0]).makespan
+    12.5
     """
     g = placement.graph
     prio = check_policy(policy, priorities, g.n)
+    lprio = check_link_priorities(placement, policy, link_priorities)
     dur = node_durations(placement)
     tx = build_transfers(placement, dedup_transfers)
     by_rank = dispatch_order(placement, policy, prio)
-    start, fin, xs, xf = run_events(placement, dur, tx, by_rank, policy=policy, congestion=congestion)
+    lseq = link_sequences(placement, tx, lprio, dedup_transfers) if lprio is not None and congestion else None
+    start, fin, xs, xf = run_events(placement, dur, tx, by_rank, policy=policy, congestion=congestion,
+                                    link_seq=lseq)
     busy = np.bincount(placement.device, weights=dur, minlength=placement.cluster.size).astype(np.float64)
     link_busy, link_bytes, link_count = link_totals(placement, tx)
     return SimResult(
@@ -163,4 +213,5 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
         static_memory=static_memory(placement),
         peak_memory=peak_memory(placement, start, fin, tx.src_node, tx.dst_dev, xs, xf),
         policy=policy, congestion=bool(congestion), dedup_transfers=bool(dedup_transfers),
-        peak_memory_source=tensor_sizes(g)[1])
+        peak_memory_source=tensor_sizes(g)[1],
+        link_order=("given" if lseq is not None else "fcfs") if congestion else "overlap")

@@ -11,7 +11,7 @@ every original node).
 
 The merge rule, and why it never creates a cycle
 -------------------------------------------------
-Let :math:`H` be the heights of Definition 3.4 (``dnnplace.graphs.stats.heights``; every edge
+Let :math:`H` be the heights of Definition 3.4 (``dnnplace.graphs.levels.heights``; every edge
 :math:`x \to w` has :math:`H(w) \ge H(x) + 1`) and :math:`M` a matching of edges
 :math:`(u, v)` with :math:`d = H(v) - H(u)`. An edge is mergeable when
 
@@ -63,7 +63,7 @@ from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.contract import quotient
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.stats import heights
+from dnnplace.graphs.levels import heights
 from dnnplace.graphs.transforms import Transformed
 
 __all__ = ["coarsen", "mergeable_matching", "expand_priorities",
@@ -84,7 +84,7 @@ def _edge_priority(graph: OpGraph, cluster: Cluster | None) -> np.ndarray:
     if cluster is None or cluster.size < 2:
         c = np.nan_to_num(graph.edge_cost, nan=0.0)
         return np.where(np.isnan(graph.edge_cost), graph.edge_bytes, c)
-    from dnnplace.graphs.stats import edge_weights
+    from dnnplace.graphs.levels import edge_weights
     return edge_weights(graph, cluster)
 
 
@@ -256,7 +256,7 @@ def coarsen(graph: OpGraph, cluster: Cluster | None = None, *, target: int, weig
 
 def _critical_edges(g: OpGraph, comm: np.ndarray) -> np.ndarray:
     """Edges on a heaviest out-path of their source or in-path of their target."""
-    from dnnplace.graphs.stats import blevel, tlevel
+    from dnnplace.graphs.levels import blevel, tlevel
 
     w = np.nanmin(g.compute, axis=1)
     bl = blevel(g, kind=w, comm=comm)

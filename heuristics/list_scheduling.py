@@ -8,7 +8,9 @@ devices ``a != b`` is a transfer of ``cluster.transfer_time`` on the directed li
 appended to the link in the order the scheduler commits them, never inserted into an
 earlier gap). Static memory (Pesto's constraint (8)) is respected: a node only goes to a
 device whose remaining capacity holds it; if no device has room, the device with the
-most room that can run the node is used and the evaluator flags the overflow.
+most room that can run the node is used, and a repair pass at the end moves whole units
+off overflowing devices where they fit (:mod:`dnnplace.heuristics.memory`); what overflow
+is left, the evaluator flags (status ``memory_infeasible``).
 
 The result is a :class:`ListSchedule`: a placement, the scheduler's own start times and
 ``priorities`` (rank by start time, ties by topological position). The registered
@@ -63,6 +65,7 @@ from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
+from dnnplace.heuristics.memory import repair_static_memory
 
 __all__ = ["ListSchedule", "heft", "etf", "m_topo", "m_etf", "m_sct", "ALGORITHMS", "best_list_schedule",
            "simulated_makespan"]
@@ -218,9 +221,16 @@ class _State:
             if t > self.link_free[a][b]:
                 self.link_free[a][b] = t
 
-    def result(self, name: str, **extra: Any) -> ListSchedule:
-        pl = Placement(self.g, self.cl, np.asarray(self.dev, dtype=np.int64))
-        return ListSchedule(pl, np.asarray(self.start), np.asarray(self.fin), name, dict(extra))
+    def result(self, name: str, memory: bool = True, **extra: Any) -> ListSchedule:
+        """The schedule; with ``memory``, units on overflowing devices are moved where they
+        fit (:func:`~dnnplace.heuristics.memory.repair_static_memory`; the order, ranked by
+        start time, stays a valid replay order). ``extra["memory_repairs"]`` counts the moves."""
+        dev = np.asarray(self.dev, dtype=np.int64)
+        if memory:
+            dev, moves = repair_static_memory(self.g, self.cl, dev)
+            extra["memory_repairs"] = moves
+        return ListSchedule(Placement(self.g, self.cl, dev), np.asarray(self.start), np.asarray(self.fin), name,
+                            dict(extra))
 
 
 def _mean_costs(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
@@ -275,14 +285,14 @@ def heft(graph: OpGraph, cluster: Cluster, *, insertion: bool = True, congestion
             if best is None or f < best[1] - 1e-12:
                 best = (s, f, d, xf)
         st.commit(v, best[2], best[0], best[3])
-    return st.result("heft", insertion=insertion)
+    return st.result("heft", memory, insertion=insertion)
 
 
 def _etf_core(graph: OpGraph, cluster: Cluster, name: str, *, insertion: bool, congestion: bool,
               memory: bool, favourite: np.ndarray | None = None) -> ListSchedule:
     st = _State(graph, cluster, congestion, insertion)
     w, c = _mean_costs(graph, cluster)
-    from dnnplace.graphs.stats import blevel
+    from dnnplace.graphs.levels import blevel
     bl = blevel(graph, kind=w, comm=c).tolist()
     tp = graph.topo_position.tolist()
     indeg = np.bincount(graph.dst, minlength=graph.n).tolist()
@@ -315,7 +325,7 @@ def _etf_core(graph: OpGraph, cluster: Cluster, name: str, *, insertion: bool, c
             if indeg[x] == 0:
                 ready.append(x)
     del inptr, innbr
-    return st.result(name, insertion=insertion)
+    return st.result(name, memory, insertion=insertion)
 
 
 def etf(graph: OpGraph, cluster: Cluster, *, insertion: bool = True, congestion: bool = True,

@@ -1,9 +1,10 @@
-"""Shared fixtures and checks: where the bundled Tarnawski workloads live, the MIP
-tolerance, what a written PNG shows. Seeded tiny instances shared by several modules
-are in ``tests/instances.py``."""
+"""Shared fixtures and checks: where the bundled Tarnawski workloads live, a sweep config
+over two of them, the MIP tolerance, what a written PNG shows. Seeded tiny instances
+shared by several modules are in ``tests/instances.py``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,22 @@ import pytest
 from dnnplace.data import tarnawski_dir as _bundled_tarnawski
 
 REPO = Path(__file__).resolve().parents[1]
+LAYER = "tarnawski/throughput-inputs/LayerGraphs"
+"""The Tarnawski layer graphs as an experiment config names them (bundled data)."""
+
+
+def grid_config(name: str, methods: list[str], *, solver: str = "") -> str:
+    """An experiment config sweeping ``methods`` over the BERT-24 and GNMT inference
+    layer graphs into ``out/``; ``solver`` is the body of a ``[grid.solver]`` table
+    (``methods`` is written as ``["a", "b"]``, so a test can swap the list by text)."""
+    text = f"""
+name = "{name}"
+out_dir = "out"
+[grid]
+graphs = ["{LAYER}/bert24_inference.json", "{LAYER}/gnmt_inference.json"]
+methods = {json.dumps(methods)}
+"""
+    return text + (f"[grid.solver]\n{solver}\n" if solver else "")
 
 
 def solver_approx(expected: float):

@@ -12,11 +12,14 @@ of :func:`random_inference`, seed 90 of :func:`pesto_tiny_instance`) depend on t
 - :func:`pesto_tiny_instance`: 4-6 node makespan instances (graph, cluster) with link
   models, memory, colocation and affinity;
 - :func:`brute_force_latency`, :func:`exact_fcfs`: exhaustive references scored by the
-  evaluator / the simulator.
+  evaluator / the simulator;
+- :func:`gurobi_is_size_limited`: which Gurobi licence is installed, asked of gurobipy
+  with a path-packing model of ``n`` binaries.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import math
 
@@ -30,7 +33,8 @@ from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.simulate import simulate
 
 __all__ = ["maxload_tiny_instance", "latency_tiny_instance", "random_inference", "random_training",
-           "pesto_tiny_instance", "brute_force_latency", "placements", "topo_orders", "exact_fcfs"]
+           "pesto_tiny_instance", "brute_force_latency", "placements", "topo_orders", "exact_fcfs",
+           "gurobi_is_size_limited"]
 
 
 # ---------------------------------------------------------------------------- Tarnawski model
@@ -242,3 +246,24 @@ def exact_fcfs(g: OpGraph, cl: Cluster, congestion: bool) -> float:
             pr[seq] = np.arange(g.n)
             best = min(best, simulate(pl, policy="order", priorities=pr, congestion=congestion).makespan)
     return best
+
+
+# ---------------------------------------------------------------------------- Gurobi licence
+def gurobi_is_size_limited(n: int) -> bool:
+    """Asked of gurobipy itself, not through the driver: does the installed licence
+    refuse the ``n``-variable path-packing model (``x_i + x_{i+1} <= 1`` over ``n``
+    binaries; error 10010, the size-limited pip licence)? ``False`` without gurobipy."""
+    if importlib.util.find_spec("gurobipy") is None:
+        return False
+    import gurobipy as gp
+
+    with gp.Env(params={"OutputFlag": 0}) as env, gp.Model(env=env) as m:
+        x = m.addVars(n, vtype=gp.GRB.BINARY)
+        m.addConstrs(x[i] + x[i + 1] <= 1 for i in range(n - 1))
+        try:
+            m.optimize()
+        except gp.GurobiError as exc:
+            if exc.errno == 10010:
+                return True
+            raise
+    return False

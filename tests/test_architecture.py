@@ -197,8 +197,15 @@ def test_status_comes_from_the_evaluation():
         return MethodOutput(Placement(i.graph, i.cluster, np.zeros(4, dtype=np.int64)), status="optimal")
 
     res = solve(inst, _fake(crowded), SolveRequest("maxload"))
-    assert res.status == "infeasible" and not res.evaluation["feasible"]
+    assert res.status == "memory_infeasible" and not res.evaluation["feasible"]  # memory is all that is wrong
     assert "evaluation:" in res.message
+
+    def unsupported(i, req, opts):  # the CPU may not run node 0 here: a violation beyond memory
+        return MethodOutput(Placement(i.graph, i.cluster, np.array([2, 0, 0, 0])), status="feasible")
+
+    g = inst.graph.with_(compute=np.array([[1.0, np.nan], [1.0, 4.0], [1.0, 4.0], [1.0, 4.0]]))
+    res = solve(Instance(g, inst.cluster, "chain"), _fake(unsupported), SolveRequest("maxload"))
+    assert res.status == "infeasible" and any("does not support" in v for v in res.evaluation["violations"])
 
     def split(i, req, opts):
         return MethodOutput(Placement(i.graph, i.cluster, np.array([0, 0, 1, 1])), status="feasible")

@@ -27,11 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import LAYER, grid_config
+from instances import gurobi_is_size_limited
 
 from dnnplace.data import tarnawski_dir
 
 HAS_GUROBI = importlib.util.find_spec("gurobipy") is not None
-LAYER = "tarnawski/throughput-inputs/LayerGraphs"
 GRAPHS = tarnawski_dir() / "throughput-inputs" / "LayerGraphs"
 BERT = GRAPHS / "bert24_inference.json"
 GNMT = GRAPHS / "gnmt_inference.json"
@@ -185,13 +186,7 @@ def test_ctrl_c_inside_gurobi_is_an_interrupt_not_a_result(tmp_path):
 
 
 # ---------------------------------------------------------------------------- resume, retry, fresh
-FAST = f"""
-name = "fast"
-out_dir = "out"
-[grid]
-graphs = ["{LAYER}/bert24_inference.json", "{LAYER}/gnmt_inference.json"]
-methods = ["greedy", "single"]
-"""
+FAST = grid_config("fast", ["greedy", "single"])
 
 
 def test_resume_repairs_visibly_keeps_one_line_per_key_and_every_backup(tmp_path):
@@ -231,23 +226,6 @@ def test_resume_repairs_visibly_keeps_one_line_per_key_and_every_backup(tmp_path
 
 
 # ---------------------------------------------------------------------------- bad input
-def _gurobi_is_size_limited() -> bool:
-    if not HAS_GUROBI:
-        return False
-    import gurobipy as gp
-
-    with gp.Env(params={"OutputFlag": 0}) as env, gp.Model(env=env) as m:
-        x = m.addVars(2500, vtype=gp.GRB.BINARY)
-        m.addConstrs(x[i] + x[i + 1] <= 1 for i in range(2499))
-        try:
-            m.optimize()
-        except gp.GurobiError as exc:
-            if exc.errno == 10010:
-                return True
-            raise
-    return False
-
-
 CONFIG = f"""
 name = "bad"
 out_dir = "bad-out"
@@ -319,7 +297,7 @@ def test_bad_input_exits_2_with_one_line_and_no_file(name, bad_input_runs):
 
 
 @pytest.mark.gurobi
-@pytest.mark.skipif(not _gurobi_is_size_limited(), reason="needs Gurobi's size-limited licence")
+@pytest.mark.skipif(not gurobi_is_size_limited(2500), reason="needs Gurobi's size-limited licence")
 def test_model_over_the_gurobi_licence_is_bad_input(tmp_path):
     proc = dnnplace("solve", GNMT, "--method", "ip", "--solver", "gurobi", "--out", "r.json", cwd=tmp_path)
     line = one_error_line(proc)

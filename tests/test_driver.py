@@ -13,7 +13,7 @@ import numpy as np
 import pyomo.environ as pyo
 import pytest
 from conftest import solver_approx
-from instances import maxload_tiny_instance
+from instances import gurobi_is_size_limited, maxload_tiny_instance
 
 from dnnplace.formulations.driver import SolveOutcome, available_solvers, solve_model
 from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
@@ -53,23 +53,6 @@ def path_packing(n: int) -> pyo.ConcreteModel:
     m.pairs = pyo.Constraint(range(n - 1), rule=lambda m, i: m.x[i] + m.x[i + 1] <= 1)
     m.obj = pyo.Objective(expr=-sum(m.x[i] for i in range(n)))
     return m
-
-
-def _gurobi_is_size_limited(n: int) -> bool:
-    """Asked of gurobipy itself, not through the driver: does the installed licence
-    refuse the n-variable path-packing model (error 10010, the pip licence)?"""
-    import gurobipy as gp
-
-    with gp.Env(params={"OutputFlag": 0}) as env, gp.Model(env=env) as m:
-        x = m.addVars(n, vtype=gp.GRB.BINARY)
-        m.addConstrs(x[i] + x[i + 1] <= 1 for i in range(n - 1))
-        try:
-            m.optimize()
-        except gp.GurobiError as exc:
-            if exc.errno == 10010:
-                return True
-            raise
-    return False
 
 
 def _tiny(seed: int):
@@ -184,7 +167,7 @@ def test_gurobi_size_limit_is_a_clear_message():
     n = 2500
     out = solve_model(path_packing(n), SolverOptions("gurobi", time_limit=30))
     assert (out.n_vars, out.n_cons, out.n_binaries) == (n, n - 1, n)
-    if not _gurobi_is_size_limited(n):
+    if not gurobi_is_size_limited(n):
         assert out.status == "optimal", (out.status, out.message)
         assert out.incumbent == solver_approx(-(n // 2))
         return

@@ -120,3 +120,34 @@ def test_registered_methods_rescored(method):
     res = solve(inst, method, SolveRequest(problem="makespan"))
     assert res.evaluation["feasible"], res.evaluation
     assert res.objective == pytest.approx(res.evaluation["objective"])
+
+
+def test_memory_aware_schedulers_find_the_easy_feasible_placement():
+    """Tight memory (each GPU holds 55% of the graph): whenever the Pesto ILP finds a
+    memory-feasible schedule, every list scheduler that claims memory awareness returns a
+    memory-feasible placement too (the repair pass moves or swaps units); where nothing
+    fits the status says `memory_infeasible`, never `feasible`."""
+    from dnnplace.graphs.cluster import Cluster, Device
+    from dnnplace.graphs.errors import InputError
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.registry import SolverOptions
+
+    compared = repaired = 0
+    for seed in range(40):
+        g, cl = pesto_tiny_instance(seed)
+        devs = tuple(Device(d.name, d.kind, float(g.memory.sum()) * 0.55 if d.kind == "gpu" else d.memory, d.speed)
+                     for d in cl.devices)
+        inst = Instance(g, Cluster(devs, cl.beta0, cl.beta1, cl.cost_factor, name=cl.name), f"tight{seed}")
+        try:
+            ref = solve(inst, "pesto", SolveRequest("makespan", solver=SolverOptions(time_limit=20)))
+        except InputError:
+            continue
+        for name in ("heft", "etf", "m-topo", "m-etf", "m-sct"):
+            res = solve(inst, name, SolveRequest("makespan"))
+            assert res.status in ("feasible", "memory_infeasible"), (seed, name, res.status)
+            if ref.evaluation["feasible"]:
+                compared += 1
+                assert res.status == "feasible", (seed, name, res.evaluation["violations"])
+                repaired += res.extra["memory_repairs"] > 0
+    assert compared >= 150, compared
+    assert repaired >= 10, repaired  # the repair pass did the work on some of them

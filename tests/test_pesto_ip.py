@@ -306,11 +306,12 @@ def test_fcfs_and_free_link_order_differ():
 
 
 def test_pesto_never_trades_a_feasible_ilp_answer_for_an_overflowing_start():
-    """Tight memory (each GPU holds 55% of the graph): list schedulers often overflow a
-    device; when the ILP has a solution, pesto's answer fits in memory (its bound holds
-    for memory-feasible schedules only), and its objective is never below that bound."""
+    """Tight memory (each GPU holds 55% of the graph): when the ILP has a solution,
+    pesto's answer fits in memory (its bound holds for memory-feasible schedules only) and
+    its objective is never below that bound. (Before the list schedulers' memory repair,
+    their starts overflowed on 13-15 of these instances and pesto took them.)"""
 
-    solved = overflowing_starts = 0
+    solved = 0
     for seed in range(40):
         g, cl = tiny_instance(seed)
         devs = tuple(Device(d.name, d.kind, float(g.memory.sum()) * 0.55 if d.kind == "gpu" else d.memory, d.speed)
@@ -321,13 +322,11 @@ def test_pesto_never_trades_a_feasible_ilp_answer_for_an_overflowing_start():
         except InputError:  # a node fits no device: named before any solve
             continue
         if res.extra["ilp_objective"] is None:
-            assert res.status == "infeasible"  # the ILP proved that nothing fits
+            assert res.status in ("infeasible", "memory_infeasible")  # the ILP proved that nothing fits
             continue
         solved += 1
-        overflowing_starts += res.extra["warm_makespan"] < res.objective - 1e-9 and res.extra["source"] == "ilp"
         assert res.evaluation["feasible"], (seed, res.evaluation["violations"])
         assert res.status in ("optimal", "feasible")
         if res.bound is not None:
             assert res.objective >= res.bound - 1e-6 * max(1.0, res.bound)
     assert solved >= 30, solved
-    assert overflowing_starts >= 1, overflowing_starts  # the case this test is about occurred

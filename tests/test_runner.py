@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import LAYER, grid_config
 
 import dnnplace.registry as registry
 from dnnplace.cli import main
@@ -18,8 +19,6 @@ from dnnplace.heuristics.baselines import greedy_fill
 from dnnplace.registry import Method, MethodOutput
 from dnnplace.runner import read_runs, run_config
 
-LAYER = "tarnawski/throughput-inputs/LayerGraphs"
-
 
 def write_config(tmp_path: Path, body: str, name: str = "cfg.toml") -> Path:
     path = tmp_path / name
@@ -27,15 +26,7 @@ def write_config(tmp_path: Path, body: str, name: str = "cfg.toml") -> Path:
     return path
 
 
-TINY = f"""
-name = "tiny"
-out_dir = "out"
-[grid]
-graphs = ["{LAYER}/bert24_inference.json", "{LAYER}/gnmt_inference.json"]
-methods = ["single", "expert"]
-[grid.solver]
-time_limit = 5
-"""
+TINY = grid_config("tiny", ["single", "expert"], solver="time_limit = 5")
 
 
 def lines(path: Path) -> list[dict]:

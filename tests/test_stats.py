@@ -13,20 +13,18 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.io import load_instance
-from dnnplace.graphs.stats import (
+from dnnplace.graphs.levels import (
     _sweep,
     _sweep_loop,
-    average_parallelism,
     blevel,
-    ccr,
     critical_path,
     edge_weights,
-    graph_stats,
     heights,
     level_widths,
     node_weights,
     tlevel,
 )
+from dnnplace.graphs.stats import average_parallelism, ccr, graph_stats
 
 # The diamond (node: gpu time / cpu time, edge: explicit cost):
 #

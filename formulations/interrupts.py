@@ -1,0 +1,91 @@
+"""Our SIGINT handling around a solve: Ctrl-C becomes a :class:`KeyboardInterrupt` from
+:func:`dnnplace.formulations.driver.solve_model`, never an ``error`` or ``feasible``
+outcome, whatever the backend does with the signal.
+
+HiGHS (highspy >= 1.16) runs Python callbacks inside its solve, so Python's default
+handler raised the ``KeyboardInterrupt`` inside a callback, where HiGHS caught it and
+returned an error; Gurobi installs its own SIGINT handler and returns ``interrupted``
+with its incumbent. So, in the main thread, the solve runs under our own SIGINT handler
+(:class:`InterruptGuard`), which only records the request: the backend stops the solver
+(HiGHS through its interrupt callbacks), and when the solver returns the interrupt is
+re-raised. An ``interrupted`` termination (Gurobi's own handler) is re-raised too
+(:func:`raise_if_interrupted`). A second Ctrl-C raises at once.
+
+- :class:`InterruptGuard`: the context manager around the solver call;
+- :func:`raise_if_interrupted`: a termination the solver reports after catching the
+  signal itself;
+- :func:`no_interrupt_warning`: silences Pyomo's HiGHS interface warning about the
+  ``kInterrupt`` status, which is our own interrupt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from typing import Any
+
+__all__ = ["InterruptGuard", "raise_if_interrupted", "no_interrupt_warning"]
+
+
+class InterruptGuard:
+    """Our own SIGINT handler around a solve (main thread only): a Ctrl-C is recorded in
+    :attr:`requested` instead of raising inside the solver (where HiGHS catches it and
+    reports an error); on exit the interrupt is raised, as a :class:`KeyboardInterrupt`
+    (or handed to the handler that was installed before). A second Ctrl-C raises at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._prev: Any = None
+        self._installed = False
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> InterruptGuard:
+        if threading.current_thread() is threading.main_thread():
+            prev = signal.getsignal(signal.SIGINT)
+            if callable(prev):  # not SIG_IGN / SIG_DFL / a handler set from C
+                signal.signal(signal.SIGINT, self._handler)
+                self._prev, self._installed = prev, True
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._prev)
+            self._installed = False
+        if self.requested and not isinstance(exc, KeyboardInterrupt):
+            if self._prev is not None and self._prev is not signal.default_int_handler:
+                self._prev(signal.SIGINT, None)  # a caller's own handler decides
+            else:
+                raise KeyboardInterrupt("interrupted during the solve") from exc
+        return False
+
+
+def raise_if_interrupted(termination: str) -> None:
+    """An interrupt the solver caught itself (Gurobi's SIGINT handler) is ours to raise."""
+    if termination == "interrupted":
+        raise KeyboardInterrupt(f"the solver stopped on an interrupt ({termination})")
+
+
+class _DropInterruptWarning:
+    """Logging filter: Pyomo's HiGHS interface warns of an 'unhandled' kInterrupt status,
+    which is our own interrupt (it is raised as KeyboardInterrupt right after)."""
+
+    @staticmethod
+    def filter(record: Any) -> bool:
+        return "kInterrupt" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def no_interrupt_warning():
+    """Drop Pyomo's HiGHS warning about the ``kInterrupt`` status while the block runs."""
+    log = logging.getLogger("pyomo.contrib.solver.solvers.highs")
+    log.addFilter(_DropInterruptWarning)
+    try:
+        yield
+    finally:
+        log.removeFilter(_DropInterruptWarning)
