@@ -34,7 +34,7 @@ from dnnplace.graphs.simulate import simulate
 
 __all__ = ["maxload_tiny_instance", "latency_tiny_instance", "random_inference", "random_training",
            "pesto_tiny_instance", "brute_force_latency", "placements", "topo_orders", "exact_fcfs",
-           "gurobi_is_size_limited"]
+           "gurobi_is_size_limited", "tight_memory_instance"]
 
 
 # ---------------------------------------------------------------------------- Tarnawski model
@@ -202,6 +202,15 @@ def pesto_tiny_instance(seed: int) -> tuple[OpGraph, Cluster]:
     cl = Cluster(tuple(devs), b0, b1, np.ones((D, D)), name=f"tiny{D}")
     return g, cl
 
+
+
+def tight_memory_instance(seed: int, share: float = 0.55) -> Instance:
+    """:func:`pesto_tiny_instance` with every GPU holding ``share`` of the graph's total
+    memory: greedy placements overflow often, feasible ones exist on most seeds."""
+    g, cl = pesto_tiny_instance(seed)
+    devs = tuple(Device(d.name, d.kind, float(g.memory.sum()) * share if d.kind == "gpu" else d.memory, d.speed)
+                 for d in cl.devices)
+    return Instance(g, Cluster(devs, cl.beta0, cl.beta1, cl.cost_factor, name=cl.name), f"tight{seed}")
 
 def placements(g: OpGraph, cl: Cluster):
     """Every device assignment that respects affinity, memory and colocation."""

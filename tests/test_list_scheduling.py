@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from instances import exact_fcfs, pesto_tiny_instance
+from instances import exact_fcfs, pesto_tiny_instance, tight_memory_instance
 
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.generators import random_layered_dag
@@ -127,17 +127,12 @@ def test_memory_aware_schedulers_find_the_easy_feasible_placement():
     memory-feasible schedule, every list scheduler that claims memory awareness returns a
     memory-feasible placement too (the repair pass moves or swaps units); where nothing
     fits the status says `memory_infeasible`, never `feasible`."""
-    from dnnplace.graphs.cluster import Cluster, Device
     from dnnplace.graphs.errors import InputError
-    from dnnplace.graphs.instance import Instance
     from dnnplace.registry import SolverOptions
 
     compared = repaired = 0
     for seed in range(40):
-        g, cl = pesto_tiny_instance(seed)
-        devs = tuple(Device(d.name, d.kind, float(g.memory.sum()) * 0.55 if d.kind == "gpu" else d.memory, d.speed)
-                     for d in cl.devices)
-        inst = Instance(g, Cluster(devs, cl.beta0, cl.beta1, cl.cost_factor, name=cl.name), f"tight{seed}")
+        inst = tight_memory_instance(seed)
         try:
             ref = solve(inst, "pesto", SolveRequest("makespan", solver=SolverOptions(time_limit=20)))
         except InputError:

@@ -26,7 +26,7 @@ import math
 import numpy as np
 import pytest
 from conftest import solver_approx
-from instances import exact_fcfs, placements
+from instances import exact_fcfs, placements, tight_memory_instance
 from instances import pesto_tiny_instance as tiny_instance
 
 from dnnplace.formulations.driver import solve_model
@@ -313,10 +313,7 @@ def test_pesto_never_trades_a_feasible_ilp_answer_for_an_overflowing_start():
 
     solved = 0
     for seed in range(40):
-        g, cl = tiny_instance(seed)
-        devs = tuple(Device(d.name, d.kind, float(g.memory.sum()) * 0.55 if d.kind == "gpu" else d.memory, d.speed)
-                     for d in cl.devices)
-        inst = Instance(g, Cluster(devs, cl.beta0, cl.beta1, cl.cost_factor, name=cl.name), f"tight{seed}")
+        inst = tight_memory_instance(seed)
         try:
             res = solve(inst, "pesto", SolveRequest(problem="makespan", solver=OPTS))
         except InputError:  # a node fits no device: named before any solve
