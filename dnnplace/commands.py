@@ -158,11 +158,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             priorities = np.array([float(start[str(i)]) for i in inst.graph.ids])
         except KeyError as exc:
             raise InputError(f"{args.placement}: 'start' has no time for node {exc.args[0]!r}") from None
-    res = simulate(p, policy=args.policy, priorities=priorities, congestion=args.congestion)
+    from dnnplace.graphs.link_orders import link_priorities_from_doc
+
+    link_priorities = None
+    if args.policy == "order":  # the result's order of transfers on each link, if any; else FCFS
+        link_priorities = link_priorities_from_doc(doc, inst.graph, source=args.placement)
+    res = simulate(p, policy=args.policy, priorities=priorities, congestion=args.congestion,
+                   link_priorities=link_priorities)
     d = res.to_dict()
     unit = d["unit"]
     say(f"makespan: {fmt_num(d['makespan'])} {unit} (policy {args.policy}, congestion "
-        f"{'on' if args.congestion else 'off'})")
+        f"{'on' if args.congestion else 'off'}, links {d['link_order']})")
     say(f"transfers: {d['transfers']:,} ({fmt_bytes(d['transfer_bytes'])})")
     say()
     rows = [[n, v["nodes"], v["busy"], f"{100 * v['utilisation']:.1f}%", fmt_bytes(v["static_memory"]),

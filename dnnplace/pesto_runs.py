@@ -24,6 +24,7 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import jsonable, placement_from_doc, save_instance
 from dnnplace.graphs.io.native import instance_to_native
+from dnnplace.graphs.link_orders import link_priorities_from_doc
 from dnnplace.graphs.simulate import SimResult, simulate
 
 __all__ = ["Config", "Variant", "LIST_SCHEDULERS", "MAX_ETF_NODES", "EXPERT", "scaled_cluster", "write_variants",
@@ -154,13 +155,15 @@ def best_list(v: Variant, done: dict[str, dict]) -> tuple[str | None, float | No
 def replay(rec: dict, inst: Instance, *, congestion: bool = True) -> SimResult:
     """Simulate a record's placement in its recorded order: nodes ranked by their
     recorded start times (ties in topological order), replayed per device
-    (``policy="order"``)."""
+    (``policy="order"``), and transfers in the record's link order where it has one
+    (else FCFS links)."""
     g = inst.graph
     pl = placement_from_doc(rec["placement"], inst)
     start = np.array([float(rec["start"][str(v)]) for v in g.ids])
     pr = np.empty(g.n, dtype=np.int64)
     pr[np.lexsort((g.topo_position, start))] = np.arange(g.n)
-    return simulate(pl, policy="order", priorities=pr, congestion=congestion)
+    return simulate(pl, policy="order", priorities=pr, congestion=congestion,
+                    link_priorities=link_priorities_from_doc(rec, g))
 
 
 def extra_of(rec: dict | None, key: str) -> Any:

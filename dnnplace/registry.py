@@ -22,6 +22,7 @@ from dnnplace.formulations.solver_options import SolverOptions
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluate import PROBLEMS, evaluate
 from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.link_orders import link_priorities_to_json
 from dnnplace.graphs.placement import Placement
 from dnnplace.methods.base import POLICIES, Method, MethodOutput, Options, SolveRequest, WarmStart, parse_options
 from dnnplace.results import Result, relative_gap
@@ -95,6 +96,13 @@ def _check_shape(out: MethodOutput, instance: Instance, name: str) -> Instance:
         arr = getattr(out, field_name)
         if arr is not None and len(arr) != n:
             raise EvaluationMismatch(f"{name}: {field_name} has {len(arr)} entries for a graph of {n} nodes")
+    if out.link_priorities is not None:
+        if len(out.link_priorities) != scored.graph.m:
+            raise EvaluationMismatch(f"{name}: link_priorities has {len(out.link_priorities)} entries for a graph "
+                                     f"of {scored.graph.m} edges")
+        if out.priorities is None:
+            raise EvaluationMismatch(f"{name}: link_priorities without priorities (a link order is replayed "
+                                     "together with a device order)")
     return scored
 
 
@@ -128,6 +136,9 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
     opts_ev = evaluation_options(request, contiguity)
     if request.problem == "makespan" and out.priorities is not None:
         opts_ev.update(policy="order", priorities=out.priorities)
+        if out.link_priorities is not None:  # the method's order of transfers on each link (else FCFS)
+            opts_ev["link_priorities"] = out.link_priorities
+            res.link_priorities = link_priorities_to_json(p, out.link_priorities)
     if request.problem == "latency" and out.pieces is not None:
         opts_ev["pieces"] = out.pieces
     if out.start is not None:

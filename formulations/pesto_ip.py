@@ -47,8 +47,11 @@ exactly) that can use the same directed link: they share a link iff
 
 (:math:`s_{ii} = 1`.) Links are free to order their transfers in any way (Pesto's (7));
 the simulator's FCFS queue is one particular order, so this ILP is a *relaxation* of the
-FCFS semantics of SPEC 2.1: its optimum and bound are lower bounds there, and a decoded
-solution is re-simulated (see :mod:`dnnplace.formulations.pesto`).
+FCFS semantics of SPEC 2.1: its optimum and bound are lower bounds there. A decoded
+solution is re-simulated with its device orders *and* its link orders
+(:func:`~dnnplace.formulations.pesto_solution.decode_times`, the simulator's
+``link_priorities``), which realises the ILP's schedule exactly (see
+:mod:`dnnplace.formulations.pesto`).
 
 Time windows: every schedule of makespan :math:`\le U` runs op :math:`i` inside
 :math:`[h_i, U - q_i]` and transfer :math:`(i, j)` inside

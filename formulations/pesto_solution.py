@@ -1,7 +1,10 @@
 r"""Between Pesto ILP values and schedules (:mod:`dnnplace.formulations.pesto_ip`):
 :func:`warm_start_values` completes a feasible schedule (placement, start times, transfer
-starts) into values for every variable, and :func:`decode` reads the placement, start
-times, per-device priorities and transfer starts of a solved model.
+starts) into values for every variable, :func:`decode` reads the placement, start
+times, per-device priorities and transfer starts of a solved model, and
+:func:`decode_times` the solved schedule's node and transfer times, repaired against
+solver round-off, from which :func:`dnnplace.graphs.link_orders.orders_from_times` reads
+the ILP's device orders and link orders (constraint (7)) at once.
 
 The completion: ``x`` one-hot from the placement; ``y_{eab} = x_{ia} x_{jb}`` (5);
 ``s_{ik} = 1`` iff ``i`` and ``k`` share a device; ``o_{ik} = 1`` iff ``i`` comes first (by start,
@@ -20,7 +23,7 @@ from pyomo.common.collections import ComponentMap
 from dnnplace.formulations.pesto_precompute import PestoData
 from dnnplace.graphs.placement import Placement
 
-__all__ = ["warm_start_values", "decode"]
+__all__ = ["warm_start_values", "decode", "decode_times"]
 
 
 def warm_start_values(model: pyo.ConcreteModel, device: np.ndarray, start: np.ndarray,
@@ -82,3 +85,48 @@ def decode(model: pyo.ConcreteModel) -> tuple[Placement, np.ndarray, np.ndarray,
     if hasattr(model, "xstart"):
         xs = {e: float(pyo.value(model.xstart[e])) for e in model.cross_edges}
     return Placement(g, cl, dev), start, rank, xs
+
+
+def decode_times(model: pyo.ConcreteModel) -> tuple[Placement, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Placement and the schedule of the model's loaded solution, as times.
+
+    Returns ``(placement, start, finish, xfer_start, xfer_finish)``: node times (n,) and,
+    per edge (m,), the ILP's transfer start ``T_e`` and ``T_e + tau_e`` where the edge
+    crosses devices in the decoded placement (``NaN`` elsewhere, and everywhere when the
+    model has no congestion family: its transfers have no start of their own). The
+    solver's values are repaired against round-off in one pass in topological order,
+    exactly as the constraints read: ``T_e >= C_i`` (1), ``S_j >= T_e + tau_e`` or
+    ``S_j >= C_i`` (1), ``C_i = S_i + p_i`` (2), with ``p`` and ``tau`` recomputed from the
+    placement, so that every edge's times are consistent to the last bit (which
+    :func:`~dnnplace.graphs.link_orders.orders_from_times` relies on).
+    """
+    pl, start, _, xs = decode(model)
+    g, cl = pl.graph, pl.cluster
+    dev = pl.device
+    p = cl.compute_matrix(g)[np.arange(g.n), dev].tolist()
+    cross = dev[g.src] != dev[g.dst]
+    tt = np.where(cross, cl.transfer_time(dev[g.src], dev[g.dst], g.edge_bytes, g.edge_cost), 0.0).tolist()
+    has_x = bool(xs)
+    xs_l = [float(xs.get(e, np.nan)) for e in range(g.m)] if has_x else []
+    cross_l = cross.tolist()
+    S, C = start.tolist(), [0.0] * g.n
+    T, F = [np.nan] * g.m, [np.nan] * g.m
+    ptr, nbr, eid = g.in_ptr.tolist(), g.in_nbr.tolist(), g.in_eid.tolist()
+    for v in g.topo_order.tolist():
+        s = S[v] if S[v] > 0.0 else 0.0
+        for k in range(ptr[v], ptr[v + 1]):
+            u, e = nbr[k], eid[k]
+            arrive = C[u]
+            if cross_l[e]:
+                if has_x:
+                    t = xs_l[e]
+                    t = arrive if not t >= arrive else t  # also replaces a missing value
+                    T[e], F[e] = t, t + tt[e]
+                    arrive = F[e]
+                else:
+                    arrive += tt[e]
+            if arrive > s:
+                s = arrive
+        S[v] = s
+        C[v] = s + p[v]
+    return pl, np.asarray(S), np.asarray(C), np.asarray(T), np.asarray(F)

@@ -379,16 +379,20 @@ def latency(p: Placement, *, pieces: np.ndarray | None = None) -> Evaluation:
 
 # ---------------------------------------------------------------------------- makespan
 def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | None = None,
-             congestion: bool = True, dedup_transfers: bool = False) -> Evaluation:
+             congestion: bool = True, dedup_transfers: bool = False,
+             link_priorities: np.ndarray | None = None) -> Evaluation:
     """Simulated makespan (SPEC 2.1) of a placement under a dispatch policy; a given
-    ``priorities`` array with ``policy="order"`` replays a method's device order."""
+    ``priorities`` array with ``policy="order"`` replays a method's device order, and
+    ``link_priorities`` (one value per edge, with ``policy="order"``) its order of the
+    transfers on each link; without them links are first come first served
+    (:func:`dnnplace.graphs.simulate.simulate`, "Link orders")."""
     from dnnplace.graphs.simulate import simulate, validate_schedule
 
     viol = validate(p)
     if any("does not support" in v for v in viol):
         return Evaluation("makespan", None, False, viol, {})
     res = simulate(p, policy=policy, priorities=priorities, congestion=congestion,
-                   dedup_transfers=dedup_transfers)
+                   dedup_transfers=dedup_transfers, link_priorities=link_priorities)
     viol += validate_schedule(res.schedule, congestion=congestion, transfers=res)
     return Evaluation("makespan", float(res.makespan), not viol, viol, res.to_dict(), schedule=res.schedule)
 

@@ -171,7 +171,7 @@ def link_sequences(placement: Placement, tx: Transfers, link_priorities: np.ndar
     return [ol[bounds[k]:bounds[k + 1]] for k in range(D * D)]
 
 
-def _link_stall(placement: Placement, v: int, never: set, links: tuple) -> str:
+def _link_stall(placement: Placement, v: int, links: tuple) -> str:
     """Why ``v`` never becomes ready although its predecessors ran: a transfer into it
     waits on its link behind one whose source never runs."""
     g, names, D = placement.graph, placement.cluster.names, placement.cluster.size
@@ -187,10 +187,10 @@ def _link_stall(placement: Placement, v: int, never: set, links: tuple) -> str:
             continue  # carried
         y = lseq[lk][lnxt[lk]]
         w = int(tx.src_node[y])
-        where = f"stuck on {names[dev[w]]!r}" if w in never else "never released"
         return (f"; it needs the transfer of {g._edge(int(tx.edge[x]))} on link {names[lk // D]}->{names[lk % D]} "
                 f"(position {k} of that link's order), which waits for {g._edge(int(tx.edge[y]))} "
-                f"(position {lnxt[lk]}), whose source {g._node(w)} never runs ({where})")
+                f"(position {lnxt[lk]}), whose source {g._node(w)} never runs (it is stuck on "
+                f"{names[dev[w]]!r})")
     return ""
 
 
@@ -199,13 +199,16 @@ def raise_deadlock(placement: Placement, seq: list[list[int]], nxt: list[int], l
 
     ``seq[d]`` is device ``d``'s sequence and ``nxt[d]`` the position it got stuck at;
     ``links`` (a given link order) is ``(tx, lseq, lnxt)``: the transfer tasks, each
-    link's sequence and the position it got stuck at.
+    link's sequence and the position it got stuck at. A device held up by a link's
+    order is named first (that is where a device order alone would not stall).
     """
     g, names = placement.graph, placement.cluster.names
     dev = placement.device.tolist()
     never = set()  # nodes that never ran: at or after their device's pointer
     for d, sq in enumerate(seq):
         never.update(sq[nxt[d]:])
+    what = "the given device and link orders contradict" if links is not None else "the given order contradicts"
+    first = None
     for d, sq in enumerate(seq):
         if nxt[d] == len(sq):
             continue
@@ -218,10 +221,12 @@ def raise_deadlock(placement: Placement, seq: list[list[int]], nxt: list[int], l
                 why = f"; it needs {g._node(u)} first, but {where}"
                 break
         if not why and links is not None:
-            why = _link_stall(placement, v, never, links)
-        what = "the given device and link orders contradict" if links is not None else "the given order contradicts"
-        raise InputError(
-            f"policy 'order' deadlocks: device {names[d]!r} must run {g._node(v)} next "
-            f"(position {nxt[d]} of its order) but it never becomes ready{why}; "
-            f"{what} precedence")
+            why = _link_stall(placement, v, links)
+        msg = (f"policy 'order' deadlocks: device {names[d]!r} must run {g._node(v)} next "
+               f"(position {nxt[d]} of its order) but it never becomes ready{why}; {what} precedence")
+        if links is None or "on link" in why:
+            raise InputError(msg)
+        first = first or msg
+    if first is not None:
+        raise InputError(first)
     raise AssertionError("simulation stopped early without a blocked device")  # pragma: no cover

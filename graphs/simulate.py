@@ -80,7 +80,9 @@ Where the parts live (all names below stay importable from this module):
   checks, dispatch orders and the ``"order"`` deadlock diagnosis;
 * :mod:`dnnplace.graphs.sim_events` -- the event loop (link congestion included);
 * :mod:`dnnplace.graphs.sim_memory` -- static and dynamic peak memory per device;
-* :mod:`dnnplace.graphs.schedule_checks` -- :func:`validate_schedule`.
+* :mod:`dnnplace.graphs.schedule_checks` -- :func:`validate_schedule`;
+* :mod:`dnnplace.graphs.link_orders` -- device and link orders read off a schedule's
+  times, and a link order's JSON form in result records.
 
 References
 ----------

@@ -45,7 +45,7 @@ from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.reach import reachability
 from dnnplace.graphs.simulate import simulate, validate_schedule
-from dnnplace.registry import SolveRequest, SolverOptions, solve
+from dnnplace.registry import SolveRequest, SolverOptions, run_method, solve
 
 OPTS = SolverOptions(time_limit=60, threads=1, rel_gap=0.0, solver_options={"mip_abs_gap": 0.0})
 
@@ -291,18 +291,26 @@ def test_pesto_method_optimal_without_coarsening(seed):
 def test_fcfs_and_free_link_order_differ():
     """Seed 90 (5 nodes, 2 GPUs, heavy traffic): letting a link serve a later transfer
     first is worth one time unit (exact searches: any order 25, FCFS 26). The ILP
-    models the free order (Pesto (7)), so its optimum is the smaller value and is only
-    a lower bound for the simulated FCFS problem; the method then reports the FCFS
-    replay with that bound and status "feasible", never "optimal"."""
+    models the free order (Pesto (7)), so its optimum is the smaller value. The method
+    returns the ILP's link order with its device order (``link_priorities``), the
+    registry's re-simulation replays both and attains the optimum: status "optimal".
+    Replayed with first-come-first-served links the same answer is no better than the
+    FCFS optimum."""
     g, cl = tiny_instance(90)
     any_order, fcfs = exact_any_order(g, cl, True), exact_fcfs(g, cl, True)
     assert fcfs > any_order + 1e-9
     _, out = solve_ilp(g, cl, True)
     assert out.incumbent == pytest.approx(any_order, abs=1e-6)
-    res = solve(Instance(g, cl, source="tiny90"), "pesto", SolveRequest(problem="makespan", solver=OPTS))
-    assert res.objective >= fcfs - 1e-6
+    inst = Instance(g, cl, source="tiny90")
+    res, pl = run_method(inst, "pesto", SolveRequest(problem="makespan", solver=OPTS))
+    assert res.objective == pytest.approx(any_order, abs=1e-6)
+    assert res.evaluation["objective"] == pytest.approx(any_order, abs=1e-6)
     assert res.bound == pytest.approx(any_order, abs=1e-6)
-    assert res.status == "feasible"
+    assert res.status == "optimal" and res.link_priorities
+    assert res.evaluation["link_order"] == "given"
+    pr = np.array([res.start[str(v)] for v in g.ids])
+    fcfs_replay = simulate(pl, policy="order", priorities=pr, congestion=True).makespan
+    assert fcfs_replay >= fcfs - 1e-6
 
 
 def test_pesto_never_trades_a_feasible_ilp_answer_for_an_overflowing_start():

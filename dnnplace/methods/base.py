@@ -179,7 +179,12 @@ class MethodOutput:
     ``placement`` must be of the request's graph (a method that transforms the graph
     maps its answer back, or reports the graph it scored in ``graph``, see below);
     ``objective`` is the method's own value for it (``None`` if it has none);
-    ``priorities`` (makespan methods) is the order the simulator replays; ``pieces``
+    ``priorities`` (makespan methods) is the order the simulator replays;
+    ``link_priorities`` (makespan methods that also order the transfers on each link,
+    e.g. Pesto's ILP with congestion; only together with ``priorities``) is one value per
+    edge, each directed link serving its transfers in increasing value (see
+    :mod:`dnnplace.graphs.link_orders`); without it the evaluator's links are first come
+    first served; ``pieces``
     (latency methods with several subgraphs per device) is the method's own cut of each
     accelerator's nodes, which the evaluator then scores instead of its fewest-pieces rule.
     ``graph``: set only by a method whose answer is for a transformed graph it cannot
@@ -199,6 +204,7 @@ class MethodOutput:
     solve_seconds: float | None = None
     start: np.ndarray | None = None
     priorities: np.ndarray | None = None
+    link_priorities: np.ndarray | None = None
     pieces: np.ndarray | None = None
     contiguity: str | None = None
     graph: OpGraph | None = None

@@ -66,8 +66,11 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
              "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
              "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
              "coarse_nodes": r.coarse_n, "coarsen_seconds": r.coarsen_seconds, "model_size": r.size,
-             "semantics": "ILP: links in any order (Pesto (7)); objective: FCFS simulation (SPEC 2.1)"}
+             "semantics": "ILP: links in any order (Pesto (7)); objective: simulation replaying the ILP's device "
+                          "order and, where model_size.link_order is 'ilp', its link order (else FCFS links, "
+                          "SPEC 2.1)"}
     return MethodOutput(r.placement, status=r.status, objective=r.makespan, bound=r.bound,
                         termination=r.termination, message=r.message, solver=sopts.solver,
                         solver_version=r.solver_version, build_seconds=r.build_seconds + r.coarsen_seconds,
-                        solve_seconds=r.solve_seconds, priorities=r.priorities, trace=r.trace, extra=extra)
+                        solve_seconds=r.solve_seconds, priorities=r.priorities, link_priorities=r.link_priorities,
+                        trace=r.trace, extra=extra)
