@@ -43,6 +43,7 @@ which; the warm start has FCFS links).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -156,7 +157,7 @@ def safe_horizon(graph: OpGraph, cluster: Cluster) -> float:
 def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, congestion: bool = True,
           ilp_congestion: bool | None = None, warm_start: bool = True, solver: SolverOptions | None = None,
           options: PestoOptions | None = None, fallback: bool = True,
-          extra_starts: list | None = None) -> PestoRun:
+          extra_starts: list | None = None, refine_share: float = 0.2) -> PestoRun:
     """Run the Pesto pipeline (see the module docstring).
 
     Parameters
@@ -185,6 +186,16 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         deterministic, so a previous run's ``coarse_placement.device`` and an order of
         its ``coarse_start`` qualify); the best re-simulated one (under the ILP's
         congestion setting) replaces the list schedule as horizon and MIP start.
+    refine_share : float
+        Coarsened runs with ``fallback``: the share of the solver's time limit kept for
+        the last stage on the original graph (the ILP gets the rest; at least half that
+        share is kept even when the solver's hand-off overran, so a run may exceed its
+        limit by that overrun; 60 s of refinement without a limit). The answer so far is compared with the best list schedule *of
+        the original graph* (so the pipeline is never worse than the best heuristic it
+        knows), and the better one is refined by unit moves
+        (:func:`~dnnplace.heuristics.refine.refine_placement`: coarse nodes as units,
+        then single nodes, scored by the simulator under the critical-path policy and
+        replayed in its order). ``0`` skips the stage.
     """
     from dnnplace.heuristics.coarsening import coarsen
     from dnnplace.heuristics.list_scheduling import best_list_schedule
@@ -195,6 +206,8 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
     opts = PestoOptions(congestion=ilp_cong, memory=opts.memory, colocation=opts.colocation,
                         symmetry=opts.symmetry, load_cuts=opts.load_cuts)
     t0 = time.perf_counter()
+    limit = solver.time_limit
+    refining = fallback and refine_share > 0 and coarsen_to is not None and graph.n > coarsen_to
     if coarsen_to is not None and graph.n > coarsen_to:
         cres = coarsen(graph, cluster, target=int(coarsen_to))
         cg, labels = cres.graph, cres.labels
@@ -229,6 +242,9 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
     if warm_start and memory_ok(pl0):
         xs = {int(e): float(s) for e, s in zip(sim0.xfer_edge, sim0.xfer_start)}
         ws = warm_start_values(model, dev0, sim0.start, xs)
+    if refining and limit is not None:  # the ILP leaves the refinement its share of the whole limit
+        left = limit - (time.perf_counter() - t0) - limit * refine_share
+        solver = dataclasses.replace(solver, time_limit=max(1.0, left))
     out = solve_model(model, solver, warm_start=ws, build_seconds=build)
     size = {"vars": out.n_vars, "constraints": out.n_cons, "binaries": out.n_binaries, "coarse_nodes": cg.n,
             "coarse_edges": cg.m, "node_pairs": len(model.pesto.node_pairs),
@@ -280,5 +296,38 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         # overflows a device: the ILP's bound holds for memory-feasible schedules only
         pl, pr, ms, source, lp = pl_warm, pr_warm, warm_ms, "warm_start", None
         status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
+    if refining:
+        pl, pr, ms, source, lp = _refine(graph, cluster, labels, pl, pr, ms, source, lp, congestion, size,
+                                         60.0 if limit is None else
+                                         max(limit - (time.perf_counter() - t0), 0.5 * refine_share * limit))
+        status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
     return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, coarse_placement=cpl,
                     coarse_start=cstart, link_priorities=lp, **run_kw)
+
+
+def _refine(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: Placement, pr: np.ndarray, ms: float,
+            source: str, lp: np.ndarray | None, congestion: bool, size: dict, seconds: float):
+    """The last stage of a coarsened run (see ``refine_share`` of :func:`pesto`): never
+    worse than the best list schedule of the original graph, then unit moves."""
+    from dnnplace.heuristics.list_scheduling import best_list_schedule
+    from dnnplace.heuristics.refine import refine_placement
+
+    t0 = time.perf_counter()
+    ls, ls_ms, _ = best_list_schedule(graph, cluster, congestion=congestion)
+    size["original_best_list"] = {"algorithm": ls.algorithm, "makespan": ls_ms}
+    tol = 1e-9 * max(1.0, ms)
+    if memory_ok(ls.placement) and ls_ms < ms - tol:
+        pl, pr, ms, source, lp = ls.placement, ls.priorities, ls_ms, f"list:{ls.algorithm}", None
+    dev = pl.device
+    # coarse nodes first (few units, big moves), then single nodes (colocation groups) with the time left
+    for level, units in (("coarse", labels), ("nodes", None)):
+        left = max(0.0, seconds - (time.perf_counter() - t0))
+        dev, _, info = refine_placement(graph, cluster, dev, units=units, policy="critical_path",
+                                        congestion=congestion, time_limit=left)
+        size[f"refine_{level}"] = info
+    pl_r = Placement(graph, cluster, dev)
+    pr_r = simulate(pl_r, policy="critical_path", congestion=congestion).schedule.priorities()
+    ms_r = simulate(pl_r, policy="order", priorities=pr_r, congestion=congestion).makespan
+    if ms_r < ms - tol:
+        pl, pr, ms, source, lp = pl_r, pr_r, ms_r, f"refined({source})", None
+    return pl, pr, ms, source, lp
