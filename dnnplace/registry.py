@@ -21,6 +21,7 @@ import numpy as np
 from dnnplace.formulations.solver_options import SolverOptions
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluate import PROBLEMS, evaluate
+from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.link_orders import link_priorities_to_json
 from dnnplace.graphs.placement import Placement
@@ -83,12 +84,11 @@ def evaluation_options(request: SolveRequest, contiguity: str) -> dict[str, Any]
     return {}
 
 
-def _check_shape(out: MethodOutput, instance: Instance, name: str) -> Instance:
-    """The instance the answer is of: the request's, or the transformed graph the method
+def _check_shape(out: MethodOutput, instance: Instance, name: str) -> OpGraph:
+    """The graph the answer is of: the request's, or the transformed graph the method
     reports explicitly (``out.graph``). Anything else is a bug, never truncated."""
-    scored = instance if out.graph is None else Instance(out.graph, instance.require_cluster(),
-                                                         f"{instance.source or instance.name} (transformed)")
-    n = scored.graph.n
+    scored = instance.graph if out.graph is None else out.graph
+    n = scored.n
     if out.placement is not None and out.placement.graph.n != n:
         raise EvaluationMismatch(f"{name}: placement has {out.placement.graph.n} nodes, the graph it should "
                                  f"place has {n} (a transformed graph must be mapped back or reported)")
@@ -97,9 +97,9 @@ def _check_shape(out: MethodOutput, instance: Instance, name: str) -> Instance:
         if arr is not None and len(arr) != n:
             raise EvaluationMismatch(f"{name}: {field_name} has {len(arr)} entries for a graph of {n} nodes")
     if out.link_priorities is not None:
-        if len(out.link_priorities) != scored.graph.m:
+        if len(out.link_priorities) != scored.m:
             raise EvaluationMismatch(f"{name}: link_priorities has {len(out.link_priorities)} entries for a graph "
-                                     f"of {scored.graph.m} edges")
+                                     f"of {scored.m} edges")
         if out.priorities is None:
             raise EvaluationMismatch(f"{name}: link_priorities without priorities (a link order is replayed "
                                      "together with a device order)")
@@ -131,7 +131,7 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
     if out.placement is None:
         return res, None
     p = out.placement
-    ids = scored.graph.ids
+    ids = scored.ids
     res.placement = p.to_mapping()
     opts_ev = evaluation_options(request, contiguity)
     if request.problem == "makespan" and out.priorities is not None:

@@ -76,7 +76,7 @@ def refine_placement(graph: OpGraph, cluster: Cluster, device: np.ndarray, *, un
             nodes = by_unit[ptr[u]:ptr[u + 1]]
             here = int(device[nodes[0]])
             if (device[nodes] != here).any():
-                continue  # a split unit (never produced here) is left alone
+                continue  # a unit its start splits (e.g. a coarse node under a list schedule) stays put
             for d in range(cluster.size):
                 if d == here or not allowed[u, d] or used[d] + umem[u] > cap[d] * (1 + 1e-12):
                     continue
