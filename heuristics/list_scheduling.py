@@ -54,7 +54,6 @@ References
 
 from __future__ import annotations
 
-import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,8 +63,11 @@ import numpy as np
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.levels import blevel
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.memory import repair_static_memory
+from dnnplace.heuristics.nominal import nominal_costs
+from dnnplace.heuristics.timeline import Timeline
 
 __all__ = ["ListSchedule", "heft", "etf", "m_topo", "m_etf", "m_sct", "ALGORITHMS", "best_list_schedule",
            "simulated_makespan"]
@@ -116,7 +118,7 @@ class _State:
         self.dev = [-1] * self.n
         self.start = [0.0] * self.n
         self.fin = [0.0] * self.n
-        self.busy: list[list[tuple[float, float]]] = [[] for _ in range(self.D)]
+        self.timeline = Timeline(self.D, insertion=insertion)
         self.link_free = [[0.0] * self.D for _ in range(self.D)]
         self.congestion, self.insertion = congestion, insertion
         # colocation: the device of the first placed member binds the group
@@ -185,32 +187,15 @@ class _State:
                 ready = t
         return ready, xfers
 
-    def slot(self, d: int, ready: float, dur: float) -> float:
-        """Earliest start >= ready on ``d`` (in an idle gap if ``insertion``)."""
-        iv = self.busy[d]
-        if not iv:
-            return ready
-        if not self.insertion:
-            return max(ready, iv[-1][1])
-        i = bisect.bisect_right(iv, (ready, math.inf)) - 1
-        t = ready
-        if i >= 0 and iv[i][1] > t:
-            t = iv[i][1]
-        for j in range(i + 1, len(iv)):
-            if iv[j][0] - t >= dur:
-                return t
-            t = max(t, iv[j][1])
-        return t
-
     def evaluate(self, v: int, d: int) -> tuple[float, float, list]:
         ready, xf = self.ready_time(v, d)
-        s = self.slot(d, ready, self.p[v][d])
+        s = self.timeline.earliest_slot(d, ready, self.p[v][d])
         return s, s + self.p[v][d], xf
 
     def commit(self, v: int, d: int, s: float, xfers: list) -> None:
         f = s + self.p[v][d]
         self.dev[v], self.start[v], self.fin[v] = d, s, f
-        bisect.insort(self.busy[d], (s, f))
+        self.timeline.reserve(d, s, f)
         grp = self.coloc[v]
         if grp < 0:
             self.used[d] += self.mem[v]
@@ -233,33 +218,10 @@ class _State:
                             dict(extra))
 
 
-def _mean_costs(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-    comp = cluster.compute_matrix(graph)
-    w = np.nanmean(comp, axis=1)
-    D = cluster.size
-    if D < 2:
-        return w, np.zeros(graph.m)
-    a, b = np.nonzero(~np.eye(D, dtype=bool))
-    c = np.zeros(graph.m)
-    for x, y in zip(a, b):
-        c += cluster.transfer_time(np.full(graph.m, x), np.full(graph.m, y), graph.edge_bytes, graph.edge_cost)
-    return w, c / a.size
-
-
 def _upward_rank(graph: OpGraph, cluster: Cluster) -> np.ndarray:
-    w, c = _mean_costs(graph, cluster)
-    rank = w.copy()
-    ptr, nbr, eid = graph.out_ptr, graph.out_nbr, graph.out_eid
-    rl, wl, cl_ = rank.tolist(), w.tolist(), c.tolist()
-    pl, nl, el = ptr.tolist(), nbr.tolist(), eid.tolist()
-    for u in reversed(graph.topo_order.tolist()):
-        best = 0.0
-        for k in range(pl[u], pl[u + 1]):
-            val = cl_[el[k]] + rl[nl[k]]
-            if val > best:
-                best = val
-        rl[u] = wl[u] + best
-    return np.asarray(rl)
+    """HEFT's upward rank: the bottom level with mean nominal costs."""
+    w, c = nominal_costs(graph, cluster, "mean")
+    return blevel(graph, kind=w, comm=c)
 
 
 def heft(graph: OpGraph, cluster: Cluster, *, insertion: bool = True, congestion: bool = True,
@@ -291,7 +253,7 @@ def heft(graph: OpGraph, cluster: Cluster, *, insertion: bool = True, congestion
 def _etf_core(graph: OpGraph, cluster: Cluster, name: str, *, insertion: bool, congestion: bool,
               memory: bool, favourite: np.ndarray | None = None) -> ListSchedule:
     st = _State(graph, cluster, congestion, insertion)
-    w, c = _mean_costs(graph, cluster)
+    w, c = nominal_costs(graph, cluster, "mean")
     from dnnplace.graphs.levels import blevel
     bl = blevel(graph, kind=w, comm=c).tolist()
     tp = graph.topo_position.tolist()
@@ -344,7 +306,7 @@ def m_etf(graph: OpGraph, cluster: Cluster, *, congestion: bool = True) -> ListS
 def m_sct(graph: OpGraph, cluster: Cluster, *, congestion: bool = True) -> ListSchedule:
     """Baechi m-SCT: m-ETF where a favourite child follows its parent's device (see the
     module docstring for how favourite children are chosen)."""
-    _, c = _mean_costs(graph, cluster)
+    _, c = nominal_costs(graph, cluster, "mean")
     fav = np.full(graph.n, -1, dtype=np.int64)
     if graph.m:
         # favourite child of u: out-edge with the largest transfer time, if that child
