@@ -10,6 +10,18 @@ device with the most free memory; when no single unit fits anywhere, two units s
 devices (the one that lowers the overflow most, on graphs of up to ``swap_limit``
 units). It never makes a device overflow that did not, and stops when no move helps;
 whatever overflow is left, the evaluator reports (``memory_infeasible``).
+
+Two more pieces of the shared memory and colocation policy (``HEURISTICS.md`` section 0),
+for placers that fill devices node by node (Celeritas, FastT, PARDNN):
+
+- :func:`best_effort_device`, the ``on_oom`` policy when no device has room for a node:
+  ``"best_effort"`` takes the device with the most free memory (Celeritas Alg. 2 l.18;
+  *paper says* ``argmin Ava_m``, *we do* ``argmax``, the "lowest memory usage" of its
+  text, decision C6) and the result is then ``memory_infeasible``; ``"raise"`` raises
+  :class:`~dnnplace.graphs.errors.InfeasibleError`;
+- :func:`repair_colocation`, the final pass that moves every colocation group onto the
+  device of its largest-memory member (coarse nodes may have put a group's members on
+  several devices), counting the nodes moved.
 """
 
 from __future__ import annotations
@@ -18,9 +30,69 @@ import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.contract import colocation_labels
+from dnnplace.graphs.errors import InfeasibleError
 from dnnplace.graphs.graph import OpGraph
 
-__all__ = ["repair_static_memory"]
+__all__ = ["ON_OOM", "best_effort_device", "repair_colocation", "repair_static_memory"]
+
+ON_OOM = ("best_effort", "raise")
+
+
+def best_effort_device(free: np.ndarray, candidates: np.ndarray, *, on_oom: str = "best_effort",
+                       what: str = "a node", need: float = 0.0) -> int:
+    """The device for a node that fits on none of ``candidates`` (indices into ``free``):
+    the one with the most free memory (ties: lowest index), or
+    :class:`~dnnplace.graphs.errors.InfeasibleError` under ``on_oom="raise"``.
+
+    >>> best_effort_device(np.array([1.0, 5.0, 5.0]), np.array([0, 1, 2]))
+    1
+    >>> best_effort_device(np.array([1.0]), np.array([0]), on_oom="raise", what="node 'a'", need=2.0)
+    Traceback (most recent call last):
+    ...
+    dnnplace.graphs.errors.InfeasibleError: node 'a': no device has room for its 2 bytes (most free: 1); on_oom='raise'
+    """
+    if on_oom not in ON_OOM:
+        raise InfeasibleError(f"on_oom {on_oom!r}: expected one of {', '.join(ON_OOM)}")
+    candidates = np.asarray(candidates, dtype=np.int64)
+    room = np.asarray(free, dtype=np.float64)[candidates]
+    if on_oom == "raise":
+        raise InfeasibleError(f"{what}: no device has room for its {need:g} bytes (most free: {room.max():g}); "
+                              "on_oom='raise'")
+    return int(candidates[int(np.argmax(room))])
+
+
+def repair_colocation(graph: OpGraph, device: np.ndarray, anchor: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """``device`` with every colocation group moved onto the device of its largest-memory
+    member (ties: lowest node index), or onto ``anchor[group]`` where that is given and
+    ``>= 0`` (a placer that pinned and reserved the group there), and the number of nodes
+    moved.
+
+    >>> g = OpGraph(ids=[0, 1, 2], kinds=["gpu"], compute=[[1.0]] * 3, memory=[1, 5, 1], src=[], dst=[],
+    ...             colocation=[0, 0, 0])
+    >>> dev, moved = repair_colocation(g, np.array([0, 1, 0]))
+    >>> dev.tolist(), moved
+    ([1, 1, 1], 2)
+    >>> repair_colocation(g, np.array([0, 1, 0]), anchor=np.array([0]))[0].tolist()
+    [0, 0, 0]
+    """
+    device = np.asarray(device, dtype=np.int64).copy()
+    grp = graph.colocation
+    members = np.flatnonzero(grp >= 0)
+    if members.size == 0:
+        return device, 0
+    # members by group, then memory decreasing, then index: the first of each group leads
+    order = members[np.lexsort((members, -graph.memory[members], grp[members]))]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = grp[order[1:]] != grp[order[:-1]]
+    lead = np.zeros(int(grp.max()) + 1, dtype=np.int64)
+    lead[grp[order[first]]] = device[order[first]]
+    if anchor is not None:
+        anchor = np.asarray(anchor, dtype=np.int64)[: lead.size]
+        lead[: anchor.size] = np.where(anchor >= 0, anchor, lead[: anchor.size])
+    target = lead[grp[members]]
+    moved = int(np.count_nonzero(device[members] != target))
+    device[members] = target
+    return device, moved
 
 
 def repair_static_memory(graph: OpGraph, cluster: Cluster, device: np.ndarray, *,

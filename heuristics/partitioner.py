@@ -30,8 +30,15 @@ __all__ = ["partition_split"]
 _SCALE = 1_000_000  # total integer weight of all units
 
 
-def partition_split(inst: Instance, *, seed: int = 0) -> Placement:
+def partition_split(inst: Instance, *, seed: int = 0, memory: bool = False,
+                    edge_costs: np.ndarray | None = None) -> Placement:
     """METIS k-way partition of the colocation classes onto the accelerators.
+
+    ``memory=True`` balances memory as a second constraint (METIS multi-constraint
+    partitioning: every part within the imbalance tolerance of its share of both compute
+    and memory; Celeritas' Metis baseline). ``edge_costs`` (one per edge, e.g. nominal
+    transfer times) weights the cut by the sum over crossing edges instead of Tarnawski's
+    per-node ``c_u``.
 
     >>> from dnnplace.graphs import OpGraph, Cluster
     >>> g = OpGraph(ids=range(4), kinds=("acc", "cpu"), compute=[[1, 1]] * 4, memory=[0] * 4,
@@ -53,16 +60,23 @@ def partition_split(inst: Instance, *, seed: int = 0) -> Placement:
     w = np.bincount(lab, weights=np.nan_to_num(comp), minlength=k)
     total = max(float(w.sum()), 1e-300)
     vw = np.maximum(np.rint(w / total * _SCALE), 1).astype(np.int64)
-    c = node_transfer_cost(g, cl)
+    if memory:
+        um = np.bincount(lab, weights=g.memory, minlength=k)
+        mw = np.maximum(np.rint(um / max(float(um.sum()), 1e-300) * _SCALE), 1).astype(np.int64)
+        vw = np.stack([vw, mw], axis=1).ravel()  # METIS: ncon = 2 weights per vertex, interleaved
     a, b = lab[g.src], lab[g.dst]
     cross = a != b
-    # distinct (source node, target unit) pairs, then summed per unordered unit pair
-    pairs = np.unique(np.stack([g.src[cross], b[cross]], axis=1), axis=0) if cross.any() \
-        else np.empty((0, 2), np.int64)
-    ua, ub = lab[pairs[:, 0]], pairs[:, 1]
+    if edge_costs is None:
+        c = node_transfer_cost(g, cl)
+        # distinct (source node, target unit) pairs, then summed per unordered unit pair
+        pairs = np.unique(np.stack([g.src[cross], b[cross]], axis=1), axis=0) if cross.any() \
+            else np.empty((0, 2), np.int64)
+        ua, ub, cw = lab[pairs[:, 0]], pairs[:, 1], c[pairs[:, 0]]
+    else:
+        ua, ub, cw = a[cross], b[cross], np.asarray(edge_costs, dtype=np.float64)[cross]
     lo, hi = np.minimum(ua, ub), np.maximum(ua, ub)
     key, inv = np.unique(lo * k + hi, return_inverse=True)
-    ew = np.bincount(inv, weights=c[pairs[:, 0]], minlength=key.size)
+    ew = np.bincount(inv, weights=cw, minlength=key.size)
     scale_e = _SCALE / max(float(ew.max()) if ew.size else 1.0, 1e-300) / 10
     ewi = np.maximum(np.rint(ew * scale_e), 1).astype(np.int64)
     s_, d_ = key // k, key % k

@@ -12,7 +12,7 @@ the evaluation), records it, puts it in tables and on the command line.
 
 from __future__ import annotations
 
-from dnnplace.methods import baselines, makespan, tarnawski
+from dnnplace.methods import baselines, celeritas, fastt, makespan, tarnawski
 from dnnplace.methods.base import Method
 
 __all__ = ["METHODS"]
@@ -67,4 +67,27 @@ METHODS: tuple[Method, ...] = (
     Method("pesto", ("makespan",), makespan.run_pesto,
            "Pesto ILP: joint placement and scheduling with link congestion and memory; optional cycle-free "
            "coarsening", options=makespan.PestoMethodOptions, kind="ip", objective_exact=False),
+    # Celeritas (Xu et al.)
+    Method("celeritas", ("makespan",), celeritas.run_celeritas,
+           "Celeritas: CPD-TOPO order, optimal fusion (Alg. 1), Adjusting Placement (Alg. 2); placement only",
+           options=celeritas.CeleritasOptions),
+    Method("order-place", ("makespan",), celeritas.run_order_place,
+           "Celeritas' Order-Place baseline: fused graph filled device after device in CPD-TOPO order",
+           options=celeritas.OrderPlaceOptions, kind="baseline"),
+    Method("metis", ("makespan",), celeritas.run_metis,
+           "METIS k-way partition, nominal transfer time as cut weight, compute and memory balanced; placement only",
+           options=celeritas.MetisOptions, kind="baseline"),
+    # FastT (Yi et al., Middleware'20)
+    Method("dpos", ("makespan",), fastt.run_dpos,
+           "FastT DPOS: max-cost upward rank, critical path on its devices, insertion-EFT (Alg. 1)",
+           options=fastt.DPOSOptions),
+    Method("os-dpos", ("makespan",), fastt.run_os_dpos,
+           "FastT OS-DPOS: DPOS plus splitting critical-path ops while the makespan improves (Alg. 2); answers on the "
+           "split graph", options=fastt.OSDPOSOptions),
+    Method("dp-baseline", ("makespan",), fastt.run_dp_baseline,
+           "FastT's data-parallel baseline: the graph replicated per GPU, parameters and AddN on GPU 0; placement "
+           "only", options=fastt.DPBaselineOptions, kind="baseline"),
+    Method("cpop", ("makespan",), fastt.run_cpop,
+           "CPOP (Topcuoglu et al. 2002): rank_u + rank_d, the critical path on one device, insertion-EFT",
+           options=fastt.CPOPOptions, kind="baseline"),
 )
