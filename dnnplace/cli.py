@@ -9,7 +9,7 @@ shapes)::
     dnnplace generate FAMILY --nodes N --seed S --out GRAPH.json [--cluster PRESET]
     dnnplace solve GRAPH --problem P --method M [solver and method options] [--out RESULT.json]
     dnnplace methods
-    dnnplace run CONFIG.toml [--fresh]
+    dnnplace run CONFIG.toml [--fresh] [--jobs N] [--executor local|ray [--ray-address A]]
     dnnplace reproduce NAME [--quick] [--out DIR]
 
 Exit codes: 0 success; 2 bad input (one ``dnnplace: error: ...`` line on stderr naming
@@ -179,6 +179,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-errors", action="store_true",
                    help="run again the runs recorded as errors (the new record replaces the old line)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: the config's out_dir or results/NAME)")
+    x = p.add_argument_group("executor (where the runs execute; only this process writes runs.jsonl)")
+    x.add_argument("--jobs", type=int, metavar="N",
+                   help="parallel CPU slots, >= 1 (local default 1: one run at a time in this process, the mode "
+                        "for timing tables; ray default: the cluster's CPUs); a run with solver threads = T takes "
+                        "T slots")
+    x.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local processes (default) or a Ray cluster (pip install 'dnnplace[ray]')")
+    x.add_argument("--ray-address", metavar="ADDR", help="Ray head HOST:PORT (default auto: this machine's cluster)")
+    x.add_argument("--hang-margin", type=float, default=60.0, metavar="S",
+                   help="worker executors cancel a run still going its time limit plus max(S, time limit) "
+                        "seconds after its start (default 60)")
     p.set_defaults(func=commands.cmd_run)
 
     from dnnplace.reproduce import NAMES

@@ -350,16 +350,25 @@ def cmd_methods(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- run / reproduce
 def cmd_run(args: argparse.Namespace) -> int:
     from dnnplace.config import load_config
+    from dnnplace.executors import make_executor
     from dnnplace.runner import run_config
 
+    if args.hang_margin is None or not args.hang_margin > 0:
+        raise InputError(f"--hang-margin {args.hang_margin}: must be a positive number of seconds")
     cfg = load_config(args.config)
+    executor = make_executor(args.executor, args.jobs, address=args.ray_address)
     out = Path(args.out) if args.out else (cfg.out_dir or Path("results") / cfg.name)
     records = run_config(cfg, fresh=args.fresh, progress=not args.quiet, out_dir=out,
-                         retry_errors=args.retry_errors)
+                         retry_errors=args.retry_errors, executor=executor, margin=args.hang_margin)
     table = (out / "table.md").read_text()
     say(table.rstrip())
     errors = sum(1 for r in records if r.get("status") == "error")
     say(f"\n{len(records)} runs ({errors} errors); results in {out}/ (runs.jsonl, table.md, table.csv)")
+    missing = len(cfg.specs) - len(records)
+    if missing:
+        print(f"dnnplace: {missing} run(s) not recorded (their worker died); the same command runs them",
+              file=sys.stderr)
+        return 1
     if errors:
         print(f"dnnplace: {errors} run(s) failed (see table.md); rerun with --retry-errors once fixed",
               file=sys.stderr)

@@ -21,6 +21,11 @@ run through :func:`execute`. The contract of ``<out>/runs.jsonl``:
   not recorded, never as an error; the CLI exits 130 and the same command resumes.
 - **Failures.** A run that raises any other exception is recorded with ``status:
   "error"`` and the sweep continues.
+- **Executors.** Runs execute inline (default), in local worker processes or on a Ray
+  cluster (:mod:`dnnplace.executors`); only this driver appends to the file, so all of
+  the above holds for each. A killed driver or worker loses at most the runs in flight;
+  a run that hangs past its time limit plus a margin is recorded as an ``error`` with
+  termination ``cancelled``.
 - **fresh** starts over: ``runs.jsonl`` and the ``table.md``/``table.csv`` beside it are
   renamed to ``<name>.<UTC time>.bak`` (e.g. ``runs.jsonl.20261123T170000Z.bak``); no
   backup is ever overwritten, and a killed fresh run leaves no earlier table looking
@@ -43,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.config import REPO_ROOT, ExperimentConfig, RunSpec, load_config
+from dnnplace.executors import DEFAULT_MARGIN, Executor, Inline, Task, hang_deadline
 from dnnplace.graphs.io import jsonable
 from dnnplace.tables import Column, write_table
 
@@ -269,7 +275,8 @@ def progress_enabled(progress: bool) -> bool:
 
 
 def execute(specs: list[RunSpec], runs_path: str | os.PathLike, *, name: str, fresh: bool = False,
-            progress: bool = True, retry_errors: bool = False) -> dict[str, dict]:
+            progress: bool = True, retry_errors: bool = False, executor: Executor | None = None,
+            margin: float = DEFAULT_MARGIN) -> dict[str, dict]:
     """Run every spec whose key ``runs_path`` does not hold yet; return the newest record
     of every key, finished or found (the one sweep driver: experiment configs and
     reproductions both run through it).
@@ -281,6 +288,14 @@ def execute(specs: list[RunSpec], runs_path: str | os.PathLike, *, name: str, fr
     ``runs.jsonl`` and the ``table.md``/``table.csv`` beside it to timestamped ``.bak``
     files; ``retry_errors`` runs the ``error`` records again, each new record replacing
     the old line.
+
+    ``executor`` (:mod:`dnnplace.executors`; default inline, one run at a time in this
+    process) decides where the runs execute; this function alone writes the file, so
+    the contract holds for every executor. Each record says where it ran (``host``,
+    ``executor``). With a worker executor a run still going ``margin`` seconds past its
+    time limit (:func:`~dnnplace.executors.hang_deadline`) is killed and recorded as an
+    ``error`` with termination ``cancelled``; a run whose worker died is not recorded
+    (a warning names it) and the next invocation runs it again.
     """
     runs_path = Path(runs_path)
     runs_path.parent.mkdir(parents=True, exist_ok=True)
@@ -299,41 +314,68 @@ def execute(specs: list[RunSpec], runs_path: str | os.PathLike, *, name: str, fr
     from tqdm import tqdm
 
     total = len(unique)
+    executor = executor or Inline()
     show_bar = progress_enabled(progress)
     log = bool(progress) and not show_bar  # not a terminal: one line per run instead of a bar
+    if executor.parallel and todo:
+        _warn(f"{name}: {len(todo)} runs on {executor.kind} executor {executor.describe()}: runs side by side "
+              "perturb each other's measured solve times (and a time-limited MIP's incumbent); use --jobs 1 for "
+              "timing tables")
     bar = tqdm(total=total, initial=total - len(todo), desc=name, unit="run", disable=not show_bar,
                file=sys.stderr, dynamic_ncols=True)
     if log and len(todo) < total:
         print(f"{name}: {total - len(todo)} of {total} runs already in {runs_path}", file=sys.stderr)
+    tasks = [Task(s.key, s, slots=int(s.solver.get("threads") or 1),
+                  deadline=hang_deadline(s.solver.get("time_limit"), margin)) for s in todo]
+    where = executor.describe()
+    lost: list[RunSpec] = []
+    count = total - len(todo)
     try:
-        for k, spec in enumerate(todo):
-            bar.set_postfix_str(f"{Path(spec.graph_label).stem} {spec.problem} {spec.method}", refresh=True)
-            rec = _execute(spec)
+        for fin in executor.run(_execute, tasks):
+            spec = fin.task.payload
+            if fin.outcome == "died":
+                lost.append(spec)
+                _warn(f"{name}: {spec.key}: {fin.message}; not recorded, the same command runs it again")
+                continue
+            if fin.outcome == "done":
+                rec = fin.value
+            else:  # hung (cancelled at its deadline) or raised outside the run's own error handling
+                from dnnplace.results import Result
+
+                rec = Result(problem=spec.problem, method=spec.method, instance=spec.graph_label, status="error",
+                             termination="cancelled" if fin.outcome == "hung" else "error", message=fin.message,
+                             wall_seconds=fin.seconds).to_dict()
             pkg = _SOLVER_PACKAGES.get(str(spec.solver.get("solver", "highs")))
             rec = {"run_key": spec.key, "config": name, "run": spec.identity(), **jsonable(rec),
                    "git_revision": rev, "solver_package": pkg, "solver_package_version": _pkg_version(pkg) if pkg
-                   else None, "environment": env,
+                   else None, "environment": env, "host": fin.host, "executor": where,
                    "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
             if spec.key in done:  # a retried error: the new record replaces its line
                 _replace(runs_path, rec)
             else:
                 _append(runs_path, rec)
             done[spec.key] = rec
+            count += 1
+            bar.set_postfix_str(f"{Path(spec.graph_label).stem} {spec.problem} {spec.method}", refresh=False)
             bar.update(1)
             if log:
                 obj = rec.get("objective")
                 what = rec.get("message") if rec.get("status") == "error" else (
                     f"{obj:.6g}" if isinstance(obj, (int, float)) else "-")
-                print(f"[{total - len(todo) + k + 1}/{total}] {Path(spec.graph_label).stem} "
+                print(f"[{count}/{total}] {Path(spec.graph_label).stem} "
                       f"{spec.problem} {spec.method}: {rec.get('status')} {what} ({rec.get('wall_seconds', 0):.1f} s)",
                       file=sys.stderr, flush=True)
     finally:
         bar.close()
+    if lost:
+        _warn(f"{name}: {len(lost)} run(s) not recorded because their worker died; run the same command again to "
+              "run them")
     return done
 
 
 def run_config(path: str | os.PathLike | ExperimentConfig, *, fresh: bool = False, progress: bool = True,
-               out_dir: str | os.PathLike | None = None, retry_errors: bool = False) -> list[dict]:
+               out_dir: str | os.PathLike | None = None, retry_errors: bool = False,
+               executor: Executor | None = None, margin: float = DEFAULT_MARGIN) -> list[dict]:
     """Run (or resume) an experiment config and write its tables.
 
     Parameters
@@ -351,6 +393,11 @@ def run_config(path: str | os.PathLike | ExperimentConfig, *, fresh: bool = Fals
     retry_errors : bool
         Run again the runs recorded with status ``error`` (the new record replaces the
         old line: one line per run key).
+    executor : Executor, optional
+        Where the runs execute (:func:`dnnplace.executors.make_executor`); default one
+        at a time in this process.
+    margin : float
+        Seconds past a run's time limit before a worker executor cancels it as hung.
 
     Returns
     -------
@@ -360,7 +407,7 @@ def run_config(path: str | os.PathLike | ExperimentConfig, *, fresh: bool = Fals
     cfg = path if isinstance(path, ExperimentConfig) else load_config(path)
     out = Path(out_dir) if out_dir is not None else (cfg.out_dir or Path("results") / cfg.name)
     done = execute(list(cfg.specs), out / "runs.jsonl", name=cfg.name, fresh=fresh, progress=progress,
-                   retry_errors=retry_errors)
+                   retry_errors=retry_errors, executor=executor, margin=margin)
     records = [done[s.key] for s in cfg.specs if s.key in done]
     write_tables(cfg, records, out)
     return records
