@@ -148,14 +148,17 @@ def graph_stats(graph: OpGraph, *, kind: str | np.ndarray | None = None, comm: A
 
     ``ccr``
         :func:`ccr`: mean edge transfer time over mean node time (``None`` if unknown);
+    ``ccr_sums``
+        Celeritas' Eq. 1, the ratio of the *sums* ``sum_E c / sum_V w`` (``HEURISTICS.md``
+        0): ``ccr * |E| / |V|``; ``None`` if unknown;
     ``ccr_link_model``
-        the link model of ``ccr`` and ``critical_path_with_transfers``
+        the link model of ``ccr``, ``ccr_sums`` and ``critical_path_with_transfers``
         (:func:`transfer_costs`: ``comm``, else ``cluster`` (``"cluster 'x' (mean
         link)"``: ``beta0 + beta1 * bytes``, or ``cost_factor * cost`` for explicit
         costs, averaged over ordered pairs of distinct devices), else explicit costs
         plus the reference link (``"reference NVLink ..."``));
     ``avg_parallelism``
-        DoP, ``work / critical_path_compute``;
+        the degree of parallelism DoP (PARDNN Table 5), ``work / critical_path_compute``;
     ``critical_path_compute``, ``critical_path_compute_nodes``
         the longest path counting node costs only (never more than ``work``) and its
         node count;
@@ -174,8 +177,8 @@ def graph_stats(graph: OpGraph, *, kind: str | np.ndarray | None = None, comm: A
     >>> g = OpGraph(ids=["a", "b"], kinds=["gpu"], compute=[[2.0], [3.0]], memory=[0, 0],
     ...             src=[0], dst=[1], edge_cost=[4.0])
     >>> s = graph_stats(g)
-    >>> s["work"], s["critical_path_compute"], s["critical_path_with_transfers"], s["ccr"]
-    (5.0, 5.0, 9.0, 1.6)
+    >>> s["work"], s["critical_path_compute"], s["critical_path_with_transfers"], s["ccr"], s["ccr_sums"]
+    (5.0, 5.0, 9.0, 1.6, 0.8)
     """
     widths = level_widths(graph)
     w = node_weights(graph, kind)
@@ -202,6 +205,8 @@ def graph_stats(graph: OpGraph, *, kind: str | np.ndarray | None = None, comm: A
         "edge_bytes_total": float(graph.edge_bytes.sum()),
         "explicit_edge_costs": int(np.count_nonzero(~np.isnan(graph.edge_cost))),
         "ccr": ccr(graph, kind=w, comm=c) if c is not None else None,
+        "ccr_sums": (float(c.sum()) / work if work > 0 else (math.inf if c.sum() > 0 else 0.0))
+        if c is not None else None,
         "ccr_link_model": model,
         "avg_parallelism": work / cp_len if cp_len > 0 else 0.0,
         "critical_path_compute": cp_len,
