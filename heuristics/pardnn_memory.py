@@ -1,0 +1,412 @@
+"""PARDNN Step 2: the dynamic-memory tracker and memory heuristics I and II
+(Qararyah et al. 2021, Sec. 3.2, Eqs. 2-5).
+
+Memory model (Eq. 2 with the SPEC freeing rule, ``HEURISTICS.md`` 3.1, P8)
+--------------------------------------------------------------------------
+On device ``d`` at time ``t`` the consumption ``M_cons(d, t)`` is the ``persistent_bytes``
+of every node on ``d`` (residual nodes, live all step) plus every live *tensor copy*:
+
+* the output of ``u`` on ``dev(u)``, live from ``st(u)`` until ``u``, its consumers on
+  ``dev(u)`` and its outgoing transfers have all finished;
+* a copy of ``u``'s output received on ``b != dev(u)``, live from the start of its first
+  transfer to ``b`` until ``u``'s last consumer on ``b`` finishes (one copy per
+  ``(u, b)``; a remote copy is thus live from the transfer start, Eq. 2's ``ft(n)``
+  without congestion).
+
+Intervals are half-open, frees before allocations at equal times. Tensor sizes are
+``output_bytes`` (or, for graphs without them, the largest out-edge ``bytes``:
+:func:`~dnnplace.graphs.sim_memory.tensor_sizes`). The paper's Eq. 2 frees an input at
+its consumer's *start*; its text ("once all direct descendants are executed") and SPEC
+say *finish*, which we use. :func:`track` computes this from a schedule, one pass
+over the copies sorted by time (the paper's tracker), and must equal the simulator's
+``peak_memory`` for the same schedule (a test checks it).
+
+Memory potential (Table 2) of a node ``n`` on ``d`` at ``t``: the bytes of the copies live
+on ``d`` at ``t`` that ``n`` holds, as their producer or as the consumer whose finish
+frees them (the last consumer on ``d``), plus ``n``'s ``persistent_bytes``.
+
+Heuristic I (emulation-based; it guarantees ``M_cons <= cap_eff`` when it succeeds)
+-----------------------------------------------------------------------------------
+Emulate the TensorFlow scheduler (``simulate(policy="fifo", congestion=False)``), find
+the first ``(t*, d)`` with ``M_cons(d, t*) > cap_eff(d)``, overflow ``O``; solve the 0-1
+min-knapsack (Eq. 3) ``min sum c_j x_j`` s.t. ``sum a_j x_j >= O`` greedily over the
+colocation units ``j`` on ``d`` with potential ``a_j > 0``, cost ``c_j`` = Eq. 4's
+``move_cost`` (compute plus the comm of its edges to nodes on ``d``), from two heaps:
+``c/a`` and, for ``a > O``, ``c``; the top with the smaller ``c`` moves (the other stays)
+to the target device with the most headroom ``cap_eff - peak`` that holds ``a`` and runs
+every member; a unit no device can take is dropped for good. Moved units never move
+again. Then re-emulate (one pass per overflow event, P7) until no overflow (success) or
+the heaps run dry (failure: the best placement seen, by total overflow, is returned).
+Each emulation is O(V + E); at most one per moved unit, O(V^2) in the worst case
+(Table 1).
+
+Heuristic II (balancing; no guarantee)
+--------------------------------------
+(i) :func:`chunk_critical_path`, after slicing: when ``|P_1| / (|P_2| + 1) > 10`` or
+``mem(P_1) > cap_eff``, cut ``P_1`` into ``K`` contiguous chunks of about equal memory;
+``P_1`` keeps the first, the ``j``-th goes to the ``j``-th shortest other primary.
+(ii) :func:`balance_residuals`, after mapping: the score
+``r_pe = K/2 (res(pe)/res_total + nor(pe)/nor_total)`` (Eq. 5); while the lightest
+partition has ``r < 1``, the largest residual unit of the heaviest partition that does
+not overshoot moves to it; each unit moves at most once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.contract import colocation_labels
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.sim_memory import tensor_sizes
+from dnnplace.graphs.simulate import SimResult, simulate
+from dnnplace.heuristics.pardnn_slicing import Slicing
+
+__all__ = ["MemoryTrace", "track", "MemoryOutcome", "memory_heuristic_i", "chunk_critical_path",
+           "balance_residuals", "residual_scores", "MARGIN"]
+
+MARGIN = 0.1  # Sec. 4: "we spare 10% of the device memory", the only tuned parameter
+
+
+def _tensor_bytes(graph: OpGraph) -> np.ndarray:
+    sizes, _ = tensor_sizes(graph)
+    return np.zeros(graph.n) if sizes is None else sizes
+
+
+def _group_argmax(keys: np.ndarray, vals: np.ndarray, who: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per distinct key: the largest value and the ``who`` of the last entry attaining it
+    (entries sorted by key, value, then input order)."""
+    o = np.lexsort((np.arange(keys.size), vals, keys))
+    k, v, h = keys[o], vals[o], who[o]
+    last = np.flatnonzero(np.r_[k[1:] != k[:-1], True])
+    return k[last], v[last], h[last]
+
+
+@dataclass(frozen=True, eq=False)
+class MemoryTrace:
+    """Tensor copies of a schedule and the memory they occupy (see the module docstring).
+
+    ``dev, owner, holder, begin, end, nbytes`` describe each copy; ``persistent`` the
+    residual bytes per device; ``peak`` the largest ``M_cons`` per device.
+    """
+
+    dev: np.ndarray
+    owner: np.ndarray
+    holder: np.ndarray
+    begin: np.ndarray
+    end: np.ndarray
+    nbytes: np.ndarray
+    persistent: np.ndarray
+    peak: np.ndarray
+    _events: tuple = field(repr=False, default=())
+
+    def first_overflow(self, cap: np.ndarray) -> tuple[float, int, float] | None:
+        """The earliest ``(t, d, M_cons(d, t))`` with ``M_cons(d, t) > cap[d]`` (ties: the
+        lowest device), or ``None``."""
+        t, d, level = self._events
+        over = level + self.persistent[d] > cap[d] * (1 + 1e-12)
+        if not over.any():
+            base = np.flatnonzero(self.persistent > cap * (1 + 1e-12))  # residuals alone overflow
+            return (0.0, int(base[0]), float(self.persistent[base[0]])) if base.size else None
+        idx = np.flatnonzero(over)
+        j = idx[np.lexsort((d[idx], t[idx]))[0]]
+        dd = int(d[j])
+        # the level right after all events of device dd at time t[j]
+        same = np.flatnonzero((d == dd) & (t == t[j]))
+        return float(t[j]), dd, float(max(level[same].max(), 0.0) + self.persistent[dd])
+
+    def potential(self, d: int, t: float) -> dict[int, float]:
+        """Bytes of the copies live on ``d`` at ``t`` held by each node (as producer and as
+        the consumer whose finish frees them; a copy counts for both when they differ)."""
+        live = np.flatnonzero((self.dev == d) & (self.begin <= t) & (self.end > t) & (self.nbytes > 0))
+        out: dict[int, float] = {}
+        for i in live.tolist():
+            b = float(self.nbytes[i])
+            o, h = int(self.owner[i]), int(self.holder[i])
+            out[o] = out.get(o, 0.0) + b
+            if h != o:
+                out[h] = out.get(h, 0.0) + b
+        return out
+
+
+def track(res: SimResult) -> MemoryTrace:
+    """The memory tracker: tensor copies of a simulated schedule, their holders and the
+    peak ``M_cons`` per device (Eq. 2, SPEC freeing rule).
+
+    Examples
+    --------
+    ``a`` (output 4 B) feeds ``b`` on the same GPU: the tensor lives from 0 until ``b``
+    finishes at 2, then ``b``'s own 6 B; the peak is 10 B (at t = 1, both are live).
+
+    >>> from dnnplace.graphs import Cluster, OpGraph, Placement
+    >>> from dnnplace.graphs.simulate import simulate
+    >>> g = OpGraph.from_ids("ab", [("a", "b")], kinds=["gpu"], compute=[[1.0], [1.0]],
+    ...                      memory=[0, 0], output_bytes=[4, 6])
+    >>> tr = track(simulate(Placement(g, Cluster.single_host(1, with_cpu=False), [0, 0])))
+    >>> tr.peak.tolist(), tr.holder.tolist()
+    ([10.0], [1, 1])
+    """
+    pl = res.placement
+    g, D = pl.graph, pl.cluster.size
+    dev = pl.device
+    st, fi = res.start, res.finish
+    ob = _tensor_bytes(g)
+    src, dst = g.src, g.dst
+    same = dev[src] == dev[dst]
+    xsrc = src[res.xfer_edge] if res.xfer_edge.size else np.empty(0, dtype=np.int64)
+    # own copies: end = latest of (u's finish, local consumers' finishes, out-transfers' finishes)
+    keys = np.concatenate([np.arange(g.n), src[same], xsrc])
+    vals = np.concatenate([fi, fi[dst[same]], res.xfer_finish])
+    who = np.concatenate([np.arange(g.n), dst[same], xsrc])
+    _, own_end, own_holder = _group_argmax(keys, vals, who)  # every node is a key, in order
+    parts = [(dev, np.arange(g.n), own_holder, st, own_end, ob)]
+    cross = ~same
+    if cross.any():
+        rkey = src[cross] * D + dev[dst[cross]]
+        rk, r_end, r_holder = _group_argmax(rkey, fi[dst[cross]], dst[cross])
+        r_begin = np.full(rk.size, np.inf)
+        np.minimum.at(r_begin, np.searchsorted(rk, xsrc * D + res.xfer_dst_dev), res.xfer_start)
+        u = rk // D
+        parts.append((rk % D, u, r_holder, r_begin, r_end, ob[u]))
+    cdev, owner, holder, begin, end, nbytes = (np.concatenate(x) for x in zip(*parts))
+    persistent = np.bincount(dev, weights=g.persistent_bytes, minlength=D).astype(np.float64)
+    # one sweep over allocations and frees, per device by time, frees first at a time
+    keep = nbytes != 0
+    t = np.concatenate([begin[keep], end[keep]])
+    delta = np.concatenate([nbytes[keep], -nbytes[keep]])
+    d = np.concatenate([cdev[keep], cdev[keep]])
+    o = np.lexsort((delta > 0, t, d))
+    t, delta, d = t[o], delta[o], d[o]
+    level = np.cumsum(delta)
+    first = np.flatnonzero(np.r_[True, d[1:] != d[:-1]]) if d.size else np.empty(0, dtype=np.int64)
+    level = level - np.repeat(np.r_[0.0, level][first], np.diff(np.r_[first, d.size]))
+    peak = persistent.copy()
+    if d.size:
+        peak[d[first]] += np.maximum(np.maximum.reduceat(level, first), 0.0)
+    return MemoryTrace(cdev, owner, holder, begin, end, nbytes, persistent, peak, (t, d, level))
+
+
+# ---------------------------------------------------------------------------- heuristic I
+@dataclass
+class MemoryOutcome:
+    """What heuristic I did: ``success`` (no emulated overflow of ``cap_eff``), units
+    and nodes moved, emulations run, the emulated peak per device of the returned
+    placement, and whether it stopped at its time limit."""
+
+    success: bool
+    moved_units: int = 0
+    moved_nodes: int = 0
+    emulations: int = 0
+    peak: np.ndarray | None = None
+    timed_out: bool = False
+    knapsack: list = field(default_factory=list)  # per overflow event: (O, sum of a chosen, sum of c chosen)
+
+
+def _move_costs(graph: OpGraph, w: np.ndarray, c: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """Eq. 4 per node: ``comp(n)`` plus the comm of its edges to nodes on its device."""
+    same = device[graph.src] == device[graph.dst]
+    cost = w.astype(np.float64).copy()
+    np.add.at(cost, graph.src[same], c[same])
+    np.add.at(cost, graph.dst[same], c[same])
+    return cost
+
+
+def memory_heuristic_i(graph: OpGraph, cluster: Cluster, device: np.ndarray, cap_eff: np.ndarray, *,
+                       w: np.ndarray, c: np.ndarray, targets: np.ndarray, congestion: bool = False,
+                       deadline: float | None = None) -> tuple[np.ndarray, MemoryOutcome]:
+    """Heuristic I (see the module docstring): ``(device, outcome)``; on failure the
+    placement with the least total emulated overflow seen."""
+    device = np.asarray(device, dtype=np.int64).copy()
+    labels = colocation_labels(graph)
+    n_units = int(labels.max()) + 1 if graph.n else 0
+    members = np.argsort(labels, kind="stable")
+    u_ptr = np.zeros(n_units + 1, dtype=np.int64)
+    np.cumsum(np.bincount(labels, minlength=n_units), out=u_ptr[1:])
+    runs = ~np.isnan(cluster.compute_matrix(graph))
+    unit_runs = np.ones((n_units, cluster.size), dtype=bool)
+    np.logical_and.at(unit_runs, labels, runs)
+    is_target = np.zeros(cluster.size, dtype=bool)
+    is_target[targets] = True
+    frozen = np.zeros(n_units, dtype=bool)  # moved once, or dropped: never a candidate again
+    out = MemoryOutcome(success=False)
+    best, best_over = device.copy(), np.inf
+    while True:
+        res = simulate(Placement(graph, cluster, device), policy="fifo", congestion=congestion)
+        out.emulations += 1
+        tr = track(res)
+        over = float(np.maximum(tr.peak - cap_eff, 0.0).sum())
+        if over < best_over:
+            best, best_over, out.peak = device.copy(), over, tr.peak
+        ov = tr.first_overflow(cap_eff)
+        if ov is None:
+            out.success = True
+            return device, out
+        if deadline is not None and time.perf_counter() > deadline:
+            out.timed_out = True
+            return best, out
+        t_star, d, level = ov
+        need = level - cap_eff[d]
+        pot = tr.potential(d, t_star)
+        cost = _move_costs(graph, w, c, device)
+        a_unit: dict[int, float] = {}
+        for v, b in pot.items():
+            a_unit[int(labels[v])] = a_unit.get(int(labels[v]), 0.0) + b
+        for v in np.flatnonzero((device == d) & (graph.persistent_bytes > 0)).tolist():
+            a_unit[int(labels[v])] = a_unit.get(int(labels[v]), 0.0) + float(graph.persistent_bytes[v])
+        heap_ratio, heap_cost = [], []
+        for u, a in a_unit.items():
+            mem = members[u_ptr[u]:u_ptr[u + 1]]
+            if a <= 0 or frozen[u] or not (device[mem] == d).all():
+                continue
+            cu = float(cost[mem].sum())
+            heap_ratio.append((cu / a, cu, u))
+            if a > need:
+                heap_cost.append((cu, u))
+        heapq.heapify(heap_ratio)
+        heapq.heapify(heap_cost)
+        headroom = cap_eff - tr.peak
+        taken: set[int] = set()
+        got_a, got_c = 0.0, 0.0
+        while need > 0:
+            while heap_ratio and heap_ratio[0][2] in taken:
+                heapq.heappop(heap_ratio)
+            while heap_cost and heap_cost[0][1] in taken:
+                heapq.heappop(heap_cost)
+            if not heap_ratio and not heap_cost:
+                break
+            r_top = heap_ratio[0] if heap_ratio else None
+            c_top = heap_cost[0] if heap_cost else None
+            u = c_top[1] if r_top is None or (c_top is not None and c_top[0] < r_top[1]) else r_top[2]
+            taken.add(u)
+            a = a_unit[u]
+            ok = is_target & unit_runs[u] & (headroom >= a)
+            ok[d] = False
+            if not ok.any():
+                frozen[u] = True  # no device can take it: dropped for good
+                continue
+            tgt = int(np.flatnonzero(ok)[np.argmax(headroom[ok])])
+            mem = members[u_ptr[u]:u_ptr[u + 1]]
+            device[mem] = tgt
+            frozen[u] = True
+            headroom[tgt] -= a
+            need -= a
+            got_a += a
+            got_c += float(cost[mem].sum())
+            out.moved_units += 1
+            out.moved_nodes += int(mem.size)
+        out.knapsack.append((float(level - cap_eff[d]), got_a, got_c))
+        if need > 0:  # the heaps ran dry: no placement found by this heuristic
+            return best, out
+
+
+# ---------------------------------------------------------------------------- heuristic II
+def _node_memory(graph: OpGraph) -> np.ndarray:
+    return graph.persistent_bytes + _tensor_bytes(graph)
+
+
+def chunk_critical_path(slicing: Slicing, graph: OpGraph, cap_eff: float) -> tuple[Slicing, bool]:
+    """Heuristic II (i): cut a dominant first primary into ``K`` chunks of about equal
+    memory, handed to the shortest primaries (see the module docstring). Returns the
+    new slicing and whether it cut."""
+    prim = slicing.primaries
+    K = slicing.k
+    if K < 2 or prim[0].size < 2:
+        return slicing, False
+    mem = _node_memory(graph)
+    p1 = prim[0]
+    if not (p1.size / (prim[1].size + 1) > 10 or float(mem[p1].sum()) > cap_eff):
+        return slicing, False
+    cum = np.cumsum(mem[p1])
+    total = cum[-1]
+    chunk = np.minimum((K * (cum - mem[p1] / 2) / total).astype(np.int64), K - 1) if total > 0 else \
+        np.minimum(np.arange(p1.size) * K // p1.size, K - 1)
+    shortest = sorted(range(1, K), key=lambda j: (prim[j].size, j))
+    new = [p1[chunk == 0]] + [None] * (K - 1)
+    for j, p in enumerate(shortest, start=1):
+        new[p] = np.concatenate([prim[p], p1[chunk == j]])
+    clusters = new + slicing.secondaries
+    cluster_of = slicing.cluster_of.copy()
+    for j, p in enumerate(new):
+        cluster_of[p] = j
+    return Slicing(clusters, K, cluster_of), True
+
+
+def residual_scores(graph: OpGraph, device: np.ndarray, parts: np.ndarray) -> np.ndarray:
+    """Eq. 5's ``r_pe = K/2 (res(pe)/res_total + nor(pe)/nor_total)`` for the devices ``parts``."""
+    K = parts.size
+    res = np.array([graph.persistent_bytes[device == p].sum() for p in parts])
+    nor_b = _tensor_bytes(graph)
+    nor = np.array([nor_b[device == p].sum() for p in parts])
+    r = np.zeros(K)
+    if res.sum() > 0:
+        r += res / res.sum()
+    if nor.sum() > 0:
+        r += nor / nor.sum()
+    return K / 2 * r
+
+
+def balance_residuals(graph: OpGraph, cluster: Cluster, device: np.ndarray,
+                      parts: np.ndarray) -> tuple[np.ndarray, int]:
+    """Heuristic II (ii): move residual units from the heaviest to the lightest partition
+    until every ``r_pe`` is 1 or no move helps; ``(device, units moved)``.
+
+    Examples
+    --------
+    The paper's example: partition 0 holds 70 % of the normal and 60 % of the residual
+    memory (six 10 % variables), partition 1 the rest; three variables move and both
+    scores become 1 (70 %/30 % and 30 %/70 %).
+
+    >>> from dnnplace.graphs import Cluster, OpGraph
+    >>> g = OpGraph(ids=range(12), kinds=["gpu"], compute=[[1.0]] * 12, memory=[0] * 12, src=[], dst=[],
+    ...             output_bytes=[70, 30] + [0] * 10, persistent_bytes=[0, 0] + [10] * 10)
+    >>> dev = np.array([0, 1] + [0] * 6 + [1] * 4)
+    >>> new, moved = balance_residuals(g, Cluster.single_host(2, with_cpu=False), dev, np.array([0, 1]))
+    >>> moved, residual_scores(g, new, np.array([0, 1])).round(6).tolist()
+    (3, [1.0, 1.0])
+    """
+    device = np.asarray(device, dtype=np.int64).copy()
+    K = parts.size
+    res_total = float(graph.persistent_bytes.sum())
+    if K < 2 or res_total <= 0:
+        return device, 0
+    labels = colocation_labels(graph)
+    n_units = int(labels.max()) + 1
+    u_res = np.bincount(labels, weights=graph.persistent_bytes, minlength=n_units)
+    nor_b = _tensor_bytes(graph)
+    u_nor = np.bincount(labels, weights=nor_b, minlength=n_units)
+    nor_total = float(nor_b.sum())
+    runs = ~np.isnan(cluster.compute_matrix(graph))
+    unit_runs = np.ones((n_units, cluster.size), dtype=bool)
+    np.logical_and.at(unit_runs, labels, runs)
+    udev = np.full(n_units, -1, dtype=np.int64)
+    udev[labels] = device
+    whole = np.bincount(labels, minlength=n_units) == np.bincount(labels[device == udev[labels]],
+                                                                   minlength=n_units)
+    share = K / 2 * (u_res / res_total + (u_nor / nor_total if nor_total > 0 else 0.0))
+    r = residual_scores(graph, device, parts)
+    moved = np.zeros(n_units, dtype=bool)
+    exhausted = np.zeros(K, dtype=bool)
+    moves, eps = 0, 1e-9
+    while True:
+        i = int(np.argmin(r))
+        cand = np.flatnonzero(~exhausted & (r > 1 + eps) & (r > r[i] + eps))
+        if r[i] >= 1 - eps or cand.size == 0:
+            return device, moves
+        h = int(cand[np.argmax(r[cand])])
+        pool = np.flatnonzero((udev == parts[h]) & whole & ~moved & (u_res > 0) & unit_runs[:, parts[i]])
+        pool = pool[r[i] + share[pool] < r[h] - share[pool] + eps]  # no overshoot past the donor
+        if pool.size == 0:
+            exhausted[h] = True
+            continue
+        u = int(pool[np.argmax(u_res[pool])])
+        device[labels == u] = parts[i]
+        udev[u] = parts[i]
+        moved[u] = True
+        r[h] -= share[u]
+        r[i] += share[u]
+        moves += 1
