@@ -11,6 +11,8 @@ shapes)::
     dnnplace methods
     dnnplace run CONFIG.toml [--fresh] [--jobs N] [--executor local|ray [--ray-address A]]
     dnnplace reproduce NAME [--quick] [--out DIR]
+    dnnplace capture MODEL [--batch B] [--seq S] [--inference] [--cost roofline:v100|measured|calibrated:v100] --out G
+    dnnplace profile-links [--sizes ...] --out CLUSTER.json
 
 Exit codes: 0 success; 2 bad input (one ``dnnplace: error: ...`` line on stderr naming
 the culprit, nothing on stdout, no output file): unreadable or inconsistent files,
@@ -203,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start over (the old runs.jsonl is kept as a timestamped runs.jsonl.<UTC time>.bak)")
     p.add_argument("--out", metavar="DIR", help="output folder (default results/; Pesto experiments: results/pesto/)")
     p.set_defaults(func=commands.cmd_reproduce)
+
+    from dnnplace.capture_commands import add_parsers as add_capture_parsers
+    add_capture_parsers(sub)  # capture MODEL ..., profile-links ...
     return parser
 
 

@@ -226,8 +226,12 @@ class LinkFit:
     samples: int
 
 
-def fit_link(nbytes: Sequence[float], seconds: Sequence[float]) -> LinkFit:
+def fit_link(nbytes: Sequence[float], seconds: Sequence[float], *, relative: bool = False) -> LinkFit:
     """Fit the linear transfer model to measured (bytes, time) samples.
+
+    ``relative=True`` weights each sample by ``1 / seconds`` (least squares on relative
+    errors), so microsecond-scale small transfers count as much as large ones when the
+    sizes span orders of magnitude.
 
     >>> f = fit_link([0, 1e6, 2e6], [1.0, 2.0, 3.0])
     >>> round(f.beta0, 6), round(f.beta1 * 1e6, 6), round(f.r2, 6)
@@ -240,7 +244,8 @@ def fit_link(nbytes: Sequence[float], seconds: Sequence[float]) -> LinkFit:
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         raise InputError("fit_link: samples must be finite numbers")
     a = np.column_stack([np.ones_like(x), x])
-    (b0, b1), *_ = np.linalg.lstsq(a, y, rcond=None)
+    w = 1.0 / np.maximum(np.abs(y), np.finfo(float).tiny) if relative else np.ones_like(y)
+    (b0, b1), *_ = np.linalg.lstsq(a * w[:, None], y * w, rcond=None)
     resid = y - (b0 + b1 * x)
     ss_tot = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(np.sum(resid ** 2)) / ss_tot if ss_tot > 0 else 1.0

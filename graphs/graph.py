@@ -31,7 +31,9 @@ import numpy as np
 
 from dnnplace.graphs.errors import CycleError, InputError
 
-__all__ = ["OpGraph", "csr_rows", "user_column"]
+__all__ = ["OpGraph", "ROLES", "csr_rows", "user_column"]
+
+ROLES = ("param", "grad", "apply", "compute")
 
 
 def csr_rows(ptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -169,6 +171,13 @@ class OpGraph:
         Training graphs: node belongs to the backward pass.
     names, op_types, layers : sequences, optional
         Descriptive per-node fields.
+    roles : sequence of str, optional
+        Training-graph role of each node (:data:`ROLES`: ``param`` holds a parameter,
+        ``grad`` produces a gradient, ``apply`` updates a parameter, ``compute`` anything
+        else), for FastT's data-parallel builder and PARDNN's memory classes.
+    edge_batch_scaled : array (m,) of bool, optional
+        Whether an edge's bytes grow with the batch (``BatchModel``, HEURISTICS.md 0);
+        default true, false for parameter and gradient tensors.
     """
 
     ids: tuple
@@ -187,6 +196,8 @@ class OpGraph:
     names: tuple | None = None
     op_types: tuple | None = None
     layers: tuple | None = None
+    roles: tuple | None = None
+    edge_batch_scaled: np.ndarray | None = None
     name: str = "graph"
     unit: str = "ms"
     meta: dict = field(default_factory=dict)
@@ -222,10 +233,12 @@ class OpGraph:
         bw = (np.zeros(n, dtype=bool) if self.backward is None
               else np.asarray(self.backward, dtype=bool).ravel())
         set_(self, "backward", bw)
-        for key in ("names", "op_types", "layers"):
+        for key in ("names", "op_types", "layers", "roles"):
             val = getattr(self, key)
             if val is not None:
                 set_(self, key, tuple(val))
+        set_(self, "edge_batch_scaled", np.ones(m, dtype=bool) if self.edge_batch_scaled is None
+             else np.asarray(self.edge_batch_scaled, dtype=bool).ravel())
         self._check()
 
     # ------------------------------------------------------------------ validation
@@ -249,10 +262,15 @@ class OpGraph:
         for key in ("colocation", "backward", "persistent_bytes", "output_bytes"):
             if getattr(self, key).shape[0] != n:
                 raise InputError(f"node field {key!r}: expected {n} values")
-        for key in ("names", "op_types", "layers"):
+        for key in ("names", "op_types", "layers", "roles"):
             val = getattr(self, key)
             if val is not None and len(val) != n:
                 raise InputError(f"node field {key!r}: expected {n} values, got {len(val)}")
+        if self.roles is not None and not set(self.roles) <= set(ROLES):
+            i = next(i for i, r in enumerate(self.roles) if r not in ROLES)
+            raise InputError(f"{self._node(i)}: field 'role' must be one of {list(ROLES)}, got {self.roles[i]!r}")
+        if self.edge_batch_scaled.shape[0] != m:
+            raise InputError(f"edge field 'batch_scaled': expected {m} values")
         if m and (self.src.min() < 0 or self.dst.min() < 0 or self.src.max() >= n or self.dst.max() >= n):
             bad = int(np.flatnonzero((self.src < 0) | (self.src >= n) | (self.dst < 0) | (self.dst >= n))[0])
             raise InputError(f"edge #{bad}: endpoint index out of range 0..{n - 1}")
@@ -352,17 +370,30 @@ class OpGraph:
 
     @cached_property
     def _topo(self) -> tuple[np.ndarray, np.ndarray]:
-        """Kahn's algorithm, one numpy step per level; returns (order, level)."""
+        """Kahn's algorithm, one numpy step per level; returns (order, level).
+
+        Narrow levels (deep graphs such as tiled layer stacks, ~100k levels) take a plain
+        Python step: a numpy step costs O(n) per level, O(n * depth) in all."""
         n = self.n
         indeg = np.bincount(self.dst, minlength=n).astype(np.int64)
         level = np.full(n, -1, dtype=np.int64)
         frontier = np.flatnonzero(indeg == 0)
         parts, depth = [], 0
+        ptr, nbr = self.out_ptr, self.out_nbr
         while frontier.size:
             parts.append(frontier)
             level[frontier] = depth
             depth += 1
-            tgt = self.out_nbr[csr_rows(self.out_ptr, frontier)]
+            if frontier.size <= 16:
+                nxt = []
+                for v in frontier.tolist():
+                    for w in nbr[ptr[v]:ptr[v + 1]].tolist():
+                        indeg[w] -= 1
+                        if indeg[w] == 0:
+                            nxt.append(w)
+                frontier = np.array(sorted(nxt), dtype=np.int64)
+                continue
+            tgt = nbr[csr_rows(ptr, frontier)]
             if tgt.size == 0:
                 break
             indeg -= np.bincount(tgt, minlength=n)

@@ -6,8 +6,9 @@ Column-oriented so that a 200k-node graph loads in a fraction of a second::
      "nodes": {"id": [...], "compute": {"gpu": [0.8, null, ...], "cpu": [...]},
                "memory": [...], "persistent_bytes": [...], "output_bytes": [...],
                "colocation": [label or null, ...], "backward": [bool, ...],
-               "name": [...], "op_type": [...], "layer": [...]},
-     "edges": {"src": [id, ...], "dst": [id, ...], "bytes": [...], "cost": [num or null]},
+               "name": [...], "op_type": [...], "layer": [...], "role": [...]},
+     "edges": {"src": [id, ...], "dst": [id, ...], "bytes": [...], "cost": [num or null],
+               "batch_scaled": [bool, ...]},
      "cluster": {"name": ..., "devices": [{"name", "kind", "memory", "speed"}],
                  "beta0": [[...]], "beta1": [[...]], "cost_factor": [[...]], "meta": {}},
      "meta": {}}
@@ -17,9 +18,12 @@ device means unbounded. ``NaN`` (which Python's JSON parser accepts) is an error
 everywhere, naming the node or edge and the field: only ``null`` marks a value absent.
 A graph without nodes is an error too (``graph 'g' has no nodes``), in both forms.
 Only ``id``, ``compute`` and ``memory`` are required per node, only ``src``/``dst`` per
-edge. For hand-written files, ``nodes`` and ``edges`` may also
-be lists of records (``{"id": 1, "compute": {"gpu": 0.8}, "memory": 0}``,
-``{"src": 1, "dst": 2, "bytes": 4096}``).
+edge. Captured training graphs (:mod:`dnnplace.graphs.capture`) also carry, per node,
+``op_type`` (the ATen op), ``layer`` (the module path), ``backward`` and ``role``
+(``param``/``grad``/``apply``/``compute``), and per edge ``batch_scaled`` (whether its
+bytes grow with the batch; default true); all are optional and round-trip. For
+hand-written files, ``nodes`` and ``edges`` may also be lists of records
+(``{"id": 1, "compute": {"gpu": 0.8}, "memory": 0}``, ``{"src": 1, "dst": 2, "bytes": 4096}``).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ def _column(values: Any, n: int, field: str, allow_null: bool = False, owner=Non
 _NO_COST = "without an explicit cost (the link model applies)"
 
 # values of optional node fields that a record leaves out (memory has none: it is required)
-_RECORD_DEFAULTS = {"backward": False, "persistent_bytes": 0.0, "output_bytes": 0.0}
+_RECORD_DEFAULTS = {"backward": False, "persistent_bytes": 0.0, "output_bytes": 0.0, "role": "compute"}
 
 
 def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
@@ -66,7 +70,8 @@ def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
             if k not in kinds:
                 kinds.append(k)
     cols: dict[str, Any] = {"id": [], "compute": {k: [] for k in kinds}}
-    opt = ("memory", "persistent_bytes", "output_bytes", "colocation", "backward", "name", "op_type", "layer")
+    opt = ("memory", "persistent_bytes", "output_bytes", "colocation", "backward", "name", "op_type", "layer",
+           "role")
     present = {k for rec in nodes for k in rec if k in opt}
     for k in present:
         cols[k] = []
@@ -79,7 +84,7 @@ def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
         for k in present:
             cols[k].append(rec.get(k, _RECORD_DEFAULTS.get(k)))
     ecols: dict[str, list] = {"src": [], "dst": []}
-    eopt = {k for rec in edges for k in rec if k in ("bytes", "cost")}
+    eopt = {k for rec in edges for k in rec if k in ("bytes", "cost", "batch_scaled")}
     for k in eopt:
         ecols[k] = []
     for j, rec in enumerate(edges):
@@ -88,7 +93,7 @@ def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
         ecols["src"].append(rec["src"])
         ecols["dst"].append(rec["dst"])
         for k in eopt:
-            ecols[k].append(rec.get(k, 0.0 if k == "bytes" else None))
+            ecols[k].append(rec.get(k, {"bytes": 0.0, "batch_scaled": True}.get(k)))
     return cols, ecols
 
 
@@ -179,7 +184,9 @@ def instance_from_native(doc: dict, source: str | None = None) -> Instance:
         if "cost" in edges else None,
         colocation=coloc, colocation_labels=labels,
         backward=nodes.get("backward"), names=nodes.get("name"), op_types=nodes.get("op_type"),
-        layers=nodes.get("layer"), name=str(doc.get("name", "graph")), unit=str(doc.get("unit", "ms")),
+        layers=nodes.get("layer"), roles=nodes.get("role"),
+        edge_batch_scaled=edges.get("batch_scaled"), name=str(doc.get("name", "graph")),
+        unit=str(doc.get("unit", "ms")),
         meta=dict(doc.get("meta", {})), **opt)
     cluster = cluster_from_dict(doc["cluster"]) if doc.get("cluster") is not None else None
     return Instance(graph, cluster, source)
@@ -205,13 +212,15 @@ def instance_to_native(inst: Instance) -> dict:
         nodes["colocation"] = [None if c < 0 else g.colocation_labels[c] for c in g.colocation.tolist()]
     if g.backward.any():
         nodes["backward"] = g.backward.tolist()
-    for key, val in (("name", g.names), ("op_type", g.op_types), ("layer", g.layers)):
+    for key, val in (("name", g.names), ("op_type", g.op_types), ("layer", g.layers), ("role", g.roles)):
         if val is not None:
             nodes[key] = list(val)
     edges: dict[str, Any] = {"src": [g.ids[i] for i in g.src.tolist()], "dst": [g.ids[i] for i in g.dst.tolist()],
                              "bytes": g.edge_bytes.tolist()}
     if not np.isnan(g.edge_cost).all():
         edges["cost"] = _nullable(g.edge_cost)
+    if not g.edge_batch_scaled.all():
+        edges["batch_scaled"] = g.edge_batch_scaled.tolist()
     doc: dict[str, Any] = {"format": FORMAT, "name": g.name, "unit": g.unit, "kinds": list(g.kinds),
                            "nodes": nodes, "edges": edges}
     if inst.cluster is not None:

@@ -1,0 +1,105 @@
+"""``dnnplace capture`` and ``dnnplace profile-links``: PyTorch models and measured links
+into the framework's files (:mod:`dnnplace.graphs.capture`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from dnnplace.graphs.errors import InputError
+
+__all__ = ["cmd_capture", "cmd_profile_links"]
+
+
+def _overrides(pairs: list[str]) -> dict:
+    out = {}
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"--param {item!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    """Capture a zoo model with costs and write its native graph JSON."""
+    from dnnplace.graphs import zoo
+    from dnnplace.graphs.capture import require_torch
+    from dnnplace.graphs.io import save_instance
+    from dnnplace.graphs.presets import cluster_preset
+    zoo.entry(args.model)  # an unknown name lists the zoo before torch is imported
+    require_torch()
+    from dnnplace.graphs.capture.fx import capture
+    model, inputs, loss_fn = zoo.build(args.model, batch=args.batch, seq=args.seq, **_overrides(args.param))
+    name = args.model + (f"-b{args.batch}" if args.batch else "") + (f"-s{args.seq}" if args.seq else "")
+    inst = capture(model, inputs, loss_fn, training=not args.inference, cost=args.cost, name=name,
+                   optimizer=args.optimizer)
+    if args.cluster:
+        from dnnplace.graphs.instance import Instance
+        inst = Instance(inst.graph, cluster_preset(args.cluster, inst.graph), inst.source)
+    save_instance(inst, args.out)
+    g = inst.graph
+    cm = g.meta["cost"]
+    print(f"{name}: {g.n} nodes, {g.m} edges, {int(g.backward.sum())} backward, "
+          f"{g.meta['capture'].get('flops', 0) / 1e9:.2f} GFLOP, compute {g.compute.sum():.3f} ms "
+          f"({cm['model']}), traced in {g.meta['capture']['trace_s']:.1f} s -> {args.out}")
+    return 0
+
+
+def cmd_profile_links(args: argparse.Namespace) -> int:
+    """Time copies and send/recv over sizes, fit the linear model, write a cluster file."""
+    from dnnplace.graphs.capture import require_torch
+    torch = require_torch()
+    from dnnplace.graphs.capture.links import DEFAULT_SIZES, cluster_from_fits, time_copies, time_p2p
+    from dnnplace.graphs.io import write_json
+    from dnnplace.graphs.io.native import cluster_to_dict
+    sizes = [int(float(s)) for s in args.sizes.split(",")] if args.sizes else list(DEFAULT_SIZES)
+    n_gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    profiles = []
+    if n_gpus >= 2:
+        profiles.append(time_copies("d2d", sizes, repeats=args.repeats))
+    profiles.append(time_copies("h2d", sizes, repeats=args.repeats))
+    profiles.append(time_copies("d2h", sizes, repeats=args.repeats))
+    if not args.no_p2p:
+        profiles.append(time_p2p(sizes, repeats=args.repeats))
+    print(f"{'kind':<12} {'beta0 us':>10} {'GB/s':>10} {'r2':>8} {'max |rel resid|':>16}")
+    for p in profiles:
+        r = p.row()
+        print(f"{r['kind']:<12} {r['beta0_us']:>10.2f} {r['bandwidth_GBps']:>10.2f} {r['r2']:>8.4f} "
+              f"{r['max_rel_residual']:>16.3f}")
+        for b, s, e in zip(p.nbytes, p.seconds, p.residuals):
+            print(f"    {int(b):>12} B  {s * 1e6:>10.2f} us  residual {e:+.3f}")
+    gpu = next((p for p in profiles if p.kind == "d2d" or p.kind.startswith("p2p")), profiles[0])
+    cl = cluster_from_fits(max(n_gpus, args.gpus), gpu, profiles[1 if n_gpus >= 2 else 0])
+    write_json(args.out, {"format": "dnnplace.cluster/1", **cluster_to_dict(cl)})
+    print(f"cluster with {cl.size} devices -> {args.out}")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    """The two subcommands, added by :func:`dnnplace.cli.build_parser`."""
+    p = sub.add_parser("capture", help="capture a zoo model (PyTorch) as a graph with costs",
+                       description="Needs the torch extra: pip install -e \".[torch]\".")
+    p.add_argument("model", help="zoo name (dnnplace capture NAME with an unknown name lists the zoo)")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--seq", type=int)
+    p.add_argument("--inference", action="store_true", help="forward graph only")
+    p.add_argument("--cost", default="roofline:v100",
+                   help="roofline:<v100|a100|h100>, measured[:cpu|cuda] or calibrated:<gpu> (default roofline:v100)")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"])
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="zoo builder option (layers, hidden, ...), repeatable")
+    p.add_argument("--cluster", help="cluster preset to attach (e.g. single-host-2-nvlink)")
+    p.add_argument("--out", required=True, metavar="GRAPH.json")
+    p.set_defaults(func=cmd_capture)
+
+    p = sub.add_parser("profile-links", help="time transfers, fit beta0 + beta1*bytes, write a cluster file")
+    p.add_argument("--sizes", help="comma-separated byte sizes (default 1 KiB .. 16 MiB)")
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--gpus", type=int, default=2, help="GPUs in the written cluster when none is visible")
+    p.add_argument("--no-p2p", action="store_true", help="skip the torch.distributed send/recv")
+    p.add_argument("--out", required=True, metavar="CLUSTER.json")
+    p.set_defaults(func=cmd_profile_links)
