@@ -8,13 +8,26 @@ import re
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["CLUSTER_PRESETS", "parse_bytes", "cluster_preset"]
+__all__ = ["CLUSTER_PRESETS", "INTERCONNECTS", "parse_bytes", "cluster_preset"]
 
 CLUSTER_PRESETS = {
     "single-host-<N>-<nvlink|pcie>[-<GPU memory>]": "one host, N GPUs (kind 'gpu') on NVLink or PCIe, plus cpu0",
+    "single-host-<N>-<nvlink2|nvlink3|nvlink4|pcie3|pcie4|pcie5>[-<GPU memory>]":
+        "the same with one interconnect generation's per-direction bandwidth (INTERCONNECTS)",
     "tarnawski-<K>-<L>-<memory>": "Tarnawski et al.: K accelerators of <memory> each and L CPUs, "
                                   "all transfers through host RAM",
 }
+
+INTERCONNECTS = {
+    # (start-up seconds, bytes/s per direction): NVIDIA data sheets, GPU total over its links
+    "nvlink2": (0.01e-3, 150e9),   # V100 SXM2: 6 links x 25 GB/s
+    "nvlink3": (0.01e-3, 300e9),   # A100 SXM4: 12 links x 25 GB/s
+    "nvlink4": (0.01e-3, 450e9),   # H100 SXM5: 18 links x 25 GB/s
+    "pcie3": (0.02e-3, 15.75e9),   # PCIe Gen3 x16
+    "pcie4": (0.02e-3, 31.5e9),    # PCIe Gen4 x16
+    "pcie5": (0.02e-3, 63e9),      # PCIe Gen5 x16
+}
+"""Interconnect generations of the ``single-host`` presets: start-up time and bandwidth."""
 
 _UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
           "KIB": 2 ** 10, "MIB": 2 ** 20, "GIB": 2 ** 30, "TIB": 2 ** 40}
@@ -42,19 +55,25 @@ def cluster_preset(spec: str, graph=None) -> Cluster:
     >>> c = cluster_preset("single-host-4-nvlink")
     >>> c.names
     ('gpu0', 'gpu1', 'gpu2', 'gpu3', 'cpu0')
+    >>> round(1 / float(cluster_preset("single-host-2-nvlink3").beta1[0, 1]) / 1e9, 6)  # GB per ms
+    0.3
     >>> c = cluster_preset("tarnawski-2-1-16GB")
     >>> c.names, float(c.memory[0])
     (('acc0', 'acc1', 'cpu0'), 16000000000.0)
     """
     s = str(spec).strip()
     unit = getattr(graph, "unit", "ms")
-    m = re.fullmatch(r"single-host-(\d+)-(nvlink|pcie)(?:-(.+))?", s)
+    m = re.fullmatch(r"single-host-(\d+)-(nvlink|pcie)([2-5]?)(?:-(.+))?", s)
     if m:
         n = int(m.group(1))
         if n < 1:
             raise InputError(f"cluster preset {s!r}: needs at least one GPU")
-        mem = parse_bytes(m.group(3)) if m.group(3) else 16e9
-        return Cluster.single_host(n, interconnect=m.group(2), gpu_memory=mem,
+        gen = m.group(2) + m.group(3)
+        if m.group(3) and gen not in INTERCONNECTS:
+            raise InputError(f"cluster preset {s!r}: unknown interconnect {gen!r}; use one of {list(INTERCONNECTS)}")
+        lat, bw = INTERCONNECTS.get(gen, (None, None))
+        mem = parse_bytes(m.group(4)) if m.group(4) else 16e9
+        return Cluster.single_host(n, interconnect=m.group(2), gpu_memory=mem, latency=lat, bandwidth=bw,
                                    unit=unit if unit in ("ms", "s", "us") else "ms")
     m = re.fullmatch(r"tarnawski-(\d+)-(\d+)-(.+)", s)
     if m:
