@@ -12,7 +12,7 @@ the evaluation), records it, puts it in tables and on the command line.
 
 from __future__ import annotations
 
-from dnnplace.methods import baselines, celeritas, makespan, tarnawski
+from dnnplace.methods import baselines, celeritas, fastt, makespan, tarnawski
 from dnnplace.methods.base import Method
 
 __all__ = ["METHODS"]
@@ -77,4 +77,17 @@ METHODS: tuple[Method, ...] = (
     Method("metis", ("makespan",), celeritas.run_metis,
            "METIS k-way partition, nominal transfer time as cut weight, compute and memory balanced; placement only",
            options=celeritas.MetisOptions, kind="baseline"),
+    # FastT (Yi et al., Middleware'20)
+    Method("dpos", ("makespan",), fastt.run_dpos,
+           "FastT DPOS: max-cost upward rank, critical path on its devices, insertion-EFT (Alg. 1)",
+           options=fastt.DPOSOptions),
+    Method("os-dpos", ("makespan",), fastt.run_os_dpos,
+           "FastT OS-DPOS: DPOS plus splitting critical-path ops while the makespan improves (Alg. 2); answers on the "
+           "split graph", options=fastt.OSDPOSOptions),
+    Method("dp-baseline", ("makespan",), fastt.run_dp_baseline,
+           "FastT's data-parallel baseline: the graph replicated per GPU, parameters and AddN on GPU 0; placement "
+           "only", options=fastt.DPBaselineOptions, kind="baseline"),
+    Method("cpop", ("makespan",), fastt.run_cpop,
+           "CPOP (Topcuoglu et al. 2002): rank_u + rank_d, the critical path on one device, insertion-EFT",
+           options=fastt.CPOPOptions, kind="baseline"),
 )

@@ -1,0 +1,165 @@
+"""FastT's methods (Yi et al., Middleware'20): DPOS, OS-DPOS, the data-parallel baseline
+and CPOP (:mod:`dnnplace.heuristics.fastt`, :mod:`dnnplace.graphs.data_parallel`).
+
+DPOS, OS-DPOS and CPOP output a placement and a per-device order; the objective is the
+simulator replaying that order strictly (``policy="order"``) under the request's
+congestion, and ``extra`` keeps the planner's own estimate (``planner_estimate``, which
+equals the congestion-free replay), the replay without congestion and the makespan under
+the non-delay ``priority`` policy (what FastT's TensorFlow patch enforces, A10).
+
+``start="data-parallel"`` solves FastT's start deployment instead of the given graph: the
+graph replicated once per GPU with the batch split (:func:`~dnnplace.graphs.data_parallel.data_parallel`),
+and OS-DPOS answers on its split graph: such a result is for the transformed graph, which
+the method reports (``MethodOutput.graph``) and the evaluator scores; ``extra`` names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from dnnplace.graphs.errors import InputError
+from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
+
+__all__ = ["DPOSOptions", "OSDPOSOptions", "CPOPOptions", "DPBaselineOptions", "run_dpos", "run_os_dpos",
+           "run_cpop", "run_dp_baseline", "parse_rules"]
+
+_START = option("graph", "graph: the given graph; data-parallel: FastT's start, the graph replicated once per GPU "
+                         "at batch / GPUs (needs node roles for shared parameters)")
+
+
+@dataclass(frozen=True)
+class DPOSOptions(Options):
+    nominal: Literal["max", "mean", "min"] = option("max", "nominal costs of the upward rank (FastT: max)")
+    on_oom: Literal["best_effort", "raise"] = option("best_effort", "an op no device has memory for: the device "
+                                                                    "with most free memory, or an error")
+    start: Literal["graph", "data-parallel"] = _START
+
+
+@dataclass(frozen=True)
+class CPOPOptions(Options):
+    nominal: Literal["max", "mean", "min"] = option("mean", "nominal costs of rank_u + rank_d (CPOP: mean)")
+    on_oom: Literal["best_effort", "raise"] = option("best_effort", "as for dpos")
+    start: Literal["graph", "data-parallel"] = _START
+
+
+@dataclass(frozen=True)
+class OSDPOSOptions(Options):
+    rules: str | None = option(None, "split rules 'OpType=dim+dim;...' ('*' = every type; dims: batch, channel, "
+                                     "batch-sum); default: the table of graphs/op_split.py")
+    parts: str | None = option(None, "part counts to try, e.g. '2,4' (default 2..number of GPUs)")
+    recompute_cp: bool = option(False, "recompute the critical path after each accepted split")
+    max_candidates: int | None = option(None, "try at most this many critical-path ops")
+    kappa: float | None = option(None, "per-part kernel overhead in the graph's unit (default 5 us)")
+    nominal: Literal["max", "mean", "min"] = option("max", "nominal costs of the upward rank")
+    on_oom: Literal["best_effort", "raise"] = option("best_effort", "as for dpos")
+    start: Literal["graph", "data-parallel"] = _START
+
+
+@dataclass(frozen=True)
+class DPBaselineOptions(Options):
+    scaling: Literal["strong", "weak"] = option("strong", "strong: the global batch is split over the GPUs; weak: "
+                                                          "every GPU runs the full batch")
+
+
+def parse_rules(text: str | None) -> dict[str, list[str]] | None:
+    """``"Conv2D=batch+channel;MatMul=batch"`` as a rule mapping (``None`` = the default table).
+
+    >>> parse_rules("Conv2D=batch+channel; *=batch")
+    {'Conv2D': ['batch', 'channel'], '*': ['batch']}
+    """
+    if text is None:
+        return None
+    out: dict[str, list[str]] = {}
+    for item in filter(None, (x.strip() for x in text.split(";"))):
+        if "=" not in item:
+            raise InputError(f"split rule {item!r}: expected OpType=dim+dim")
+        key, dims = item.split("=", 1)
+        out[key.strip()] = [d.strip() for d in dims.split("+") if d.strip()]
+    return out
+
+
+def _instance_graph(inst, start: str, scaling: str = "strong"):
+    """The graph to solve: the given one, or FastT's data-parallel start."""
+    from dnnplace.graphs.batch_model import BatchModel
+    from dnnplace.graphs.data_parallel import accelerators, data_parallel
+
+    g, cl = inst.graph, inst.require_cluster()
+    if start == "graph":
+        return g, None
+    n = int(accelerators(cl).size)
+    batch = g.meta.get("batch", n)
+    dp = data_parallel(g, n, batch_model=BatchModel(batch), scaling=scaling)
+    return dp.graph, dp
+
+
+def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None) -> MethodOutput:
+    from dnnplace.graphs.simulate import simulate
+
+    p, prio = sched.placement, sched.priorities
+    ms = simulate(p, policy="order", priorities=prio, congestion=req.congestion).makespan
+    free = simulate(p, policy="order", priorities=prio, congestion=False).makespan
+    nondelay = simulate(p, policy="priority", priorities=prio, congestion=req.congestion).makespan
+    ex = {"planner_estimate": sched.planner_estimate, "order_no_congestion": free, "priority_policy": nondelay,
+          "memory_model": "static", **sched.extra, **(extra or {})}
+    scored = graph if graph is not None and graph is not original else None
+    if scored is not None:
+        ex["solved_graph"] = f"{scored.name}: {scored.n} nodes, {scored.m} edges (the input has {original.n})"
+    return MethodOutput(p, objective=ms, priorities=prio, graph=scored, extra=ex)
+
+
+def run_dpos(inst, req: SolveRequest, opts: DPOSOptions) -> MethodOutput:
+    from dnnplace.heuristics.fastt import dpos
+
+    g, _ = _instance_graph(inst, opts.start)
+    s = dpos(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom)
+    return _output(s, inst.cluster, req, inst.graph, graph=g)
+
+
+def run_cpop(inst, req: SolveRequest, opts: CPOPOptions) -> MethodOutput:
+    from dnnplace.heuristics.fastt import cpop
+
+    g, _ = _instance_graph(inst, opts.start)
+    s = cpop(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom)
+    return _output(s, inst.cluster, req, inst.graph, graph=g)
+
+
+def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
+    """Time limit: the request's solver time limit (default 60 s); the best state is kept."""
+    from dnnplace.heuristics.fastt import os_dpos
+
+    g, _ = _instance_graph(inst, opts.start)
+    parts = None
+    if opts.parts is not None:
+        try:
+            parts = [int(x) for x in opts.parts.split(",") if x.strip()]
+        except ValueError:
+            raise InputError(f"method 'os-dpos' option 'parts': expected integers like '2,4', got {opts.parts!r}") \
+                from None
+    limit = req.solver.time_limit if req.solver.time_limit is not None else 60.0
+    r = os_dpos(g, inst.require_cluster(), rules=parse_rules(opts.rules), parts=parts, recompute_cp=opts.recompute_cp,
+                max_candidates=opts.max_candidates, kappa=opts.kappa, time_limit=limit, nominal=opts.nominal,
+                on_oom=opts.on_oom)
+    extra = {"splits": [list(s) for s in r.splits], "dpos_estimate": r.dpos_estimate, "trials": r.trials,
+             "time_to_first_improvement": r.time_to_first_improvement, "timed_out": r.timed_out,
+             "candidates": len(r.candidates)}
+    out = _output(r.schedule, inst.cluster, req, inst.graph, graph=r.graph, extra=extra)
+    if r.timed_out:
+        out.termination = "time_limit"
+    return out
+
+
+def run_dp_baseline(inst, req: SolveRequest, opts: DPBaselineOptions) -> MethodOutput:
+    """Replica k on GPU k, parameters and gradient aggregation on GPU 0; no order (the
+    evaluator runs the request's policy, by default TensorFlow's fifo)."""
+    from dnnplace.graphs.data_parallel import dp_baseline_devices
+    from dnnplace.graphs.placement import Placement
+
+    g, dp = _instance_graph(inst, "data-parallel", opts.scaling)
+    cl = inst.require_cluster()
+    p = Placement(g, cl, dp_baseline_devices(dp, cl))
+    scored = g if g is not inst.graph else None
+    extra = {"replicas": dp.replicas, "scaling": opts.scaling, "memory_model": "static"}
+    if scored is not None:
+        extra["solved_graph"] = f"{g.name}: {g.n} nodes, {g.m} edges (the input has {inst.graph.n})"
+    return MethodOutput(p, graph=scored, extra=extra)

@@ -1,0 +1,529 @@
+"""FastT (Yi et al., Middleware'20): DPOS, OS-DPOS, and CPOP as the baseline of DPOS's rank.
+
+DPOS (Alg. 1, Sec. 5.1) is HEFT's list scheduling with two changes (``HEURISTICS.md`` 1.2):
+the upward rank uses *max* instead of mean nominal costs (A11), and the critical path is
+pinned to "CP devices" first, as in CPOP. With ``w_i = max_d w(i,d)`` and
+``c_ij = max_{a != b} comm(i,j,a,b)`` (:func:`~dnnplace.heuristics.nominal.nominal_costs`),
+
+.. math::
+
+    \\operatorname{rank}_u(i) = w_i + \\max_{j \\in succ(i)} (c_{ij} + \\operatorname{rank}_u(j)),
+    \\qquad \\operatorname{rank}_u(exit) = w_{exit},
+
+the bottom level of :func:`~dnnplace.graphs.levels.blevel`. On the graph with virtual
+terminals (:func:`~dnnplace.graphs.terminals.with_terminals`):
+
+1. the critical path starts at the entry and repeatedly takes the successor with the
+   largest rank (ties: lowest topological position);
+2. CP devices, by the *prefix rule* (our reading of the Sec. 5.1 text, A9): among the
+   unused devices, each takes the longest prefix of the remaining CP that it supports and
+   whose memory fits its capacity; the device with the smallest mean time over its prefix
+   (then the longer prefix, then the lower index) takes it; repeat. CP ops no device can
+   take become ordinary ops (counted in ``cp_unplaced``). The CP's memory is reserved up
+   front (A8);
+3. every op in order of decreasing rank (ties: topological position; the order is
+   topological, asserted) goes to its CP device, else to the device of earliest finish
+   ``EFT(o,d) = EST(o,d) + w(o,d)`` among those that run it and still hold its memory,
+   ``EST(o,d) = earliest_slot(d, max_{m in pred(o)} FT(m) + comm(m,o,S(m),d), w(o,d))``:
+   insertion into idle gaps (:class:`~dnnplace.heuristics.timeline.Timeline`); ties to the
+   lowest device index. Paper says ``FT(o) = EST`` (Alg. 1 l. 20); we do ``EST + w`` (A1).
+
+The result is a placement, a per-device order (ops by start time) and the planner's own
+makespan ``planner_estimate``. The planner ignores link congestion, so
+``planner_estimate`` equals the simulator replaying the order strictly without congestion
+(``simulate(policy="order", congestion=False)``; tested on 200+ random DAGs). Zero-time
+ops are never put inside a busy interval nor straddled by a later op, so that replay is
+exact. The registered method reports the simulator's value under the requested congestion.
+
+Memory (``on_oom``): an op only goes to a device whose remaining capacity holds it; when
+none does, ``"best_effort"`` takes the device with the most free memory (the evaluator then
+reports ``memory_infeasible``) and ``"raise"`` raises an
+:class:`~dnnplace.graphs.errors.InfeasibleError` naming the op
+(:func:`~dnnplace.heuristics.memory.best_effort_device`, shared with Celeritas and PARDNN).
+Colocation: the first member of a group placed pins the group (a CP member pins it to its
+CP device); the group's whole memory is reserved then.
+
+CPOP (Topcuoglu et al. 2002) differs in the rank and the CP device: priority
+``rank_u + rank_d`` with *mean* nominal costs, the CP (nodes of the entry's priority, followed
+by the largest-priority successor) entirely on the one device minimising its summed time
+(that holds its memory; else the prefix rule), the others from a ready queue by priority.
+It isolates what DPOS's max-rank and prefix rule contribute (``HEURISTICS.md`` 4).
+
+OS-DPOS (Alg. 2, Sec. 5.2) splits ops on the critical path of the DPOS schedule (the
+longest path under the placed costs, A5) that have a split rule
+(:mod:`dnnplace.graphs.op_split`), heaviest first: each is tried along every dimension its
+rule allows and into ``n in parts`` pieces (default ``2..K``, A3), DPOS is rerun on each
+split graph (A4), the best is kept if it lowers the makespan, and the loop stops at the
+first candidate whose best split does not help (A2: candidates without a rule are
+filtered out first). A time budget returns the best state found.
+
+Theorem 1 (``omega_DPOS <= 2 omega_opt + C_max``) is a claim measured by the tests, not an
+invariant (its Case 1 assumes every op took its EFT device, which CP ops do not).
+
+References
+----------
+.. [FastT] J. Yi et al. "Optimizing distributed training deployment in heterogeneous GPU
+   clusters." CoNEXT/Middleware 2020, Algorithms 1-2, Tables 1-6.
+.. [CPOP] H. Topcuoglu, S. Hariri, M.-Y. Wu. "Performance-effective and low-complexity task
+   scheduling for heterogeneous computing." IEEE TPDS 13(3), 2002.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.levels import blevel, critical_path, tlevel
+from dnnplace.graphs.op_split import SplitRules, split_operation, splittable_ops
+from dnnplace.graphs.placement import Placement, Schedule
+from dnnplace.graphs.terminals import Terminals, with_terminals
+from dnnplace.heuristics.memory import ON_OOM, best_effort_device
+from dnnplace.heuristics.nominal import nominal_costs
+from dnnplace.heuristics.timeline import Timeline
+
+__all__ = ["FastTSchedule", "OSDPOSResult", "dpos", "cpop", "os_dpos", "placed_critical_path"]
+
+_TINY = 1e-300  # a zero-time op asks for a slot of this length: never inside a busy interval
+
+
+@dataclass(frozen=True, eq=False)
+class FastTSchedule:
+    """A DPOS/CPOP schedule of ``placement.graph``: the planner's start and finish times,
+    ``planner_estimate`` (its makespan), the critical path it pinned (node indices) and
+    its CP devices; ``extra`` counts CP ops left unpinned (``cp_unplaced``) and ops placed
+    best-effort over memory (``oom_nodes``)."""
+
+    placement: Placement
+    start: np.ndarray
+    finish: np.ndarray
+    planner_estimate: float
+    algorithm: str
+    critical_path: np.ndarray
+    cp_device: np.ndarray
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def graph(self) -> OpGraph:
+        return self.placement.graph
+
+    @property
+    def priorities(self) -> np.ndarray:
+        """Rank by start time (then finish, topological position): each device's order."""
+        return Schedule(self.placement, self.start, self.finish).priorities()
+
+
+# ---------------------------------------------------------------------------- critical-path devices
+def _prefix_rule(cp: Sequence[int], comp: np.ndarray, mem: np.ndarray, cap: np.ndarray) -> dict[int, int]:
+    """CP op -> device by the prefix rule (module docstring, step 2)."""
+    out: dict[int, int] = {}
+    rest = np.asarray(cp, dtype=np.int64)
+    used: set[int] = set()
+    while rest.size:
+        best = None
+        for d in range(comp.shape[1]):
+            if d in used:
+                continue
+            ok = ~np.isnan(comp[rest, d]) & (np.cumsum(mem[rest]) <= cap[d] * (1 + 1e-12))
+            k = int(np.argmin(ok)) if not ok.all() else rest.size
+            if k == 0:
+                continue
+            key = (float(comp[rest[:k], d].mean()), -k, d)
+            if best is None or key < best:
+                best = key
+        if best is None:
+            break
+        k, d = -best[1], best[2]
+        for v in rest[:k].tolist():
+            out[v] = d
+        used.add(d)
+        rest = rest[k:]
+    return out
+
+
+def _single_device(cp: Sequence[int], comp: np.ndarray, mem: np.ndarray, cap: np.ndarray) -> dict[int, int]:
+    """CPOP: the whole CP on the device of least summed time that runs and holds it."""
+    cp = np.asarray(cp, dtype=np.int64)
+    total = comp[cp].sum(axis=0)  # NaN where some CP op is unsupported
+    fits = ~np.isnan(total) & (mem[cp].sum() <= cap * (1 + 1e-12))
+    if not fits.any():
+        return _prefix_rule(cp, comp, mem, cap)
+    d = int(np.flatnonzero(fits)[np.argmin(total[fits])])
+    return {int(v): d for v in cp.tolist()}
+
+
+def _follow(g: OpGraph, start: int, key: np.ndarray) -> list[int]:
+    """From ``start``, repeatedly the successor of largest ``key`` (ties: topological position)."""
+    path = [start]
+    v = start
+    pos = g.topo_position
+    while g.out_ptr[v + 1] > g.out_ptr[v]:
+        s = g.out_nbr[g.out_ptr[v]:g.out_ptr[v + 1]]
+        best = key[s].max()
+        cand = s[key[s] >= best]
+        v = int(cand[np.argmin(pos[cand])])
+        path.append(v)
+    return path
+
+
+# ---------------------------------------------------------------------------- the list placer
+def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[int, int], *, on_oom: str,
+           name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """Place and time every op of ``t.graph`` in ``order``; CP ops on their ``cp_dev``."""
+    g = t.graph
+    D = cluster.size
+    comp = cluster.compute_matrix(g)
+    p = comp.tolist()
+    allowed = [[d for d in range(D) if not math.isnan(row[d])] for row in p]
+    b0, b1, cf = cluster.beta0.tolist(), cluster.beta1.tolist(), cluster.cost_factor.tolist()
+    ebytes, ecost = g.edge_bytes.tolist(), g.edge_cost.tolist()
+    in_ptr, in_nbr, in_eid = g.in_ptr.tolist(), g.in_nbr.tolist(), g.in_eid.tolist()
+    mem = g.memory.tolist()
+    free = cluster.memory.tolist()
+    coloc = g.colocation.tolist()
+    need = list(mem)
+    group_dev: dict[int, int] = {}
+    if (g.colocation >= 0).any():
+        co = g.colocation
+        gm = np.bincount(co[co >= 0], weights=g.memory[co >= 0]).tolist()
+        for i, c in enumerate(coloc):
+            if c >= 0:
+                need[i] = gm[c]
+        common: dict[int, set] = {}
+        for i, c in enumerate(coloc):
+            if c >= 0:
+                common[c] = common.get(c, set(allowed[i])) & set(allowed[i])
+        for i, c in enumerate(coloc):
+            if c >= 0:
+                allowed[i] = sorted(common[c])
+                if not allowed[i]:
+                    raise InputError(f"{g._node(i)}: no device runs every member of its colocation group")
+    # reserve the CP's memory (a CP op's group is pinned to its CP device)
+    cp_dev = dict(cp_dev)
+    for v in sorted(cp_dev, key=lambda v: g.topo_position[v]):
+        c = coloc[v]
+        if c >= 0:
+            if c in group_dev:
+                cp_dev[v] = group_dev[c]
+                continue
+            group_dev[c] = cp_dev[v]
+        free[cp_dev[v]] -= need[v]
+    reserved = set(cp_dev)
+    dev = [-1] * g.n
+    start = [0.0] * g.n
+    fin = [0.0] * g.n
+    tl = Timeline(D, insertion=True)
+    points: list[list[float]] = [[] for _ in range(D)]  # start times of zero-time ops
+    oom = 0
+
+    def slot(d: int, ready: float, dur: float) -> float:
+        if dur <= 0.0:
+            return tl.earliest_slot(d, ready, _TINY)
+        pts = points[d]
+        while True:
+            s = tl.earliest_slot(d, ready, dur)
+            j = bisect.bisect_right(pts, s)
+            if j == len(pts) or pts[j] >= s + dur:
+                return s
+            ready = pts[j]  # never straddle a zero-time op: start at or after it
+
+    for o in order:
+        c = coloc[o]
+        if o in cp_dev:
+            devs = [cp_dev[o]]
+        elif c >= 0 and c in group_dev:
+            devs = [group_dev[c]]
+        else:
+            devs = [d for d in allowed[o] if need[o] <= free[d] + 1e-9 * max(1.0, need[o])]
+            if not devs:
+                devs = [best_effort_device(np.asarray(free), np.asarray(allowed[o]), on_oom=on_oom,
+                                           what=f"{name}: {g._node(o)}", need=need[o])]
+                oom += 1
+        ready = dict.fromkeys(devs, 0.0)
+        for k in range(in_ptr[o], in_ptr[o + 1]):
+            u = in_nbr[k]
+            a, fu, e = dev[u], fin[u], in_eid[k]
+            cost = ecost[e]
+            if cost != cost:  # NaN: the link model
+                by, r0, r1 = ebytes[e], b0[a], b1[a]
+                for d in devs:
+                    x = fu if d == a else fu + (r0[d] + r1[d] * by)
+                    if x > ready[d]:
+                        ready[d] = x
+            else:
+                rf = cf[a]
+                for d in devs:
+                    x = fu if d == a else fu + rf[d] * cost
+                    if x > ready[d]:
+                        ready[d] = x
+        best_d, best_s, best_f = -1, 0.0, math.inf
+        for d in devs:
+            s = slot(d, ready[d], p[o][d])
+            f = s + p[o][d]
+            if f < best_f:
+                best_d, best_s, best_f = d, s, f
+        dev[o], start[o], fin[o] = best_d, best_s, best_f
+        if best_f > best_s:
+            tl.reserve(best_d, best_s, best_f)
+        else:
+            bisect.insort(points[best_d], best_s)
+        if o not in reserved:
+            if c < 0:
+                free[best_d] -= mem[o]
+            elif c not in group_dev:
+                group_dev[c] = best_d
+                free[best_d] -= need[o]
+    return (np.asarray(dev, dtype=np.int64), np.asarray(start), np.asarray(fin),
+            {"oom_nodes": oom})
+
+
+def _finish(graph: OpGraph, cluster: Cluster, dev, start, fin, cp: list[int], cp_dev: dict[int, int], name: str,
+            extra: dict) -> FastTSchedule:
+    n = graph.n
+    cp_orig = np.array([v for v in cp if v < n], dtype=np.int64)
+    cpd = np.array([cp_dev.get(v, -1) for v in cp_orig.tolist()], dtype=np.int64)
+    est = float(fin[:n].max()) if n else 0.0
+    return FastTSchedule(Placement(graph, cluster, dev[:n]), start[:n], fin[:n], est, name, cp_orig, cpd,
+                         {"cp_length": int(cp_orig.size), **extra})
+
+
+def _prepare(graph: OpGraph, cluster: Cluster, nominal: str, on_oom: str) -> tuple[Terminals, np.ndarray, np.ndarray]:
+    if on_oom not in ON_OOM:
+        raise InputError(f"on_oom {on_oom!r}: expected one of {', '.join(ON_OOM)}")
+    if graph.n == 0:
+        raise InputError(f"graph {graph.name!r} has no nodes")
+    w, c = nominal_costs(graph, cluster, nominal)  # names a node no device runs
+    t = with_terminals(graph)
+    if t.graph is not graph:
+        k = t.graph.n - graph.n
+        w = np.concatenate([w, np.zeros(k)])
+        c = np.concatenate([c, np.zeros(t.graph.m - graph.m)])
+    return t, w, c
+
+
+def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str = "best_effort") -> FastTSchedule:
+    """FastT's DPOS (Alg. 1): critical path on its devices, insertion-EFT for the rest.
+
+    Parameters
+    ----------
+    graph, cluster
+        The instance; every node must run on some device.
+    nominal : {"max", "mean", "min"}
+        Nominal costs of the upward rank (FastT: ``max``, A11).
+    on_oom : {"best_effort", "raise"}
+        What to do with an op no device has memory left for (module docstring).
+
+    Examples
+    --------
+    A chain on two identical GPUs stays on one GPU (the sum of its times):
+
+    >>> from dnnplace.graphs import Cluster, OpGraph
+    >>> g = OpGraph(ids="abc", kinds=["gpu"], compute=[[1.0], [2.0], [3.0]], memory=[0] * 3,
+    ...             src=[0, 1], dst=[1, 2], edge_bytes=[1e6, 1e6])
+    >>> s = dpos(g, Cluster.single_host(2, with_cpu=False))
+    >>> s.planner_estimate, s.placement.device.tolist()
+    (6.0, [0, 0, 0])
+    """
+    t, w, c = _prepare(graph, cluster, nominal, on_oom)
+    g = t.graph
+    rank = blevel(g, kind=w, comm=c)
+    order = np.lexsort((g.topo_position, -rank))
+    pos = np.empty(g.n, dtype=np.int64)
+    pos[order] = np.arange(g.n)
+    assert g.m == 0 or bool(np.all(pos[g.src] < pos[g.dst])), "rank order is not topological"
+    cp = _follow(g, t.entry, rank)
+    real = [v for v in cp if v < t.n]
+    comp = cluster.compute_matrix(g)
+    cp_dev = _prefix_rule(real, comp, g.memory, cluster.memory)
+    dev, start, fin, extra = _place(t, cluster, order.tolist(), cp_dev, on_oom=on_oom, name="dpos")
+    extra["cp_unplaced"] = len(real) - len(cp_dev)
+    return _finish(graph, cluster, dev, start, fin, real, cp_dev, "dpos", extra)
+
+
+def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str = "best_effort") -> FastTSchedule:
+    """CPOP (Topcuoglu et al. 2002): priority ``rank_u + rank_d`` (mean nominal costs), the
+    critical path on the one device of least summed time, the rest by insertion-EFT from
+    a priority-ordered ready queue (module docstring).
+
+    >>> from dnnplace.graphs import Cluster, OpGraph
+    >>> g = OpGraph(ids=[0, 1, 2, 3], kinds=["gpu"], compute=[[1.0]] * 4, memory=[0] * 4, src=[], dst=[])
+    >>> cpop(g, Cluster.single_host(2, with_cpu=False)).planner_estimate
+    2.0
+    """
+    t, w, c = _prepare(graph, cluster, nominal, on_oom)
+    g = t.graph
+    prio = blevel(g, kind=w, comm=c) + tlevel(g, kind=w, comm=c)
+    cp = _follow(g, t.entry, prio)
+    real = [v for v in cp if v < t.n]
+    comp = cluster.compute_matrix(g)
+    cp_dev = _single_device(real, comp, g.memory, cluster.memory) if real else {}
+    # the ready queue by priority does not depend on the placement: one topological order
+    indeg = np.bincount(g.dst, minlength=g.n).tolist()
+    optr, onbr = g.out_ptr.tolist(), g.out_nbr.tolist()
+    tp = g.topo_position.tolist()
+    pl = (-prio).tolist()
+    heap = [(pl[v], tp[v], v) for v in range(g.n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, _, v = heapq.heappop(heap)
+        order.append(v)
+        for k in range(optr[v], optr[v + 1]):
+            x = onbr[k]
+            indeg[x] -= 1
+            if indeg[x] == 0:
+                heapq.heappush(heap, (pl[x], tp[x], x))
+    dev, start, fin, extra = _place(t, cluster, order, cp_dev, on_oom=on_oom, name="cpop")
+    extra["cp_unplaced"] = len(real) - len(cp_dev)
+    return _finish(graph, cluster, dev, start, fin, real, cp_dev, "cpop", extra)
+
+
+# ---------------------------------------------------------------------------- OS-DPOS
+@dataclass(frozen=True, eq=False)
+class OSDPOSResult:
+    """OS-DPOS's best state: the DPOS schedule of the split graph ``schedule.graph``, the
+    accepted splits ``(op id, dimension, parts)``, the starting DPOS estimate, the number
+    of DPOS trials, the seconds to the first accepted split (``None``: none) and whether
+    the time budget ran out."""
+
+    schedule: FastTSchedule
+    splits: tuple[tuple[str, str, int], ...]
+    dpos_estimate: float
+    trials: int
+    seconds: float
+    time_to_first_improvement: float | None
+    timed_out: bool
+    candidates: tuple[str, ...]
+
+    @property
+    def graph(self) -> OpGraph:
+        return self.schedule.graph
+
+    @property
+    def planner_estimate(self) -> float:
+        return self.schedule.planner_estimate
+
+
+def placed_critical_path(s: FastTSchedule) -> np.ndarray:
+    """The longest path under the placed costs: ``w(v, S(v))`` per node and
+    ``comm(u, v, S(u), S(v))`` per edge (Alg. 2 line 4, A5)."""
+    g, p = s.graph, s.placement
+    w = s.finish - s.start
+    cl = p.cluster
+    c = cl.transfer_time(p.device[g.src], p.device[g.dst], g.edge_bytes, g.edge_cost)
+    return critical_path(g, kind=w, comm=c)[1]
+
+
+def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[str]] | None = None,
+            parts: Sequence[int] | None = None, recompute_cp: bool = False, max_candidates: int | None = None,
+            kappa: float | None = None, aux_cost_per_byte: float = 0.0, time_limit: float | None = None,
+            nominal: str = "max", on_oom: str = "best_effort") -> OSDPOSResult:
+    """FastT's OS-DPOS (Alg. 2): DPOS, then split critical-path ops while it helps.
+
+    Parameters
+    ----------
+    rules : mapping op type -> dimensions, optional
+        Split rules (default :data:`~dnnplace.graphs.op_split.SPLIT_RULES`; ``"*"`` for
+        every op type). An unknown dimension is an :class:`InputError`.
+    parts : sequence of int, optional
+        Part counts to try (default ``2..K``, ``K`` the devices that run the op).
+    recompute_cp : bool
+        After an accepted split, recompute the critical path and its candidates
+        (skipping ops already tried); the paper keeps the first list.
+    max_candidates : int, optional
+        Try at most this many candidates.
+    kappa : float, optional
+        Per-part kernel overhead; default 5 µs in ``graph.unit``
+        (:class:`~dnnplace.graphs.batch_model.BatchModel`).
+    aux_cost_per_byte : float
+        Time per byte of the aux split/concat nodes (0: views).
+    time_limit : float, optional
+        Seconds; the best state so far is returned when it runs out.
+
+    Examples
+    --------
+    ``a -> b -> c`` with a heavy ``b`` on two GPUs with free links: ``b`` is split in two.
+
+    >>> from dnnplace.graphs import Cluster, OpGraph
+    >>> g = OpGraph(ids="abc", kinds=["gpu"], compute=[[1.0], [8.0], [1.0]], memory=[0] * 3,
+    ...             src=[0, 1], dst=[1, 2], op_types=["Relu", "Conv2D", "Relu"])
+    >>> cl = Cluster.from_links(Cluster.single_host(2, with_cpu=False).devices)
+    >>> r = os_dpos(g, cl, kappa=0.5)
+    >>> r.dpos_estimate, r.planner_estimate, r.splits
+    (10.0, 6.5, (('b', 'batch', 2),))
+    """
+    from dnnplace.graphs.batch_model import BatchModel
+
+    t0 = time.perf_counter()
+    rules_ = SplitRules(rules)
+    if parts is not None:
+        bad = [k for k in parts if int(k) < 2]
+        if bad:
+            raise InputError(f"OS-DPOS parts: every part count must be >= 2, got {bad[0]}")
+    kap = BatchModel(1).floor(graph) if kappa is None else float(kappa)
+    best = dpos(graph, cluster, nominal=nominal, on_oom=on_oom)
+    first = best.planner_estimate
+    trials, t_first, timed_out = 1, None, False
+    tried: set[str] = set()
+    accepted: list[tuple[str, str, int]] = []
+    runs_on = ~np.isnan(cluster.compute_matrix(graph))
+
+    def over() -> bool:
+        return time_limit is not None and time.perf_counter() - t0 > time_limit
+
+    def candidates(s: FastTSchedule) -> list[str]:
+        g = s.graph
+        cp = [v for v in placed_critical_path(s).tolist() if str(g.ids[v]) not in tried]
+        cp = splittable_ops(g, rules_, cp)
+        dur = s.finish - s.start
+        cp.sort(key=lambda v: (-dur[v], g.topo_position[v]))
+        return [str(g.ids[v]) for v in cp]
+
+    queue = candidates(best)
+    listed = list(queue)
+    if max_candidates is not None:
+        queue = queue[:max_candidates]
+    while queue and not timed_out:
+        op = queue.pop(0)
+        tried.add(op)
+        g = best.graph
+        v = g.index_of(op)
+        o = graph.index_of(op) if op in graph.index else None
+        k_dev = int(runs_on[o].sum()) if o is not None else cluster.size
+        if k_dev < 2:
+            continue  # "never split ops that only one device can run"
+        counts = sorted({int(k) for k in parts}) if parts is not None else list(range(2, k_dev + 1))
+        found = None
+        for n in counts:
+            for dim in rules_.dims(g.op_types[v] if g.op_types is not None else None):
+                if over():
+                    timed_out = True
+                    break
+                s = dpos(split_operation(g, v, dim, n, kappa=kap, aux_cost_per_byte=aux_cost_per_byte), cluster,
+                         nominal=nominal, on_oom=on_oom)
+                trials += 1
+                if found is None or s.planner_estimate < found[0].planner_estimate - 1e-12:
+                    found = (s, dim, n)
+            if timed_out:
+                break
+        if found is not None and found[0].planner_estimate < best.planner_estimate - 1e-12 * max(
+                1.0, best.planner_estimate):
+            best = found[0]
+            accepted.append((op, found[1], found[2]))
+            if t_first is None:
+                t_first = time.perf_counter() - t0
+            if recompute_cp:
+                queue = candidates(best)
+                listed.extend(q for q in queue if q not in listed)
+        elif not timed_out:
+            break  # the paper's rule: stop at the first candidate whose best split does not help
+    return OSDPOSResult(best, tuple(accepted), first, trials, time.perf_counter() - t0, t_first, timed_out,
+                        tuple(listed))
