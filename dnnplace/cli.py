@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--problem", choices=PROBLEMS, default="maxload", help="default maxload")
     p.add_argument("--method", required=True, help="see `dnnplace methods`")
     g = p.add_argument_group("solver")
-    g.add_argument("--solver", default="highs", help="MIP backend (default highs; gurobi needs gurobipy)")
+    g.add_argument("--solver", default="highs", help="MIP backend (default highs; gurobi needs gurobipy, scip pyscipopt; docs/backends.md)")
     g.add_argument("--time-limit", type=float, metavar="S",
                    help="seconds, > 0 (leave it out for no limit; 0 or negative is an error)")
     g.add_argument("--mip-gap", type=float, metavar="G", help="relative gap to stop at, >= 0 (e.g. 0.01)")

@@ -79,12 +79,12 @@ def environment() -> dict[str, Any]:
     """Python, platform and the versions of the numerical packages."""
     from dnnplace import __version__
     return {"dnnplace": __version__, "python": platform.python_version(), "platform": platform.platform(),
-            "packages": {p: _pkg_version(p) for p in ("numpy", "scipy", "pyomo", "highspy", "gurobipy")}}
+            "packages": {p: _pkg_version(p) for p in ("numpy", "scipy", "pyomo", "highspy", "gurobipy", "pyscipopt")}}
 
 
 _SOLVER_PACKAGES = {"highs": "highspy", "appsi_highs": "highspy", "gurobi": "gurobipy", "gurobi_direct": "gurobipy",
                     "gurobi_persistent": "gurobipy", "appsi_gurobi": "gurobipy", "scip": "pyscipopt",
-                    "scip_direct": "pyscipopt"}
+                    "scip_direct": "pyscipopt", "scip_persistent": "pyscipopt"}
 
 
 # ---------------------------------------------------------------------------- runs.jsonl

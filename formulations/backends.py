@@ -16,9 +16,14 @@ Backends (``pyomo.contrib.solver`` interfaces, see ``/work/shared/SOLVERS.md``):
   ``warmstart_discrete_vars`` (variable values), trace from the ``MIP``/``MIPSOL``
   callbacks. The size-limited pip licence (error 10010) becomes a one-line message, not
   a traceback.
-- :func:`solve_contrib`: any other ``pyomo.contrib.solver`` interface (``scip_direct``,
-  ``ipopt`` ...); :func:`solve_legacy`: the classic ``pyomo.environ.SolverFactory``
-  (``cbc``, ``glpk``, ``cplex`` ...). These get no trace and no warm start.
+- :func:`solve_scip`: ``scip_persistent`` (PySCIPOpt wheels ship SCIP, Apache-2.0;
+  no executable needed); warm start as a partial solution (``createPartialSol``) through
+  the interface's variable map, trace from SCIP events (``BESTSOLFOUND``,
+  ``DUALBOUNDIMPROVED``).
+- :func:`solve_contrib`: any other ``pyomo.contrib.solver`` interface (``ipopt`` ...);
+  :func:`solve_legacy`: the classic ``pyomo.environ.SolverFactory`` (``cbc``, ``glpk``,
+  ``cplex`` ...). These get no trace and no warm start. What each backend supports:
+  ``docs/backends.md``.
 
 Each takes ``base``, the outcome fields the driver knows before the solve (model size,
 build time, whether a warm start was given), and returns the outcome; a backend failure
@@ -38,7 +43,7 @@ from dnnplace.formulations.interrupts import InterruptGuard, no_interrupt_warnin
 from dnnplace.formulations.outcome import SolveOutcome
 from dnnplace.formulations.solver_options import SolverOptions
 
-__all__ = ["solve_highs", "solve_gurobi", "solve_contrib", "solve_legacy"]
+__all__ = ["solve_highs", "solve_gurobi", "solve_scip", "solve_contrib", "solve_legacy"]
 
 
 def _num(x: Any) -> float | None:
@@ -230,6 +235,86 @@ def solve_gurobi(model, solver, options, warm_start, base) -> SolveOutcome:
     except Exception:  # noqa: BLE001 - no gap without a MIP incumbent
         gap = None
     return _finish(res, base, "gurobi", solver.version(), wall, nodes=nodes, trace=trace, gap=_num(gap))
+
+
+def _scip_version() -> str | None:
+    """The SCIP library's version (Pyomo's ``version()`` is PySCIPOpt's)."""
+    try:
+        import pyscipopt
+
+        m = pyscipopt.Model()
+        return f"{m.getMajorVersion()}.{m.getMinorVersion()}.{m.getTechVersion()}"
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def solve_scip(model, solver, options, warm_start, base) -> SolveOutcome:
+    """Solve with ``scip_persistent`` (PySCIPOpt, which ships SCIP): warm start as a
+    partial solution that SCIP completes, trace from ``BESTSOLFOUND`` /
+    ``DUALBOUNDIMPROVED`` events; a Ctrl-C is caught by SCIP itself (``userinterrupt``,
+    re-raised); the trace ends with the state at the end of the solve (a model closed in
+    presolve fires no event). ``threads`` sets ``lp/threads`` only (SCIP's tree search is sequential);
+    ``seed`` sets ``randomization/randomseedshift``. The gap is ``|inc - bound| / |inc|``
+    like the other backends' (SCIP's own divides by the smaller of the two, so its
+    ``limits/gap`` stops a little later than HiGHS or Gurobi at the same ``rel_gap``)."""
+    import pyscipopt
+
+    t0 = time.perf_counter()
+    solver.set_instance(model)
+    base["handoff_seconds"] = time.perf_counter() - t0
+    for key in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
+                "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints",
+                "update_vars", "update_parameters", "update_named_expressions", "update_objective"):
+        if hasattr(solver.config.auto_updates, key):
+            setattr(solver.config.auto_updates, key, False)
+    scip = solver._solver_model  # the underlying pyscipopt.Model
+    trace: list[tuple[float, float | None, float | None]] = []
+    events = pyscipopt.SCIP_EVENTTYPE.BESTSOLFOUND | pyscipopt.SCIP_EVENTTYPE.DUALBOUNDIMPROVED
+
+    class _Trace(pyscipopt.Eventhdlr):
+        def eventinit(self) -> None:
+            self.model.catchEvent(events, self)
+
+        def eventexit(self) -> None:
+            self.model.dropEvent(events, self)
+
+        def eventexec(self, event: Any) -> None:
+            m = self.model
+            inc, bnd = m.getPrimalbound(), m.getDualbound()
+            inc = None if m.getNSols() == 0 or m.isInfinity(abs(inc)) else _num(inc)
+            bnd = None if m.isInfinity(abs(bnd)) else _num(bnd)
+            if inc is None and bnd is None:
+                return
+            if trace and trace[-1][1] == inc and trace[-1][2] == bnd:
+                return
+            trace.append((float(m.getSolvingTime()), inc, bnd))
+
+    scip.includeEventhdlr(_Trace(), "dnnplace_trace", "incumbent and bound over time")
+    if warm_start:
+        cmap = solver._pyomo_var_to_solver_var_map
+        sol = scip.createPartialSol()
+        for v, val in warm_start.items():
+            if val is not None and v in cmap:
+                scip.setSolVal(sol, cmap[v], float(val))
+        scip.addSol(sol)
+    cfg = _common_config(options)
+    sopts = dict(options.solver_options)
+    if options.seed is not None:
+        sopts.setdefault("randomization/randomseedshift", int(options.seed))
+    if sopts:
+        cfg["solver_options"] = sopts
+    t0 = time.perf_counter()
+    with InterruptGuard():
+        res = solver.solve(model, **cfg)
+    wall = time.perf_counter() - t0
+    nodes = res.extra_info["NNodes"] if "NNodes" in res.extra_info else None
+    out = _finish(res, base, "scip", _scip_version(), wall, nodes=nodes, trace=trace)
+    # events fire from the start of the tree search on: a model closed in presolve (and
+    # the state at a limit) gets the end point, so every trace ends where the solve did
+    end = (float(scip.getSolvingTime()), out.incumbent, out.bound)
+    if (end[1] is not None or end[2] is not None) and (not trace or trace[-1][1:] != end[1:]):
+        trace.append(end)
+    return out
 
 
 def _ver(solver: Any) -> str | None:

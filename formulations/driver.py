@@ -10,8 +10,9 @@ never an exception.
 Backends (``pyomo.contrib.solver`` interfaces, see ``/work/shared/SOLVERS.md``; each in
 :mod:`dnnplace.formulations.backends`): ``highs`` (default, persistent HiGHS with warm
 start and progress trace), ``gurobi`` (``gurobi_persistent``, the same; the size-limited
-pip licence becomes a one-line message), and any other name that
-``pyomo.contrib.solver`` knows (``scip_direct``, ``ipopt`` ...) or, failing that, the
+pip licence becomes a one-line message), ``scip`` (``scip_persistent`` on PySCIPOpt, the
+extra ``dnnplace[scip]``: the same), and any other name that
+``pyomo.contrib.solver`` knows (``ipopt`` ...) or, failing that, the
 classic ``pyomo.environ.SolverFactory`` (``cbc``, ``glpk``, ``cplex`` ...) when
 installed; these get no trace and no warm start.
 
@@ -31,7 +32,7 @@ from typing import Any
 
 import pyomo.environ as pyo
 
-from dnnplace.formulations.backends import solve_contrib, solve_gurobi, solve_highs, solve_legacy
+from dnnplace.formulations.backends import solve_contrib, solve_gurobi, solve_highs, solve_legacy, solve_scip
 from dnnplace.formulations.outcome import SolveOutcome
 from dnnplace.formulations.solver_options import SOLVER_ALIASES as _ALIASES
 from dnnplace.formulations.solver_options import SolverOptions
@@ -110,6 +111,8 @@ def solve_model(model: pyo.ConcreteModel, options: SolverOptions | None = None, 
         return solve_highs(model, solver, options, warm_start, base)
     if contrib and _ALIASES.get(name, name).startswith("gurobi"):
         return solve_gurobi(model, solver, options, warm_start, base)
+    if contrib and _ALIASES.get(name, name) == "scip_persistent":
+        return solve_scip(model, solver, options, warm_start, base)
     if contrib:
         return solve_contrib(model, solver, name, options, base)
     return solve_legacy(model, solver, name, options, base)

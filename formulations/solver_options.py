@@ -14,7 +14,8 @@ work starts; both raise :class:`~dnnplace.graphs.errors.InputError` naming the s
   gurobipy is installed; any other Pyomo solver when Pyomo finds it), and each raw
   ``solver_options`` key (and value) is one the backend knows: HiGHS through
   ``highspy.Highs.getOptionType``/``setOptionValue``, Gurobi through ``GRB.Param`` and
-  ``Env.setParam`` on an empty environment. Other backends publish no option list: their
+  ``Env.setParam`` on an empty environment, SCIP through ``Model.getParams`` and
+  ``setParam``. Other backends publish no option list: their
   keys are passed on unchecked, and the check says so (a warning it returns).
 """
 
@@ -42,7 +43,8 @@ GUROBI_SIZE_LIMITS = (2000, 2000)
 """(variables, linear constraints) that Gurobi's size-limited pip licence accepts."""
 
 SOLVER_ALIASES = {"highs": "highs", "gurobi": "gurobi_persistent", "gurobi_persistent": "gurobi_persistent",
-                  "gurobi_direct": "gurobi_persistent", "scip": "scip_direct"}
+                  "gurobi_direct": "gurobi_persistent", "scip": "scip_persistent", "scip_direct": "scip_persistent",
+                  "scip_persistent": "scip_persistent"}
 """Backend names -> ``pyomo.contrib.solver`` factory keys (the driver's choice)."""
 
 _GUROBI_NAMES = ("gurobi", "gurobi_persistent", "gurobi_direct")
@@ -191,7 +193,8 @@ def _usable() -> list[str]:
     """Backends that are certainly usable here, cheaply (no Pyomo import)."""
     import importlib.util
 
-    return [n for n, pkg in (("highs", "highspy"), ("gurobi", "gurobipy")) if importlib.util.find_spec(pkg)]
+    return [n for n, pkg in (("highs", "highspy"), ("gurobi", "gurobipy"), ("scip", "pyscipopt"))
+            if importlib.util.find_spec(pkg)]
 
 
 _HIGHS_DOCS = "https://ergo-code.github.io/HiGHS/stable/options/definitions/"
@@ -277,6 +280,33 @@ def _check_gurobi(opts: Mapping[str, Any], head: Callable[[str, Any], str]) -> N
                 env.dispose()
 
 
+_SCIP_NAMES = ("scip", "scip_direct", "scip_persistent")
+
+
+def _check_scip(opts: Mapping[str, Any], head: Callable[[str, Any], str]) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("pyscipopt") is None:
+        raise InputError("solver 'scip' needs PySCIPOpt: pip install 'dnnplace[scip]' (or use --solver highs)")
+    if not opts:
+        return
+    import pyscipopt
+
+    with _quiet_fds():
+        m = pyscipopt.Model()
+        m.hideOutput()
+        known = m.getParams()
+    for key, value in opts.items():
+        if key not in known:
+            hint = _suggest(key, list(known)) or " (the list: pyscipopt.Model().getParams())"
+            raise InputError(f"{head(key, value)}: not a SCIP parameter{hint}")
+        try:
+            with _quiet_fds():
+                m.setParam(key, value)
+        except Exception as exc:  # noqa: BLE001 - pyscipopt raises ValueError, TypeError, KeyError ...
+            raise InputError(f"{head(key, value)}: SCIP rejects this value ({exc})") from None
+
+
 def backend_status(name: str) -> tuple[bool, bool]:
     """``(known, available)``: does Pyomo know a backend called ``name`` (its
     ``pyomo.contrib.solver`` factory or, failing that, the classic ``SolverFactory``, the
@@ -331,6 +361,9 @@ def check_backend(options: SolverOptions, *, flags: bool = False) -> list[str]:
         return []
     if name in _GUROBI_NAMES:
         _check_gurobi(sopts, head)
+        return []
+    if name in _SCIP_NAMES:
+        _check_scip(sopts, head)
         return []
     solver_head = f"--solver {options.solver}" if flags else f"solver = {_show(options.solver)}"
     usable = _usable()

@@ -17,12 +17,15 @@ from instances import gurobi_is_size_limited, maxload_tiny_instance
 
 from dnnplace.formulations.driver import SolveOutcome, available_solvers, solve_model
 from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
+from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluate import maxload, validate
 from dnnplace.graphs.placement import Placement
 from dnnplace.registry import SolveRequest, SolverOptions, solve
 
 HAS_GUROBI = importlib.util.find_spec("gurobipy") is not None
 gurobi = pytest.mark.skipif(not HAS_GUROBI, reason="gurobipy not installed")
+HAS_SCIP = importlib.util.find_spec("pyscipopt") is not None
+scip = pytest.mark.skipif(not HAS_SCIP, reason="pyscipopt not installed (pip install 'dnnplace[scip]')")
 
 
 def knapsack() -> pyo.ConcreteModel:
@@ -73,17 +76,22 @@ def _optimum(inst, contiguity="both"):
     return best, best_p
 
 
-def test_highs_outcome_fields():
-    out = solve_model(knapsack())
+BACKENDS = ["highs", pytest.param("gurobi", marks=[pytest.mark.gurobi, gurobi]), pytest.param("scip", marks=scip)]
+
+
+@pytest.mark.parametrize("solver", BACKENDS)
+def test_outcome_fields(solver):
+    out = solve_model(knapsack(), SolverOptions(solver))
     assert isinstance(out, SolveOutcome)
     assert out.status == "optimal" and out.termination == "convergenceCriteriaSatisfied"
     assert out.incumbent == pytest.approx(-8) and out.bound == pytest.approx(-8) and out.gap == pytest.approx(0)
-    assert out.solver == "highs" and out.solver_version and out.n_vars == 3 and out.n_cons == 1
+    assert out.solver == solver and out.solver_version and out.n_vars == 3 and out.n_cons == 1
     assert out.n_binaries == 3
 
 
-def test_infeasible_is_a_status_not_an_exception():
-    out = solve_model(infeasible())
+@pytest.mark.parametrize("solver", BACKENDS)
+def test_infeasible_is_a_status_not_an_exception(solver):
+    out = solve_model(infeasible(), SolverOptions(solver))
     assert out.status == "infeasible" and out.incumbent is None
 
 
@@ -92,7 +100,8 @@ def test_unknown_or_missing_solver_is_an_error_result():
     assert out.status == "error" and out.message
 
 
-def test_time_limit_with_warm_start_is_feasible_result(tarnawski_dir):
+@pytest.mark.parametrize("solver", ["highs", pytest.param("scip", marks=scip)])
+def test_time_limit_with_warm_start_is_feasible_result(tarnawski_dir, solver):
     """A time limit with an incumbent is a result: the gnmt layer graph (96 nodes)
     cannot be closed in 0.5 s, the greedy start is the incumbent to beat."""
     from dnnplace.graphs.io import load_instance
@@ -102,18 +111,19 @@ def test_time_limit_with_warm_start_is_feasible_result(tarnawski_dir):
     m = build_maxload_ip(inst, MaxLoadOptions(contiguity="both"))
     start = greedy_fill(inst.graph, inst.cluster)
     ws = warm_start_values(m, start)
-    out = solve_model(m, SolverOptions(time_limit=0.5), warm_start=ws)
+    # SCIP presolves this model for about 0.7 s before its first bound: give it 3 s
+    out = solve_model(m, SolverOptions(solver, time_limit=0.5 if solver == "highs" else 3.0), warm_start=ws)
     assert out.termination == "maxTimeLimit" and out.status == "feasible"
     assert out.incumbent <= maxload(start, contiguity="both").objective + 1e-9
     assert out.bound is not None and out.bound <= out.incumbent and out.gap > 0
     assert maxload(decode(m), contiguity="both").objective <= out.incumbent + 1e-9
 
 
-@pytest.mark.parametrize("solver", ["highs", pytest.param("gurobi", marks=[pytest.mark.gurobi, gurobi])])
+@pytest.mark.parametrize("solver", BACKENDS)
 def test_warm_start_optimum_is_first_incumbent(solver):
     """Per backend: a model started from a known-optimal placement reports that value
     as its first incumbent (trace) and as its final one; the trace must exist on most of
-    the 12 models (measured: all 12 with HiGHS and with Gurobi)."""
+    the 12 models (measured: all 12 with HiGHS, with Gurobi and with SCIP)."""
     seen = 0
     for seed in range(12):
         inst = _tiny(7000 + seed)
@@ -155,6 +165,44 @@ def test_highs_and_gurobi_agree():
                 assert out.status == "optimal", (solver, out.status, out.message)
                 vals.append(out.incumbent)
             assert vals[0] == pytest.approx(vals[1], rel=1e-7, abs=1e-7)
+
+
+@scip
+def test_scip_agrees_with_brute_force():
+    """SCIP's optimum of the max-load IP equals the exhaustive optimum of 10 seeded tiny
+    instances (PipeDream objective, contiguous; 20 solves with the unconstrained IP,
+    whose optimum is at most the contiguous one)."""
+    checked = 0
+    for seed in range(10):
+        inst = _tiny(8000 + seed)
+        best, _ = _optimum(inst, "both")
+        vals = {}
+        for contiguity in ("both", "none"):
+            m = build_maxload_ip(inst, MaxLoadOptions(contiguity=contiguity))
+            out = solve_model(m, SolverOptions("scip", rel_gap=1e-9))
+            assert out.status == "optimal", (seed, contiguity, out.status, out.message)
+            assert out.bound == solver_approx(out.incumbent)
+            if contiguity == "both":
+                assert maxload(decode(m), contiguity="both").objective == solver_approx(out.incumbent)
+            vals[contiguity] = out.incumbent
+            checked += 1
+        assert vals["both"] == solver_approx(best)
+        assert vals["none"] <= vals["both"] + 1e-6
+    assert checked == 20
+
+
+@scip
+def test_scip_threads_seed_and_options_are_passed():
+    out = solve_model(knapsack(), SolverOptions("scip", threads=1, seed=3, time_limit=10, rel_gap=0.0,
+                                                solver_options={"display/verblevel": 0}))
+    assert out.status == "optimal" and out.incumbent == pytest.approx(-8) and out.nodes is not None
+    from dnnplace.formulations.solver_options import check_backend
+
+    with pytest.raises(InputError, match="not a SCIP parameter.*limits/time"):
+        check_backend(SolverOptions("scip", solver_options={"limits/tim": 5}))
+    with pytest.raises(InputError, match="SCIP rejects this value"):
+        check_backend(SolverOptions("scip", solver_options={"limits/time": "soon"}))
+    assert check_backend(SolverOptions("scip", solver_options={"limits/nodes": 10})) == []
 
 
 @pytest.mark.gurobi
