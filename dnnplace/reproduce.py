@@ -317,6 +317,13 @@ def _pesto(name: str, **kw) -> Path:
     return pesto_experiments.reproduce(name, **kw)
 
 
+def _celeritas(name: str, **kw) -> Path:
+    from dnnplace import celeritas_experiments  # imports matplotlib and the placers only when one runs
+
+    return celeritas_experiments.reproduce(name, **kw)
+
+
+CELERITAS_EXPERIMENTS = ("celeritas-table2", "celeritas-table3", "celeritas-table4", "celeritas-fig6")
 PESTO_EXPERIMENTS = ("pesto-congestion", "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100",
                      "pesto-coarsening")
 REPRODUCTIONS: dict[str, Callable[..., Path]] = {
@@ -324,5 +331,6 @@ REPRODUCTIONS: dict[str, Callable[..., Path]] = {
     "tarnawski-table3": table3,
     "tarnawski-table4": table4,
     **{name: functools.partial(_pesto, name) for name in PESTO_EXPERIMENTS},
+    **{name: functools.partial(_celeritas, name) for name in CELERITAS_EXPERIMENTS},
 }
 NAMES = tuple(REPRODUCTIONS)
