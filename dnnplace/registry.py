@@ -125,7 +125,8 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
                  message=out.message, solver=out.solver, solver_version=out.solver_version,
                  options=_request_dict(request, contiguity), build_seconds=out.build_seconds,
                  solve_seconds=wall - out.build_seconds if out.solve_seconds is None else out.solve_seconds,
-                 wall_seconds=wall, trace=list(out.trace), unit=instance.graph.unit, extra=dict(out.extra))
+                 wall_seconds=wall, trace=list(out.trace), unit=instance.graph.unit, extra=dict(out.extra),
+                 memory_model=out.memory_model if request.problem == "makespan" else "static")
     if out.graph is not None:
         res.extra["scored_graph"] = f"transformed: {out.graph.n} nodes, {out.graph.m} edges"
     if out.placement is None:
@@ -134,6 +135,8 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
     ids = scored.ids
     res.placement = p.to_mapping()
     opts_ev = evaluation_options(request, contiguity)
+    if request.problem == "makespan":
+        opts_ev["memory_model"] = res.memory_model
     if request.problem == "makespan" and out.priorities is not None:
         opts_ev.update(policy="order", priorities=out.priorities)
         if out.link_priorities is not None:  # the method's order of transfers on each link (else FCFS)
@@ -156,7 +159,8 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
                 f"{m.name} on {res.instance}: method reports {res.objective!r}, the evaluator {ev.objective!r}")
     if not ev.feasible and res.status in ("optimal", "feasible"):
         # the status comes from the evaluation, whatever the method said
-        res.status = "memory_infeasible" if _only_memory(p, ev) else "infeasible"
+        only_memory = ev.memory_only if request.problem == "makespan" else _only_memory(p, ev)
+        res.status = "memory_infeasible" if only_memory else "infeasible"
         res.message = "; ".join(filter(None, [res.message, "evaluation: " + "; ".join(ev.violations[:3])]))
     if (res.bound is not None and res.objective is not None and np.isfinite(res.bound)
             and res.objective < res.bound - 1e-6 * max(1.0, abs(res.bound)) and ev.feasible):

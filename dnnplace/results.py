@@ -9,11 +9,17 @@ status         meaning
 optimal        proved optimal (to the requested gap, see ``gap``)
 feasible       a solution, not proved optimal (heuristic, or a limit was hit)
 infeasible     the model was proved infeasible, or the evaluator rejects the placement
-memory_infeasible  the placement is valid except that a device's static memory overflows
-               (a best-effort heuristic that found no room; never shown as feasible)
+memory_infeasible  the placement is valid except that a device's memory overflows under the
+               result's ``memory_model`` (a best-effort heuristic that found no room; never
+               shown as feasible)
 no_solution    stopped (time limit, interrupt) before any solution was found
 error          the backend failed; ``message`` says why
 =============  ==============================================================
+
+``memory_model`` is the memory a method keeps within capacity and the evaluation judges:
+``static`` (SPEC: the sum of ``memory`` per device) or ``dynamic`` (PARDNN's peak of live
+tensors, Eq. 2). A makespan evaluation reports both verdicts in
+``evaluation["memory_feasible"]``.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class Result:
     trace: list[tuple[float, float | None, float | None]] = field(default_factory=list)
     unit: str = "ms"
     extra: dict[str, Any] = field(default_factory=dict)
+    memory_model: str = "static"
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

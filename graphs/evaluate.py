@@ -42,12 +42,13 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 
-__all__ = ["Evaluation", "PROBLEMS", "MAXLOAD_OBJECTIVES", "CONTIGUITY_MODES", "evaluate", "validate",
-           "maxload", "latency", "makespan", "noncontiguous_sets", "noncontiguous", "contiguity_violations",
-           "device_loads", "latency_pieces"]
+__all__ = ["Evaluation", "PROBLEMS", "MAXLOAD_OBJECTIVES", "MEMORY_MODELS", "CONTIGUITY_MODES", "evaluate",
+           "validate", "static_memory_violations", "maxload", "latency", "makespan", "noncontiguous_sets",
+           "noncontiguous", "contiguity_violations", "device_loads", "latency_pieces"]
 
 PROBLEMS = ("maxload", "latency", "makespan")
 MAXLOAD_OBJECTIVES = ("pipedream", "gpipe", "overlap")
+MEMORY_MODELS = ("static", "dynamic")  # SPEC sum of memory; PARDNN's dynamic peak (Eq. 2)
 CONTIGUITY_MODES = ("none", "all", "forward", "both")
 
 
@@ -63,6 +64,7 @@ class Evaluation:
     violations: list[str]
     details: dict[str, Any] = field(default_factory=dict)
     schedule: Any = field(default=None, repr=False)  # makespan: the simulated Schedule (not serialised)
+    memory_only: bool = field(default=False, repr=False)  # makespan: every violation is a memory overflow
 
     def to_dict(self) -> dict[str, Any]:
         return {"problem": self.problem, "objective": self.objective, "feasible": self.feasible,
@@ -241,13 +243,19 @@ def validate(p: Placement, *, contiguity: str = "none", include_cpus: bool = Tru
             devs = sorted({cl.names[d] for d in p.device[members]})
             out.append(f"colocation group {g.colocation_labels[c]!r} is split over {devs}")
     if memory:
-        used_mem = np.bincount(p.device, weights=g.memory, minlength=cl.size)
-        over = np.flatnonzero(used_mem > cl.memory * (1 + 1e-12))
-        for d in over:
-            out.append(f"device {cl.names[d]}: memory {used_mem[d]:.6g} B exceeds capacity "
-                       f"{cl.memory[d]:.6g} B by {100 * (used_mem[d] / cl.memory[d] - 1):.1f}%")
+        out += static_memory_violations(p)
     out += contiguity_violations(p, contiguity, include_cpus=include_cpus)
     return out
+
+
+def static_memory_violations(p: Placement) -> list[str]:
+    """One message per device whose static footprint (sum of ``memory``, Pesto (8)) exceeds
+    its capacity."""
+    cl = p.cluster
+    used_mem = np.bincount(p.device, weights=p.graph.memory, minlength=cl.size)
+    return [f"device {cl.names[d]}: memory {used_mem[d]:.6g} B exceeds capacity "
+            f"{cl.memory[d]:.6g} B by {100 * (used_mem[d] / cl.memory[d] - 1):.1f}%"
+            for d in np.flatnonzero(used_mem > cl.memory * (1 + 1e-12))]
 
 
 def _memory_details(p: Placement) -> dict[str, Any]:
@@ -380,21 +388,41 @@ def latency(p: Placement, *, pieces: np.ndarray | None = None) -> Evaluation:
 # ---------------------------------------------------------------------------- makespan
 def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | None = None,
              congestion: bool = True, dedup_transfers: bool = False,
-             link_priorities: np.ndarray | None = None) -> Evaluation:
+             link_priorities: np.ndarray | None = None, memory_model: str = "static") -> Evaluation:
     """Simulated makespan (SPEC 2.1) of a placement under a dispatch policy; a given
     ``priorities`` array with ``policy="order"`` replays a method's device order, and
     ``link_priorities`` (one value per edge, with ``policy="order"``) its order of the
     transfers on each link; without them links are first come first served
-    (:func:`dnnplace.graphs.simulate.simulate`, "Link orders")."""
+    (:func:`dnnplace.graphs.simulate.simulate`, "Link orders").
+
+    Memory is judged under both models and both verdicts are reported in
+    ``details["memory_feasible"]`` (``{"static": bool, "dynamic": bool or None}``):
+    *static*, the sum of ``memory`` per device (SPEC, Pesto (8)), and *dynamic*, the
+    simulated peak of live tensors (PARDNN Eq. 2; ``None`` when the graph carries no
+    tensor sizes). ``memory_model`` (``"static"`` or ``"dynamic"``, recorded in
+    ``details["memory_model"]``) names the one whose overflow makes the placement
+    infeasible; an unknown dynamic peak falls back to the static check.
+    """
     from dnnplace.graphs.simulate import simulate, validate_schedule
 
-    viol = validate(p)
+    if memory_model not in MEMORY_MODELS:
+        raise InputError(f"unknown memory model {memory_model!r}; use one of {MEMORY_MODELS}")
+    viol = validate(p, memory=False)
     if any("does not support" in v for v in viol):
-        return Evaluation("makespan", None, False, viol, {})
+        return Evaluation("makespan", None, False, viol + static_memory_violations(p), {})
     res = simulate(p, policy=policy, priorities=priorities, congestion=congestion,
                    dedup_transfers=dedup_transfers, link_priorities=link_priorities)
     viol += validate_schedule(res.schedule, congestion=congestion, transfers=res)
-    return Evaluation("makespan", float(res.makespan), not viol, viol, res.to_dict(), schedule=res.schedule)
+    static = static_memory_violations(p)
+    dynamic = [f"device {o['device']}: dynamic peak memory {o['peak_memory']:.6g} B exceeds capacity "
+               f"{o['capacity']:.6g} B by {100 * o['peak_over'] / o['capacity']:.1f}%"
+               for o in res.memory_overflow if o["peak_over"]]
+    known = res.peak_memory_known
+    judged = dynamic if memory_model == "dynamic" and known else static
+    details = {**res.to_dict(), "memory_model": memory_model,
+               "memory_feasible": {"static": not static, "dynamic": (not dynamic) if known else None}}
+    return Evaluation("makespan", float(res.makespan), not (viol or judged), viol + judged, details,
+                      schedule=res.schedule, memory_only=bool(judged) and not viol)
 
 
 def evaluate(p: Placement, problem: str, **options: Any) -> Evaluation:

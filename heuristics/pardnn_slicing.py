@@ -13,16 +13,22 @@ paths found with levels computed once (lines 8-9, resolution P2 of ``HEURISTICS.
 
 with nominal costs ``w_bar``, ``c_bar`` (``HEURISTICS.md`` 0) and, for the secondaries,
 ``c_bar = 0`` on edges inside a primary. A heaviest path starts at the unvisited node of
-largest ``wlvl`` (ties: smaller ``tl``, then topological position) and follows the
-unvisited child of largest ``wlvl`` (ties: larger ``bl``, then topological position)
-to a dead end (P1). Every cluster is a path of ``G``; singletons are allowed; ``K``
-larger than the number of paths leaves the last primaries empty. O(K (V + E)) for
-PARDNN; with ``primaries=None`` every path is a recomputed critical path, which is
-Kim's *linear clustering* (LC) in O(V (V + E)) (:func:`linear_clusters`).
+largest ``wlvl`` (ties: smaller ``tl``, then topological position) and follows, to a
+dead end, the unvisited child ``s`` of largest ``c_bar(v, s) + bl(s)`` (ties: larger
+``bl``, then topological position). Paper says (P1): the child of largest ``wlvl``; we
+do: the heaviest continuation, which is the largest-``wlvl`` child *on a tight edge*
+(``tl(v) + w(v) + c(v, s) = tl(s)``). The largest ``wlvl`` alone can step from a
+critical path onto a non-tight edge whose child lies on another critical path, and the
+primary would not be a critical path (a brute-force test found such a graph). Every
+cluster is a path of ``G``; singletons are allowed; ``K`` larger than the number of
+paths leaves the last primaries empty. O(K (V + E)) for PARDNN; with ``k=None`` every
+path is a recomputed critical path, which is Kim's *linear clustering* (LC) in
+O(V (V + E)) (:func:`linear_clusters`).
 
-The authors' code differs in three ways; we keep the paper's version: it walks by
-``bl`` instead of ``wlvl``; its secondaries stop when the best child is already visited
-(we take the best *unvisited* child); its intra-cluster edges weigh 1 (integer
+The authors' code differs in three ways; otherwise we keep the paper's version: it walks
+by ``bl`` (close to our rule, without the edge cost); its secondaries stop when the
+best child is already visited (we take the best *unvisited* child); its intra-cluster
+edges weigh 1 (integer
 microseconds) instead of 0.
 
 Levels are compared after rounding to 12 significant digits, so that the nodes of one
@@ -126,8 +132,9 @@ def clustered_levels(graph: OpGraph, w: np.ndarray, c: np.ndarray,
     return tlevel(graph, kind=w, comm=cz), blevel(graph, kind=w, comm=cz)
 
 
-def _walk(start: int, out_ptr: list, out_nbr: list, free: list, key: list, bl: list, pos: list) -> list[int]:
-    """Follow the free child of largest key (ties: larger bl, smaller position) to a dead end."""
+def _walk(start: int, out_ptr: list, out_nbr: list, free: list, via: list, bl: list, pos: list) -> list[int]:
+    """Follow the free child ``s`` of largest ``via = c(v, s) + bl(s)`` (ties: larger bl,
+    smaller position) to a dead end."""
     path = [start]
     free[start] = False
     v = start
@@ -137,7 +144,7 @@ def _walk(start: int, out_ptr: list, out_nbr: list, free: list, key: list, bl: l
             s = out_nbr[j]
             if not free[s]:
                 continue
-            k = (key[s], bl[s], -pos[s])
+            k = (via[j], bl[s], -pos[s])
             if bk is None or k > bk:
                 best, bk = s, k
         if best < 0:
@@ -155,7 +162,8 @@ def _critical_path(graph: OpGraph, w: np.ndarray, c: np.ndarray, keep: np.ndarra
     key = _key(tl + bl)
     pos = graph.topo_position[idx]
     start = int(np.lexsort((pos, tl, -key))[0])
-    path = _walk(start, sub.out_ptr.tolist(), sub.out_nbr.tolist(), [True] * sub.n, key.tolist(), bl.tolist(),
+    via = _key(c[eids][sub.out_eid] + bl[sub.out_nbr]) if sub.m else np.zeros(0)
+    path = _walk(start, sub.out_ptr.tolist(), sub.out_nbr.tolist(), [True] * sub.n, via.tolist(), bl.tolist(),
                  pos.tolist())
     return idx[np.asarray(path, dtype=np.int64)]
 
@@ -207,11 +215,13 @@ def slice_graph(graph: OpGraph, w: np.ndarray, c: np.ndarray, k: int | None, *,
     for j, p in enumerate(clusters):
         cluster_of[p] = j
     if not visited.all():  # secondaries: one level computation, intra-primary edges at 0
-        tl, bl = clustered_levels(graph, w, c, cluster_of)
+        cz = np.where(cluster_of[graph.src] == cluster_of[graph.dst], 0.0, c)
+        tl, bl = tlevel(graph, kind=w, comm=cz), blevel(graph, kind=w, comm=cz)
         key = _key(tl + bl)
         order = np.lexsort((graph.topo_position, tl, -key)).tolist()
         free = (~visited).tolist()
-        args = (graph.out_ptr.tolist(), graph.out_nbr.tolist(), free, key.tolist(), bl.tolist(),
+        via = _key(cz[graph.out_eid] + bl[graph.out_nbr]) if graph.m else np.zeros(0)
+        args = (graph.out_ptr.tolist(), graph.out_nbr.tolist(), free, via.tolist(), bl.tolist(),
                 graph.topo_position.tolist())
         for v in order:
             if free[v]:

@@ -12,7 +12,7 @@ the evaluation), records it, puts it in tables and on the command line.
 
 from __future__ import annotations
 
-from dnnplace.methods import baselines, celeritas, fastt, makespan, tarnawski
+from dnnplace.methods import baselines, celeritas, fastt, makespan, pardnn, tarnawski
 from dnnplace.methods.base import Method
 
 __all__ = ["METHODS"]
@@ -90,4 +90,16 @@ METHODS: tuple[Method, ...] = (
     Method("cpop", ("makespan",), fastt.run_cpop,
            "CPOP (Topcuoglu et al. 2002): rank_u + rank_d, the critical path on one device, insertion-EFT",
            options=fastt.CPOPOptions, kind="baseline"),
+    # PARDNN (Qararyah et al., ParCo'21) and the clustering baselines of its comparison
+    Method("pardnn", ("makespan",), pardnn.run_pardnn,
+           "PARDNN: slicing into paths (Alg. 1), LFLAM mapping (Alg. 2, Eq. 1), dynamic-memory heuristics I/II "
+           "(10 % margin); placement only", options=pardnn.PardnnOptions),
+    Method("cp-mayer", ("makespan",), pardnn.run_cp_mayer,
+           "Mayer et al. 2017 CP heuristic: critical path on one GPU, other ops to the least-loaded GPU",
+           kind="baseline"),
+    Method("lc-glb", ("makespan",), pardnn.run_lc_glb,
+           "linear clustering (Kim 1988, quadratic) + GLB mapping + EST-first order (PARDNN's LC baseline)",
+           options=pardnn.LCOptions, kind="baseline"),
+    Method("dsc-glb", ("makespan",), pardnn.run_dsc_glb,
+           "DSC clustering (Yang & Gerasoulis 1994) + GLB mapping", kind="baseline"),
 )

@@ -190,6 +190,9 @@ class MethodOutput:
     ``graph``: set only by a method whose answer is for a transformed graph it cannot
     map back (e.g. operators split into parts): the evaluation then scores that graph and
     the record says so; otherwise the placement's graph must be the request's.
+    ``memory_model``: the memory the method keeps within capacity, ``"static"`` (SPEC:
+    the sum of ``memory`` per device) or ``"dynamic"`` (the peak of live tensors, PARDNN
+    Eq. 2); a makespan evaluation judges feasibility under it and reports both.
     """
 
     placement: Placement | None
@@ -210,6 +213,7 @@ class MethodOutput:
     graph: OpGraph | None = None
     trace: list = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    memory_model: str = "static"
 
 
 @dataclass(frozen=True)
