@@ -3,6 +3,7 @@ Placement and Order-Place, the planner's self-consistency, memory policy, METIS.
 
 from __future__ import annotations
 
+import csv
 import math
 
 import numpy as np
@@ -288,3 +289,29 @@ def test_colocation_groups_end_on_one_device():
         assert np.unique(dev[g.colocation == x]).size == 1
     used = np.bincount(dev, weights=g.memory, minlength=4)
     assert (used <= cl.memory * (1 + 1e-12)).all()
+
+
+# ---------------------------------------------------------------------------- reproduction
+def test_c12_speed_up_arithmetic_reproduces_the_paper():
+    """Table 3's speed-up column: (best of Metis, m-TOPO, m-ETF, m-SCT, HRL - Celeritas) / best."""
+    from dnnplace.celeritas_experiments import Config, _c12
+
+    cfg = Config.load("celeritas-table3")
+    got = {m.name: round(_c12(m.paper["t3"]) * 100, 1) for m in cfg.models}
+    assert got == {"Inception_V3": 7.8, "NMT": 11.0, "Transformer": 22.3, "Tensor Holography": 34.2}
+    assert all(m.paper["speedup"] == f">{got[m.name]}%" for m in cfg.models)
+
+
+def test_table2_quick_reproduction(tmp_path):
+    from dnnplace.celeritas_experiments import reproduce
+
+    md = reproduce("celeritas-table2", quick=True, out_dir=tmp_path / "celeritas", progress=False)
+    text = md.read_text()
+    assert "Tensor Holography" in text and "Inception_V3" in text
+    with open(tmp_path / "celeritas-quick" / "table2.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 2
+    for r in rows:
+        nodes, after = int(r["nodes"]), int(r["nodes_after"])
+        assert math.ceil(nodes / 200) <= after < nodes
+        assert float(r["ccr_after"]) < float(r["ccr"])
