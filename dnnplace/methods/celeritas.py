@@ -56,7 +56,6 @@ def _run(inst, opts: OrderPlaceOptions, adjust: bool) -> MethodOutput:
              "ccr_before": fz["ccr_before"], "ccr_after": fz["ccr_after"], "fusion_cut": fz["cut"],
              "fusion_M": fz["M"], "fusion_seconds": run.fusion_seconds, "placement_seconds": run.placement_seconds,
              "best_effort_nodes": run.coarse.best_effort, "colocation_repairs": run.colocation_repairs,
-             "memory_model": "static",
              "semantics": "placement only; objective: simulation under the request's policy (fifo: TensorFlow's "
                           "executor) with its congestion setting"}
     return MethodOutput(run.placement, build_seconds=run.fusion_seconds, extra=extra)
@@ -78,5 +77,4 @@ def run_metis(inst, req: SolveRequest, opts: MetisOptions) -> MethodOutput:
     _, c = nominal_costs(inst.graph, cl, "mean")
     p = partition_split(inst, seed=req.seed, memory=opts.memory, edge_costs=c)
     balance = "compute and memory balanced" if opts.memory else "compute balanced"
-    return MethodOutput(p, extra={"partitioner": f"METIS (pymetis) k-way, cut = nominal transfer time, {balance}",
-                                  "memory_model": "static"})
+    return MethodOutput(p, extra={"partitioner": f"METIS (pymetis) k-way, cut = nominal transfer time, {balance}"})
