@@ -27,12 +27,12 @@ def _overrides(pairs: list[str]) -> dict:
 def cmd_capture(args: argparse.Namespace) -> int:
     """Capture a zoo model with costs and write its native graph JSON."""
     from dnnplace.graphs import zoo
-    from dnnplace.graphs.capture import require_torch
+    from dnnplace.graphs.capture.ops import require_torch
     from dnnplace.graphs.io import save_instance
     from dnnplace.graphs.presets import cluster_preset
     zoo.entry(args.model)  # an unknown name lists the zoo before torch is imported
     require_torch()
-    from dnnplace.graphs.capture.fx import capture
+    from dnnplace.graphs.capture import capture
     model, inputs, loss_fn = zoo.build(args.model, batch=args.batch, seq=args.seq, **_overrides(args.param))
     name = args.model + (f"-b{args.batch}" if args.batch else "") + (f"-s{args.seq}" if args.seq else "")
     inst = capture(model, inputs, loss_fn, training=not args.inference, cost=args.cost, name=name,
@@ -51,7 +51,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 def cmd_profile_links(args: argparse.Namespace) -> int:
     """Time copies and send/recv over sizes, fit the linear model, write a cluster file."""
-    from dnnplace.graphs.capture import require_torch
+    from dnnplace.graphs.capture.ops import require_torch
     torch = require_torch()
     from dnnplace.graphs.capture.links import DEFAULT_SIZES, cluster_from_fits, time_copies, time_p2p
     from dnnplace.graphs.io import write_json

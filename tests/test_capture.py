@@ -14,8 +14,9 @@ if os.environ.get("DNNPLACE_REQUIRE_TORCH") == "1":
 else:
     torch = pytest.importorskip("torch")
 
+from dnnplace.graphs.capture import capture  # noqa: E402
 from dnnplace.graphs.capture.costs import Measured, cost_model  # noqa: E402
-from dnnplace.graphs.capture.fx import capture, trace  # noqa: E402
+from dnnplace.graphs.capture.fx import trace  # noqa: E402
 from dnnplace.graphs.capture.links import fit_profile  # noqa: E402
 from dnnplace.graphs.capture.tiling import Block, capture_block, tile  # noqa: E402
 from dnnplace.graphs.errors import InputError  # noqa: E402
@@ -85,7 +86,7 @@ def test_bytes_use_storage_size(tiny_graph):
     # the loss's backward seed is an expanded scalar: its edge bytes are its storage (4 B),
     # never the logical size of the expanded (2, 10) view
     assert g.edge_bytes.max() <= max(g.output_bytes.max(), g.persistent_bytes.max())
-    from dnnplace.graphs.capture.fx import storage_bytes
+    from dnnplace.graphs.capture.ops import storage_bytes
     big = torch.empty(1, device="meta").expand(1000, 1000)
     assert storage_bytes(big) == 4
 

@@ -20,15 +20,39 @@ only inside the modules that need it; :func:`require_torch` says how to install 
 
 from __future__ import annotations
 
-from dnnplace.graphs.errors import InputError
+from collections.abc import Callable, Sequence
+from typing import Any
 
-__all__ = ["require_torch"]
+from dnnplace.graphs.capture.ops import require_torch
+from dnnplace.graphs.instance import Instance
+
+__all__ = ["capture", "require_torch"]
 
 
-def require_torch():
-    """The ``torch`` module, or an :class:`InputError` saying how to install the extra."""
-    try:
-        import torch
-    except ImportError:
-        raise InputError('capturing PyTorch models needs torch: pip install -e ".[torch]"') from None
-    return torch
+def capture(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = None, *,
+            training: bool = True, cost: Any = "roofline:v100", name: str = "captured",
+            optimizer: str = "adam", cluster: Any = None) -> Instance:
+    """Capture ``model`` as an :class:`Instance` with costs (see the module docstring).
+
+    ``cost`` is a :class:`~dnnplace.graphs.capture.costs.CostModel` or its spec
+    (``"roofline:v100"``, ``"roofline:a100"``, ``"measured"``, ``"calibrated:v100"``).
+    ``cluster`` (optional) is attached to the instance.
+
+    Examples
+    --------
+    >>> import torch
+    >>> with torch.device("meta"):
+    ...     net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    ...     x = torch.randn(32, 8)
+    >>> inst = capture(net, (x,), lambda out, x: out.square().mean())
+    >>> g = inst.graph
+    >>> sorted(set(g.roles)), int(g.backward.sum()) > 0, g.meta["cost"]["model"]
+    (['apply', 'compute', 'grad', 'param'], True, 'roofline:v100')
+    """
+    from dnnplace.graphs.capture.costs import cost_model
+    from dnnplace.graphs.capture.fx import to_graph, trace
+    cm = cost_model(cost)
+    cap = trace(model, example_inputs, loss_fn, training=training, optimizer=optimizer)
+    times = cm.times(cap, model=model, inputs=tuple(example_inputs), key=name)
+    return Instance(to_graph(cap, times, kind=cm.kind, name=name, cost_meta=cm.describe()), cluster,
+                    f"capture:{name}")

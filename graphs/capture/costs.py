@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.graphs.capture import require_torch
-from dnnplace.graphs.capture.fx import OPTIMIZER_STATE, Captured, is_view, op_name, storage_bytes, value_bytes
+from dnnplace.graphs.capture.fx import Captured
+from dnnplace.graphs.capture.ops import OPTIMIZER_STATE, is_view, op_name, require_torch, storage_bytes, value_bytes
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["DeviceSpec", "SPECS", "CostModel", "Roofline", "Measured", "Calibrated", "cost_model",

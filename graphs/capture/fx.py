@@ -42,7 +42,6 @@ Costs come from a :class:`~dnnplace.graphs.capture.costs.CostModel` (default
 
 from __future__ import annotations
 
-import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,16 +49,11 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.graphs.capture import require_torch
+from dnnplace.graphs.capture.ops import OPTIMIZER_STATE, is_view, op_name, require_torch, storage_bytes, value_bytes
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.instance import Instance
 
-__all__ = ["Captured", "trace", "capture", "to_graph", "OPTIMIZER_STATE"]
-
-OPTIMIZER_STATE = {"sgd": 0, "momentum": 1, "adam": 2}
-"""Optimizer state per parameter, in multiples of the parameter's bytes."""
-
+__all__ = ["Captured", "trace", "to_graph"]
 
 @dataclass
 class Captured:
@@ -95,52 +89,6 @@ class Captured:
     @property
     def n(self) -> int:
         return len(self.ids)
-
-
-# ---------------------------------------------------------------------------- helpers
-def storage_bytes(t: Any) -> int:
-    """Bytes a tensor really occupies: ``min(numel * itemsize, storage bytes)``."""
-    torch = require_torch()
-    if not isinstance(t, torch.Tensor):
-        return 0
-    logical = t.numel() * t.element_size()
-    try:
-        return int(min(logical, t.untyped_storage().nbytes()))
-    except (RuntimeError, NotImplementedError):
-        return int(logical)
-
-
-def value_bytes(val: Any) -> int:
-    """Storage bytes of a node's value (a tensor or a tuple/list of them)."""
-    if isinstance(val, (tuple, list)):
-        return sum(value_bytes(v) for v in val)
-    return storage_bytes(val)
-
-
-def is_view(node: Any) -> bool:
-    """True for ``getitem`` and ATen ops whose schema returns a non-mutating alias."""
-    torch = require_torch()
-    if node.op != "call_function":
-        return False
-    if node.target is operator.getitem:
-        return True
-    tgt = node.target
-    if not isinstance(tgt, torch._ops.OpOverload):
-        return False
-    rets = tgt._schema.returns
-    return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write for r in rets)
-
-
-def op_name(node: Any) -> str:
-    """Short op type: ``aten.addmm.default`` -> ``addmm``."""
-    if node.op == "placeholder":
-        return "input"
-    tgt = node.target
-    name = getattr(tgt, "__name__", str(tgt))
-    packet = getattr(tgt, "overloadpacket", None)
-    if packet is not None:
-        name = packet.__name__
-    return name.split(".")[0]
 
 
 def _fakeify(model: Any, inputs: Sequence[Any]):
@@ -503,31 +451,3 @@ def to_graph(cap: Captured, times_ms: np.ndarray, *, kind: str = "gpu", name: st
                    layers=cap.layers, roles=cap.roles, edge_batch_scaled=cap.batch_scaled, name=name, unit="ms",
                    meta={"capture": {k: v for k, v in cap.meta.items()}, "cost": dict(cost_meta or {}),
                          **({"loss": ids[cap.loss]} if cap.loss >= 0 else {})})
-
-
-def capture(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = None, *,
-            training: bool = True, cost: Any = "roofline:v100", name: str = "captured",
-            optimizer: str = "adam", cluster: Any = None) -> Instance:
-    """Capture ``model`` as an :class:`Instance` with costs (see the module docstring).
-
-    ``cost`` is a :class:`~dnnplace.graphs.capture.costs.CostModel` or its spec
-    (``"roofline:v100"``, ``"roofline:a100"``, ``"measured"``, ``"calibrated:v100"``).
-    ``cluster`` (optional) is attached to the instance.
-
-    Examples
-    --------
-    >>> import torch
-    >>> with torch.device("meta"):
-    ...     net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-    ...     x = torch.randn(32, 8)
-    >>> inst = capture(net, (x,), lambda out, x: out.square().mean())
-    >>> g = inst.graph
-    >>> sorted(set(g.roles)), int(g.backward.sum()) > 0, g.meta["cost"]["model"]
-    (['apply', 'compute', 'grad', 'param'], True, 'roofline:v100')
-    """
-    from dnnplace.graphs.capture.costs import cost_model
-    cm = cost_model(cost)
-    cap = trace(model, example_inputs, loss_fn, training=training, optimizer=optimizer)
-    times = cm.times(cap, model=model, inputs=tuple(example_inputs), key=name)
-    return Instance(to_graph(cap, times, kind=cm.kind, name=name, cost_meta=cm.describe()), cluster,
-                    f"capture:{name}")

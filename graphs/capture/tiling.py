@@ -95,8 +95,8 @@ def tile(block: Block, repeats: int, *, wiring: Sequence | None = None, family: 
     >>> g = OpGraph(ids=["x", "g", "f", "b"], kinds=("gpu",), compute=np.ones((4, 1)), memory=np.zeros(4),
     ...             src=[0, 1, 0], dst=[2, 3, 3], backward=[False, False, False, True])
     >>> t = tile(Block(g, x=(0,), g=(1,), y=(2,), gx=(3,)), 3)
-    >>> t.n, t.m  # 3 * 2 body nodes + input + seed; 3 forward + 3 backward + 2 + 2 port edges
-    (8, 10)
+    >>> t.n, t.m  # 3 * 2 body nodes + input + seed; x feeds f and b (3 tiles x 2), g feeds b (3)
+    (8, 9)
     """
     if repeats < 1:
         raise InputError(f"tile: repeats must be >= 1, got {repeats}")
