@@ -11,6 +11,7 @@ shapes)::
     dnnplace methods
     dnnplace run CONFIG.toml [--fresh] [--jobs N] [--executor local|ray [--ray-address A]]
     dnnplace reproduce NAME [--quick] [--out DIR]
+    dnnplace compare RESULTS... [--out DIR] [--no-plots]
     dnnplace capture MODEL [--batch B] [--seq S] [--inference] [--cost roofline:v100|measured|calibrated:v100] --out G
     dnnplace profile-links [--sizes ...] --out CLUSTER.json
 
@@ -135,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--problem", choices=PROBLEMS, default="maxload", help="default maxload")
     p.add_argument("--method", required=True, help="see `dnnplace methods`")
     g = p.add_argument_group("solver")
-    g.add_argument("--solver", default="highs", help="MIP backend (default highs; gurobi needs gurobipy, scip pyscipopt; docs/backends.md)")
+    g.add_argument("--solver", default="highs",
+                   help="MIP backend (default highs; gurobi needs gurobipy, scip pyscipopt; docs/backends.md)")
     g.add_argument("--time-limit", type=float, metavar="S",
                    help="seconds, > 0 (leave it out for no limit; 0 or negative is an error)")
     g.add_argument("--mip-gap", type=float, metavar="G", help="relative gap to stop at, >= 0 (e.g. 0.01)")
@@ -193,6 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker executors cancel a run still going its time limit plus max(S, time limit) "
                         "seconds after its start (default 60)")
     p.set_defaults(func=commands.cmd_run)
+
+    p = sub.add_parser("compare", help="compare runs across methods, MIP backends and instances (tables, plots)")
+    p.add_argument("results", nargs="+", metavar="RESULTS", help="runs.jsonl files or folders holding one")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: the first RESULTS folder)")
+    p.add_argument("--no-plots", dest="plots", action="store_false", help="tables only")
+    p.set_defaults(func=commands.cmd_compare)
 
     from dnnplace.reproduce import NAMES
 

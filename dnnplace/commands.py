@@ -376,6 +376,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dnnplace.compare import compare
+
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError(f"--out {args.out}: not a folder")
+    md, pngs = compare(args.results, args.out, plots=args.plots)
+    say(md.read_text().rstrip())
+    say(f"\nwrote {md}, {md.with_suffix('.csv').name} and {len(pngs)} plot(s) in {md.parent}/")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         from dnnplace.reproduce import REPRODUCTIONS
