@@ -53,6 +53,8 @@ QUICK_MAX_NODES = 7000
 FIG6_ORDERS = {"M-TOPO": "m-topo", "DFS-TOPO": "dfs-topo", "CPD-TOPO": "cpd-topo"}
 FIG6_PAPER = {"M-TOPO": "m-TOPO", "DFS-TOPO": "DFS-TOPO", "Celeritas": "Celeritas"}
 PLACEMENT_ONLY = ("celeritas", "order-place", "metis")  # scored under the request's policy (fifo)
+ETF_LIKE = ("m-etf", "m-sct")
+SKIPPED = {"status": "skipped"}  # a cell the config's max_etf_nodes leaves out
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class Config:
     cluster: dict
     out_dir: str
     methods: dict = field(default_factory=dict)
+    max_etf_nodes: int | None = None  # m-ETF / m-SCT are not run on larger graphs (their cost here)
 
     @classmethod
     def load(cls, name: str) -> Config:
@@ -85,7 +88,8 @@ class Config:
         shared = tomllib.loads(experiment_config(doc["models"]).read_text())
         models = tuple(Model(m["name"], m["captured"], dict(m["generator"]), float(m["gpu_share"]), m["paper"])
                        for m in shared["models"])
-        return cls(name, doc["kind"], models, dict(shared["cluster"]), shared["out_dir"], dict(doc.get("methods", {})))
+        return cls(name, doc["kind"], models, dict(shared["cluster"]), shared["out_dir"], dict(doc.get("methods", {})),
+                   doc.get("max_etf_nodes"))
 
 
 def model_graph(m: Model) -> tuple[OpGraph, str]:
@@ -125,13 +129,14 @@ def _specs(kind: str, cfg: Config, v: Variant) -> dict[str, Any]:
     if kind == "fig6":
         cols = {col: run_spec(v, "order-place", {"R": 1, "order": o}) for col, o in FIG6_ORDERS.items()}
         return {**cols, "Celeritas": run_spec(v, "celeritas")}
-    return {col: run_spec(v, method) for col, method in cfg.methods.items()}
+    return {col: (SKIPPED if method in ETF_LIKE and cfg.max_etf_nodes and v.n > cfg.max_etf_nodes
+                  else run_spec(v, method)) for col, method in cfg.methods.items()}
 
 
 def _fifo(rec: dict | None, v: Variant) -> float | None:
     """The record's placement simulated under ``fifo`` with congestion: its evaluation for
     a placement-only method, else (a list scheduler, scored in its own order) a re-simulation."""
-    if not rec or rec.get("status") == "error":
+    if not rec or rec.get("status") in ("error", "skipped"):
         return None
     if rec["method"] in PLACEMENT_ONLY:
         return makespan_of(rec)
@@ -140,11 +145,20 @@ def _fifo(rec: dict | None, v: Variant) -> float | None:
 
 
 def _cut(rec: dict | None, v: Variant) -> int | None:
-    if not rec or rec.get("status") == "error":
+    if not rec or rec.get("status") in ("error", "skipped"):
         return None
     inst = load_instance(v.path)
     dev = placement_from_doc(rec["placement"], inst).device
     return int(np.count_nonzero(dev[inst.graph.src] != dev[inst.graph.dst]))
+
+
+def _cell(rec: dict | None, value: Any) -> Any:
+    """What a table shows for a run: its value, OOM, or why there is none."""
+    if rec is SKIPPED:
+        return "not run (m-ETF / m-SCT capped by max_etf_nodes)"
+    if rec is None or rec.get("status") == "error":
+        return "error"
+    return "OOM" if _oom(rec) else value
 
 
 def _oom(rec: dict | None) -> bool:
@@ -169,9 +183,10 @@ def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None,
         out = out.with_name(out.name + "-quick")
     variants = _variants(cfg, out, quick)
     specs = {m: _specs(cfg.kind, cfg, v) for m, (v, _) in variants.items()}
-    done = execute([s for cols in specs.values() for s in cols.values()], out / "runs.jsonl", name=name,
-                   fresh=fresh, progress=progress)
-    recs = {m: {col: done.get(s.key) for col, s in cols.items()} for m, cols in specs.items()}
+    done = execute([s for cols in specs.values() for s in cols.values() if s is not SKIPPED], out / "runs.jsonl",
+                   name=name, fresh=fresh, progress=progress)
+    recs = {m: {col: SKIPPED if s is SKIPPED else done.get(s.key) for col, s in cols.items()}
+            for m, cols in specs.items()}
     models = {m.name: m for m in cfg.models}
     writer = {"table2": _table2, "table3": _table3, "table4": _table4, "fig6": _fig6}[cfg.kind]
     return writer(out, variants, recs, models)
@@ -233,10 +248,11 @@ def _table3(out: Path, variants, recs, models) -> Path:
             rec = recs[m][col]
             ms = _fifo(rec, v)
             ours[col] = ms
-            cell = "error" if rec is None or rec.get("status") == "error" else ("OOM" if _oom(rec) else ms)
+            cell = _cell(rec, ms)
             rows.append({"model": m, "method": col, "paper": p.get(col), "ours": cell,
                          "ours_value": ms, "status": (rec or {}).get("status"),
-                         "own_order": makespan_of(rec) if rec and rec["method"] not in PLACEMENT_ONLY else None})
+                         "own_order": makespan_of(rec) if rec and rec.get("method", "") not in PLACEMENT_ONLY
+                         else None})
         rows.append({"model": m, "method": "HRL", "paper": p.get("HRL"), "ours": "not run (quoted)"})
         feasible = {k: x for k, x in ours.items() if x is not None and not _oom(recs[m][k])}
         base = [feasible[k] for k in ("Metis", "m-TOPO", "m-ETF", "m-SCT") if k in feasible]
@@ -266,7 +282,7 @@ def _table4(out: Path, variants, recs, models) -> Path:
         p = models[m].paper["t4"]
         for col in list(recs[m]) + ["HRL"]:
             rec = recs[m].get(col)
-            ours = "not run (quoted)" if col == "HRL" else (None if rec is None else rec.get("wall_seconds"))
+            ours = "not run (quoted)" if col == "HRL" else _cell(rec, (rec or {}).get("wall_seconds"))
             ex = (rec or {}).get("extra", {})
             note = "includes one simulation of its schedule" if col == "m-SCT" else ""
             if "fusion_seconds" in ex:
@@ -291,7 +307,7 @@ def _fig6(out: Path, variants, recs, models) -> Path:
             plot[m][col] = None if _oom(rec) else ms
             paper = p.get(FIG6_PAPER.get(col, ""), "")
             rows.append({"model": m, "placement": col if col == "Celeritas" else f"sequential fill, {col}",
-                         "paper": paper, "ours": "OOM" if _oom(rec) else ms, "cut_edges": _cut(rec, v)})
+                         "paper": paper, "ours": _cell(rec, ms), "cut_edges": _cut(rec, v)})
     cols = [Column("model"), Column("placement"), Column("paper", "paper: Standard Evaluation time"),
             Column("ours", "ours: simulated step time", _fmt), Column("cut_edges", "edges cut", numeric=True)]
     pre = [_SIM, "The sequential fill is Order-Place without fusion (R = 1): nodes in the order fill GPU 0 to its "
