@@ -3,13 +3,22 @@
 Pipeline (Pesto Sec. 3.2-3.3):
 
 1. optionally coarsen the graph to about ``coarsen_to`` nodes with cycle-free batch
-   merging (:func:`dnnplace.heuristics.coarsening.coarsen`);
+   merging (:func:`dnnplace.heuristics.coarsening.coarsen`); with ``guided`` the
+   coarsening is guided by the best list schedule *of the original graph*: it merges
+   only nodes that schedule puts on one device, so that placement is a placement of
+   the coarse graph too (the incumbent survives coarsening, as in a multilevel
+   partitioner's refinement-guided coarsening; off by default: see
+   ``results/pesto/guided.md``);
 2. list-schedule the (coarse) graph with every algorithm of
-   :mod:`dnnplace.heuristics.list_scheduling`, re-simulate each, keep the best: its makespan is the
-   horizon ``U`` of every big-M and its schedule the MIP start (``warm_start="none"``
-   disables the start, not the horizon);
+   :mod:`dnnplace.heuristics.list_scheduling`, re-simulate each, and, when guided, also
+   the guiding placement on the coarse graph (coarse nodes ordered by their members'
+   first place in the guiding schedule, and by the simulator's critical-path order);
+   keep the best: its makespan is the horizon ``U`` of every big-M and its schedule the
+   MIP start (``warm_start="none"`` disables the start, not the horizon);
 3. build (:func:`dnnplace.formulations.pesto_ip.build_pesto_model`) and solve the ILP with the
-   project's driver (:func:`dnnplace.formulations.driver.solve_model`);
+   project's driver (:func:`dnnplace.formulations.driver.solve_model`), or, with
+   ``engine="cpsat"``, the same model in CP-SAT
+   (:func:`dnnplace.formulations.pesto_cpsat.solve_pesto_cpsat`);
 4. expand: every original node takes its coarse node's device; the per-device order is
    the coarse start time, members of one coarse node in topological order; with
    congestion in the ILP, the order of the transfers on each link (constraint (7)) is
@@ -54,6 +63,7 @@ from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, cano
 from dnnplace.formulations.pesto_solution import decode_times
 from dnnplace.formulations.solver_options import SolverOptions
 from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.link_orders import orders_from_times
 from dnnplace.graphs.placement import Placement
@@ -111,20 +121,22 @@ def coarse_edge_of(graph: OpGraph, labels: np.ndarray, coarse: OpGraph) -> np.nd
     return np.where((a != b) & (ckey[ce] == key), ce, -1)
 
 
-def ilp_orders(model, graph: OpGraph, labels: np.ndarray,
+def ilp_orders(times: tuple, graph: OpGraph, labels: np.ndarray,
                coarse_graph: OpGraph) -> tuple[Placement, np.ndarray, np.ndarray | None, np.ndarray]:
-    """The ILP's answer on the original graph: ``(coarse placement, priorities,
-    link_priorities or None, coarse start)``.
+    """The exact engine's answer on the original graph: ``(coarse placement,
+    priorities, link_priorities or None, coarse start)``.
 
-    The solved (coarse) schedule's repaired times
-    (:func:`~dnnplace.formulations.pesto_solution.decode_times`) are expanded: a member
+    ``times`` is the solved (coarse) schedule ``(placement, start, finish, xfer_start,
+    xfer_finish)``: the MIP's repaired times
+    (:func:`~dnnplace.formulations.pesto_solution.decode_times`) or CP-SAT's
+    (:meth:`~dnnplace.formulations.pesto_cpsat.CpsatTimes.as_tuple`). They are expanded: a member
     takes its coarse node's start and finish, an original edge its coarse edge's
     transfer times; :func:`~dnnplace.graphs.link_orders.orders_from_times` then ranks
     all tasks at once (members and the edges of one coarse edge in topological order).
     ``link_priorities`` is ``None`` when the model has no congestion family (its
     transfers have no order) or an edge that crosses devices has no coarse transfer.
     """
-    cpl, cs, cf, cxs, cxf = decode_times(model)
+    cpl, cs, cf, cxs, cxf = times
     if coarse_graph is graph:
         s, f, xs, xf = cs, cf, cxs, cxf
     else:
@@ -157,7 +169,8 @@ def safe_horizon(graph: OpGraph, cluster: Cluster) -> float:
 def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, congestion: bool = True,
           ilp_congestion: bool | None = None, warm_start: bool = True, solver: SolverOptions | None = None,
           options: PestoOptions | None = None, fallback: bool = True,
-          extra_starts: list | None = None, refine_share: float = 0.2) -> PestoRun:
+          extra_starts: list | None = None, refine_share: float = 0.2, guided: bool = False,
+          engine: str = "mip") -> PestoRun:
     """Run the Pesto pipeline (see the module docstring).
 
     Parameters
@@ -190,16 +203,33 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         Coarsened runs with ``fallback``: the share of the solver's time limit kept for
         the last stage on the original graph (the ILP gets the rest; at least half that
         share is kept even when the solver's hand-off overran, so a run may exceed its
-        limit by that overrun; 60 s of refinement without a limit). The answer so far is compared with the best list schedule *of
-        the original graph* (so the pipeline is never worse than the best heuristic it
-        knows), and the better one is refined by unit moves
+        limit by that overrun; 60 s of refinement without a limit). The answer so far
+        is compared with the best list schedule *of the original graph* (so the
+        pipeline is never worse than the best heuristic it knows), and the better one is refined by unit moves
         (:func:`~dnnplace.heuristics.refine.refine_placement`: coarse nodes as units,
         then single nodes, scored by the simulator under the critical-path policy and
         replayed in its order). ``0`` skips the stage.
+    guided : bool
+        Coarsened runs: merge only nodes that the best list schedule of the original
+        graph keeps on one device, and offer that schedule as a coarse MIP start
+        (module docstring, step 1; skipped when that schedule overflows a device).
+    engine : {"mip", "cpsat"}
+        The exact engine: the Pyomo MIP (:mod:`~dnnplace.formulations.pesto_ip`) through
+        the solver named in ``solver``, or the same model in OR-Tools CP-SAT
+        (:mod:`~dnnplace.formulations.pesto_cpsat`, extra ``dnnplace[cpsat]``; its
+        ``threads`` are CP-SAT workers). Both hand over placement, device and link
+        orders the same way.
     """
     from dnnplace.heuristics.coarsening import coarsen
     from dnnplace.heuristics.list_scheduling import best_list_schedule
 
+    if engine not in ("mip", "cpsat"):
+        raise InputError(f"pesto: unknown engine {engine!r}; known: 'mip', 'cpsat'")
+    if engine == "cpsat":
+        from dnnplace.formulations.pesto_cpsat import available
+
+        if not available():
+            raise InputError("pesto: engine 'cpsat' needs OR-Tools: pip install 'dnnplace[cpsat]'")
     solver = solver or SolverOptions(time_limit=60.0, threads=1)
     ilp_cong = congestion if ilp_congestion is None else bool(ilp_congestion)
     opts = options or PestoOptions()
@@ -207,10 +237,20 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
                         symmetry=opts.symmetry, load_cuts=opts.load_cuts)
     t0 = time.perf_counter()
     limit = solver.time_limit
-    refining = fallback and refine_share > 0 and coarsen_to is not None and graph.n > coarsen_to
-    if coarsen_to is not None and graph.n > coarsen_to:
-        cres = coarsen(graph, cluster, target=int(coarsen_to))
+    coarsening = coarsen_to is not None and graph.n > coarsen_to
+    refining = fallback and refine_share > 0 and coarsening
+    starts = [(f"extra_start[{k}]", dev_x, pr_x) for k, (dev_x, pr_x) in enumerate(extra_starts or ())]
+    orig_list = None  # the best list schedule of the original graph (guide and last-stage rival)
+    if coarsening and (guided or refining):
+        orig_list = best_list_schedule(graph, cluster, congestion=congestion)
+    if coarsening:
+        guide = orig_list[0] if guided and memory_ok(orig_list[0].placement) else None
+        cres = coarsen(graph, cluster, target=int(coarsen_to),
+                       guide=None if guide is None else guide.placement.device)
         cg, labels = cres.graph, cres.labels
+        if guide is not None:
+            starts.append((f"guided:{guide.algorithm}",
+                           *_guided_start(cg, cluster, labels, cres.meta["guide"], guide.priorities, ilp_cong)))
     else:
         cg, labels = graph, np.arange(graph.n)
     t_coarsen = time.perf_counter() - t0
@@ -222,12 +262,12 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
     pl0 = Placement(cg, cluster, dev0)
     sim0 = simulate(pl0, policy="order", priorities=ls.priorities, congestion=ilp_cong)
     warm_name = ls.algorithm
-    for k, (dev_x, pr_x) in enumerate(extra_starts or ()):
+    for name_x, dev_x, pr_x in starts:
         dev_x = canonical_relabel(cg, cluster, np.asarray(dev_x)) if opts.symmetry else np.asarray(dev_x)
         pl_x = Placement(cg, cluster, dev_x)
         sim_x = simulate(pl_x, policy="order", priorities=pr_x, congestion=ilp_cong)
         if memory_ok(pl_x) and (sim_x.makespan < sim0.makespan or not memory_ok(pl0)):
-            dev0, pl0, sim0, warm_name = dev_x, pl_x, sim_x, f"extra_start[{k}]"
+            dev0, pl0, sim0, warm_name = dev_x, pl_x, sim_x, name_x
     horizon = safe_horizon(cg, cluster) if not memory_ok(pl0) else sim0.makespan
     horizon = horizon if horizon > 0 else 1.0
     # the warm start on the original graph (what it would give alone)
@@ -235,20 +275,27 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
     pl_warm = Placement(graph, cluster, dev0[labels])
     warm_ms = simulate(pl_warm, policy="order", priorities=pr_warm, congestion=congestion).makespan
 
-    t1 = time.perf_counter()
-    model = build_pesto_model(cg, cluster, horizon=horizon, options=opts)
-    build = time.perf_counter() - t1
-    ws = None
-    if warm_start and memory_ok(pl0):
-        xs = {int(e): float(s) for e, s in zip(sim0.xfer_edge, sim0.xfer_start)}
-        ws = warm_start_values(model, dev0, sim0.start, xs)
     if refining and limit is not None:  # the ILP leaves the refinement its share of the whole limit
         left = limit - (time.perf_counter() - t0) - limit * refine_share
         solver = dataclasses.replace(solver, time_limit=max(1.0, left))
-    out = solve_model(model, solver, warm_start=ws, build_seconds=build)
-    size = {"vars": out.n_vars, "constraints": out.n_cons, "binaries": out.n_binaries, "coarse_nodes": cg.n,
-            "coarse_edges": cg.m, "node_pairs": len(model.pesto.node_pairs),
-            "transfer_pairs": len(model.pesto.xfer_pairs), "horizon": horizon, "list_scores": scores}
+    xs0 = {int(e): float(s) for e, s in zip(sim0.xfer_edge, sim0.xfer_start)}
+    start_ok = warm_start and memory_ok(pl0)
+    size = {"engine": engine, "coarse_nodes": cg.n, "coarse_edges": cg.m, "horizon": horizon, "list_scores": scores}
+    if engine == "cpsat":
+        from dnnplace.formulations.pesto_cpsat import solve_pesto_cpsat
+
+        out, times = solve_pesto_cpsat(cg, cluster, horizon=horizon, options=opts, solver=solver,
+                                       warm_start=(dev0, sim0.start, xs0) if start_ok else None)
+        build = out.build_seconds
+    else:
+        t1 = time.perf_counter()
+        model = build_pesto_model(cg, cluster, horizon=horizon, options=opts)
+        build = time.perf_counter() - t1
+        ws = warm_start_values(model, dev0, sim0.start, xs0) if start_ok else None
+        out = solve_model(model, solver, warm_start=ws, build_seconds=build)
+        size.update(node_pairs=len(model.pesto.node_pairs), transfer_pairs=len(model.pesto.xfer_pairs))
+        times = decode_times(model) if out.has_solution else None
+    size.update(vars=out.n_vars, constraints=out.n_cons, binaries=out.n_binaries)
     run_kw = dict(warm_makespan=warm_ms, warm_algorithm=warm_name, coarse_n=cg.n, build_seconds=build,
                   solve_seconds=out.solve_seconds + out.handoff_seconds, coarsen_seconds=t_coarsen, size=size,
                   trace=out.trace, solver_version=out.solver_version, ilp_gap=out.gap,
@@ -261,7 +308,7 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         return PestoRun(pl_warm, pr_warm, warm_ms, "feasible", out.termination, bound, source="warm_start",
                         message=out.message or f"ILP: {out.status} ({out.termination}); warm start returned",
                         **run_kw)
-    cpl, pr, lp, cstart = ilp_orders(model, graph, labels, cg)
+    cpl, pr, lp, cstart = ilp_orders(times if engine == "mip" else times.as_tuple(), graph, labels, cg)
     pl = Placement(graph, cluster, cpl.device[labels])
     ms = simulate(pl, policy="order", priorities=pr, congestion=congestion, link_priorities=lp).makespan
     link_order = "ilp" if lp is not None else "fcfs"
@@ -297,7 +344,7 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         pl, pr, ms, source, lp = pl_warm, pr_warm, warm_ms, "warm_start", None
         status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
     if refining:
-        pl, pr, ms, source, lp = _refine(graph, cluster, labels, pl, pr, ms, source, lp, congestion, size,
+        pl, pr, ms, source, lp = _refine(graph, cluster, labels, pl, pr, ms, source, lp, congestion, size, orig_list,
                                          60.0 if limit is None else
                                          max(limit - (time.perf_counter() - t0), 0.5 * refine_share * limit))
         status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
@@ -305,15 +352,33 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
                     coarse_start=cstart, link_priorities=lp, **run_kw)
 
 
+def _guided_start(cg: OpGraph, cluster: Cluster, labels: np.ndarray, cdev: np.ndarray, priorities: np.ndarray,
+                  congestion: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The guiding schedule as a schedule of the coarse graph: its placement (uniform on
+    every coarse node) and the better coarse order of (a) coarse nodes by their members'
+    first place in the guiding order (as ready-queue priorities, so a coarse node whose
+    members interleave with another's never deadlocks) and (b) the critical-path order."""
+    first = np.full(cg.n, np.inf)
+    np.minimum.at(first, labels, np.asarray(priorities, dtype=np.float64))
+    pl = Placement(cg, cluster, cdev)
+    best = None
+    for kw in ({"policy": "priority", "priorities": first}, {"policy": "critical_path"}):
+        r = simulate(pl, congestion=congestion, **kw)
+        if best is None or r.makespan < best.makespan:
+            best = r
+    return np.asarray(cdev), best.schedule.priorities()
+
+
 def _refine(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: Placement, pr: np.ndarray, ms: float,
-            source: str, lp: np.ndarray | None, congestion: bool, size: dict, seconds: float):
+            source: str, lp: np.ndarray | None, congestion: bool, size: dict, orig_list: tuple, seconds: float):
     """The last stage of a coarsened run (see ``refine_share`` of :func:`pesto`): never
-    worse than the best list schedule of the original graph, then unit moves."""
-    from dnnplace.heuristics.list_scheduling import best_list_schedule
+    worse than the best list schedule of the original graph (``orig_list``, as
+    :func:`~dnnplace.heuristics.list_scheduling.best_list_schedule` returns it), then
+    unit moves."""
     from dnnplace.heuristics.refine import refine_placement
 
     t0 = time.perf_counter()
-    ls, ls_ms, _ = best_list_schedule(graph, cluster, congestion=congestion)
+    ls, ls_ms, _ = orig_list
     size["original_best_list"] = {"algorithm": ls.algorithm, "makespan": ls_ms}
     tol = 1e-9 * max(1.0, ms)
     if memory_ok(ls.placement) and ls_ms < ms - tol:

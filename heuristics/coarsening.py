@@ -156,7 +156,7 @@ def mergeable_matching(graph: OpGraph, priority: np.ndarray, ok: np.ndarray, *,
 
 
 def coarsen(graph: OpGraph, cluster: Cluster | None = None, *, target: int, weight_cap: float | None = 1.0,
-            critical_only: bool = False, max_rounds: int = 1000) -> Transformed:
+            critical_only: bool = False, max_rounds: int = 1000, guide: np.ndarray | None = None) -> Transformed:
     """Coarsen ``graph`` to at most ``target`` nodes (or until no edge is mergeable).
 
     Parameters
@@ -170,6 +170,13 @@ def coarsen(graph: OpGraph, cluster: Cluster | None = None, *, target: int, weig
         Merged nodes stay below ``weight_cap * total_weight / target`` (weight = fastest
         compute time), relaxed by doubling when it blocks every merge; ``None``: no cap.
     max_rounds : int
+    guide : array of int, optional
+        A label per node (e.g. the device of a good placement): only nodes with equal
+        labels are merged, so every coarse node is uniform in ``guide`` and the guiding
+        placement is a placement of the coarse graph too (it survives coarsening and
+        can seed the solver of the coarse problem; multilevel partitioners coarsen
+        inside the parts of their incumbent in the same way). The result's
+        ``meta["guide"]`` holds the coarse nodes' labels.
 
     Returns
     -------
@@ -184,11 +191,23 @@ def coarsen(graph: OpGraph, cluster: Cluster | None = None, *, target: int, weig
     >>> c = coarsen(g, target=1, weight_cap=None)
     >>> c.graph.n, c.labels.tolist()
     (1, [0, 0, 0, 0])
+
+    Guided by a placement that puts ``c`` and ``d`` on another device, the chain keeps
+    two nodes:
+
+    >>> c = coarsen(g, target=1, weight_cap=None, guide=np.array([0, 0, 1, 1]))
+    >>> c.labels.tolist(), c.meta["guide"].tolist()
+    ([0, 0, 1, 1], [0, 1])
     """
     if target < 1:
         raise InputError(f"coarsen: target must be >= 1, got {target}")
     allowed, caps = _allowed_matrix(graph, cluster)
     labels = np.arange(graph.n, dtype=np.int64)
+    if guide is not None:
+        guide = np.asarray(guide)
+        if guide.shape != (graph.n,):
+            raise InputError(f"coarsen: guide must have one label per node ({graph.n}), got shape {guide.shape}")
+    gl = guide
     cur = quotient(graph, labels, name=f"{graph.name}-coarse")  # drops parallel edges
     coloc = graph.colocation.copy()
     w_all = np.nanmin(graph.compute, axis=1) if graph.n else np.zeros(0)
@@ -204,6 +223,8 @@ def coarsen(graph: OpGraph, cluster: Cluster | None = None, *, target: int, weig
         both = allowed[src] & allowed[dst]
         mem = cur.memory[src] + cur.memory[dst]
         fits = (both & (mem[:, None] <= caps[None, :])).any(axis=1)
+        if gl is not None:
+            fits &= gl[src] == gl[dst]
         # colocation: merging two groups unites them (all their members on one device);
         # allowed when some device can run every member and hold both groups' memory
         co_ok = (coloc[src] == coloc[dst]) | (coloc[src] < 0) | (coloc[dst] < 0)
@@ -247,11 +268,16 @@ def coarsen(graph: OpGraph, cluster: Cluster | None = None, *, target: int, weig
         nxt = quotient(cur, new, name=cur.name)
         # quotient renumbers nothing: coarse node ids are the label values
         labels = new[labels]
+        if gl is not None:
+            g_new = np.empty(k, dtype=gl.dtype)
+            g_new[new] = gl  # every merged pair has one label
+            gl = g_new
         cur, coloc, allowed = nxt, c_new, a_new
         rounds.append({"nodes": cur.n, "edges": cur.m, "merged": int(match.size), "cap": cap})
     n_grp = int(coloc.max()) + 1 if coloc.size else 0
     out = cur.with_(colocation=coloc, colocation_labels=tuple(f"group{i}" for i in range(n_grp)))
-    return Transformed(out, labels, "batch-coarsening", {"rounds": rounds})
+    meta = {"rounds": rounds} if gl is None else {"rounds": rounds, "guide": gl}
+    return Transformed(out, labels, "batch-coarsening", meta)
 
 
 def _critical_edges(g: OpGraph, comm: np.ndarray) -> np.ndarray:

@@ -10,7 +10,8 @@ of :func:`random_inference`, seed 90 of :func:`pesto_tiny_instance`) depend on t
 - :func:`random_inference`, :func:`random_training`: 4-8 node instances for the
   max-load DP (2 accelerators + CPU, or 3 accelerators);
 - :func:`pesto_tiny_instance`: 4-6 node makespan instances (graph, cluster) with link
-  models, memory, colocation and affinity;
+  models, memory, colocation and affinity; :func:`tight_memory_instance` and
+  :func:`constrained_tiny_instance` (all regimes at once) derived from it;
 - :func:`brute_force_latency`, :func:`exact_fcfs`: exhaustive references scored by the
   evaluator / the simulator;
 - :func:`gurobi_is_size_limited`: which Gurobi licence is installed, asked of gurobipy
@@ -34,7 +35,7 @@ from dnnplace.graphs.simulate import simulate
 
 __all__ = ["maxload_tiny_instance", "latency_tiny_instance", "random_inference", "random_training",
            "pesto_tiny_instance", "brute_force_latency", "placements", "topo_orders", "exact_fcfs",
-           "gurobi_is_size_limited", "tight_memory_instance"]
+           "gurobi_is_size_limited", "tight_memory_instance", "constrained_tiny_instance"]
 
 
 # ---------------------------------------------------------------------------- Tarnawski model
@@ -211,6 +212,39 @@ def tight_memory_instance(seed: int, share: float = 0.55) -> Instance:
     devs = tuple(Device(d.name, d.kind, float(g.memory.sum()) * share if d.kind == "gpu" else d.memory, d.speed)
                  for d in cl.devices)
     return Instance(g, Cluster(devs, cl.beta0, cl.beta1, cl.cost_factor, name=cl.name), f"tight{seed}")
+
+
+def constrained_tiny_instance(seed: int, share: float = 0.55) -> Instance:
+    """Every regime of :func:`pesto_tiny_instance` at once: 4-6 nodes on 2 GPUs + 1 CPU,
+    one node GPU-only and one CPU-only (affinity), one colocation group of two nodes
+    that may share a device, every GPU holding ``share`` of the graph's memory; heavy
+    traffic on even seeds. The CPU's memory is unbounded, so a feasible placement
+    always exists; the tight GPUs decide which."""
+    rng = np.random.default_rng(10_000 + seed)
+    n = int(rng.integers(4, 7))
+    heavy = seed % 2 == 0
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < (0.8 if heavy and i == 0 else 0.4)]
+    comp = rng.integers(1, 4 if heavy else 6, size=(n, 2)).astype(float)
+    comp[:, 1] *= 2
+    gpu_only, cpu_only = rng.choice(n, 2, replace=False).tolist()
+    comp[gpu_only, 1] = np.nan
+    comp[cpu_only, 0] = np.nan
+    rest = [i for i in range(n) if i not in (gpu_only, cpu_only)]
+    a, b = sorted(rng.choice(rest, 2, replace=False).tolist())
+    coloc = np.full(n, -1)
+    coloc[[a, b]] = 0
+    mem = rng.integers(1, 5, size=n).astype(float)
+    g = OpGraph.from_ids(list(range(n)), pairs, kinds=("gpu", "cpu"), compute=comp, memory=mem,
+                         edge_bytes=rng.integers(2 if heavy else 1, 7 if heavy else 4, size=len(pairs)).astype(float),
+                         colocation=coloc, colocation_labels=["g0"], name=f"constrained{seed}")
+    cap = float(mem.sum()) * share
+    devs = (Device("gpu0", "gpu", cap), Device("gpu1", "gpu", cap), Device("cpu0", "cpu"))
+    b1 = np.full((3, 3), float(rng.choice([0.5, 1.0, 2.0])))
+    b1[-1, :] *= 1.5  # slower PCIe to/from the CPU
+    b1[:, -1] *= 1.5
+    cl = Cluster(devs, np.full((3, 3), float(rng.integers(0, 2))), b1, np.ones((3, 3)), name="tiny3")
+    return Instance(g, cl, f"constrained{seed}")
+
 
 def placements(g: OpGraph, cl: Cluster):
     """Every device assignment that respects affinity, memory and colocation."""

@@ -15,11 +15,12 @@ All hand-made instances below use 2 GPUs, explicit edge costs (the link time) an
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 
 import numpy as np
 import pytest
 from conftest import solver_approx
-from instances import pesto_tiny_instance, placements, tight_memory_instance
+from instances import constrained_tiny_instance, pesto_tiny_instance, placements, tight_memory_instance
 from test_pesto_ip import exact_any_order
 
 from dnnplace.graphs import Cluster, OpGraph, Placement
@@ -277,6 +278,42 @@ def test_pesto_attains_the_exhaustive_optimum(seed):
                 lp = link_priorities_from_doc(res.to_dict(), g)
                 assert simulate(pl, policy="order", priorities=pr, link_priorities=lp).makespan == \
                     solver_approx(exact)
+
+
+ENGINES = ["mip"] + (["cpsat"] if importlib.util.find_spec("ortools") else [])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ENGINES)
+def test_pesto_is_exact_with_tight_memory_affinity_and_colocation_together(engine):
+    """100 instances with every constraint family at once (:func:`constrained_tiny_instance`:
+    tight GPUs, a GPU-only and a CPU-only node, a colocation pair), both congestion
+    modes, 200 runs per engine (``mip``; ``cpsat`` where OR-Tools is installed): the
+    objective is never below the bound, every answer is evaluator-feasible and
+    ``optimal``, equals the exhaustive optimum of the engines' semantics, and with
+    congestion the recorded device and link orders replay to it. (About 1 min per
+    engine here; the default suite checks 20 of these instances with CP-SAT in
+    ``test_pesto_cpsat.py`` and plain/tight instances above.)"""
+    runs = given = 0
+    for seed in range(100):
+        inst = constrained_tiny_instance(seed)
+        g = inst.graph
+        for congestion in (True, False):
+            res, pl = run_method(inst, "pesto", SolveRequest(problem="makespan", solver=OPTS, congestion=congestion,
+                                                             params={"engine": engine}))
+            exact = exact_any_order(g, inst.require_cluster(), congestion)
+            assert res.bound is not None and res.objective >= res.bound - 1e-6 * max(1.0, res.bound)
+            assert res.evaluation["feasible"], (seed, res.evaluation["violations"])
+            assert res.status == "optimal", (seed, congestion, res.status, res.objective, exact)
+            assert res.objective == solver_approx(exact) and res.evaluation["objective"] == solver_approx(exact)
+            if congestion and res.link_priorities:
+                pr = np.array([res.start[str(v)] for v in g.ids])
+                lp = link_priorities_from_doc(res.to_dict(), g)
+                assert simulate(pl, policy="order", priorities=pr, link_priorities=lp).makespan == \
+                    solver_approx(exact)
+                given += 1
+            runs += 1
+    assert runs == 200 and given >= 40, given
 
 
 def test_coarsened_pesto_expands_its_link_order():

@@ -29,10 +29,17 @@ class PestoMethodOptions(Options):
     fallback: bool = option(True, "keep the better of the ILP's replay, the runtime's orders (coarse runs) and the "
                                   "list-schedule start; false reports the ILP's own placement and order (ablations, "
                                   "Pesto Fig. 5)")
+    engine: str = option("mip", "exact engine: 'mip' (Pyomo MIP, --solver picks HiGHS/Gurobi) or 'cpsat' (OR-Tools "
+                                "CP-SAT, extra dnnplace[cpsat]; --threads = its workers)")
+    guided: bool = option(False, "coarsen only inside the devices of the original graph's best list schedule and "
+                                 "start the ILP from it (on the 766-node LSTM graph it measured worse: see "
+                                 "results/pesto/guided.md)")
 
     def __post_init__(self):
         if self.coarsen_to is not None and self.coarsen_to < 1:
             raise ValueError(f"option 'coarsen_to' must be >= 1, got {self.coarsen_to}")
+        if self.engine not in ("mip", "cpsat"):
+            raise ValueError(f"option 'engine' must be 'mip' or 'cpsat', got {self.engine!r}")
 
 
 def run_list_scheduler(name: str):
@@ -61,7 +68,8 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
         sopts = dataclasses.replace(sopts, time_limit=60.0, threads=sopts.threads or 1)
     r = pesto(inst.graph, inst.require_cluster(), coarsen_to=opts.coarsen_to, congestion=req.congestion,
               ilp_congestion=opts.ilp_congestion, warm_start=(req.warm_start or "list") != "none", solver=sopts,
-              options=PestoOptions(memory=opts.memory), fallback=opts.fallback)
+              options=PestoOptions(memory=opts.memory), fallback=opts.fallback, engine=opts.engine,
+              guided=opts.guided)
     extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
              "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
              "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
@@ -70,7 +78,8 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
                           "order and, where model_size.link_order is 'ilp', its link order (else FCFS links, "
                           "SPEC 2.1)"}
     return MethodOutput(r.placement, status=r.status, objective=r.makespan, bound=r.bound,
-                        termination=r.termination, message=r.message, solver=sopts.solver,
+                        termination=r.termination, message=r.message,
+                        solver="cpsat" if opts.engine == "cpsat" else sopts.solver,
                         solver_version=r.solver_version, build_seconds=r.build_seconds + r.coarsen_seconds,
                         solve_seconds=r.solve_seconds, priorities=r.priorities, link_priorities=r.link_priorities,
                         trace=r.trace, extra=extra)

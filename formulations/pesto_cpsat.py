@@ -1,0 +1,310 @@
+r"""Pesto's makespan model (Hafeez et al., Middleware 2021, Sec. 3.2.2) in OR-Tools CP-SAT:
+the second exact engine beside the Pyomo MIP of :mod:`dnnplace.formulations.pesto_ip`
+(optional extra ``dnnplace[cpsat]``: ``pip install ortools``).
+
+Same problem, same semantics (SPEC 2.1, links in any order as Pesto's (7)), stated with
+CP-SAT's scheduling constraints instead of big-M disjunctions:
+
+- placement :math:`x_{id} \in \{0,1\}`, :math:`\sum_d x_{id} = 1` over the allowed devices
+  (affinity, memory, colocation: :func:`~dnnplace.formulations.pesto_precompute.prepare`);
+- start :math:`S_i`, completion :math:`C_i = S_i + \sum_d p_{id} x_{id}` (2), and for every
+  allowed :math:`(i, d)` an *optional interval* :math:`[S_i, S_i + p_{id})` present iff
+  :math:`x_{id}`; ``NoOverlap`` per device replaces (4)/(10);
+- every edge :math:`e = (i, j)`: :math:`S_j \ge C_i`; where its ends may be apart, for
+  every pair of devices :math:`a \ne b` the literal :math:`y_{eab} = x_{ia} \wedge x_{jb}`
+  (5) and, without congestion, :math:`S_j \ge C_i + t_{eab}` if :math:`y_{eab}` (1), (6);
+  with congestion a transfer start :math:`T_e \ge C_i`, :math:`S_j \ge T_e + t_{eab}` if
+  :math:`y_{eab}`, and an optional interval :math:`[T_e, T_e + t_{eab})` present iff
+  :math:`y_{eab}` on the directed link :math:`(a, b)`, whose intervals are in one
+  ``NoOverlap`` (7); a zero-length transfer therefore never waits for its link here
+  (the MIP orders it like any other);
+- memory (8) :math:`\sum_i m_i x_{id} \le M_d` (bytes rounded to integers), colocation
+  :math:`x_{id} = x_{rd}`, the optional load cut :math:`C_{\max} \ge \sum_i p_{id} x_{id}`,
+  and the same symmetry breaking as the MIP (a device of an identical class is used
+  only after the previous one was, in topological order of first use), stated with a
+  running "used so far" literal per device instead of the MIP's prefix sums;
+- minimise :math:`C_{\max} \ge C_i` (3), :math:`C_{\max} \le U` (a feasible schedule's
+  makespan, as the MIP's horizon).
+
+CP-SAT needs integers: every time is multiplied by ``scale``, the smallest power of ten
+(up to :math:`10^6`) that makes every duration and the horizon integral. When none does
+(real profiles), ``scale`` maps the horizon to about :math:`10^6` units and durations
+are rounded to the nearest unit: the model is then an approximation; its schedule is
+still a valid set of device and link orders (replayed exactly by the simulator with the
+true durations, which is what the pipeline reports), but its bound is not a bound of
+the true problem and is dropped (``bound=None``) and an "optimal" answer is reported as
+``feasible``. Heads and tails of the integer durations bound every start
+(:func:`~dnnplace.formulations.pesto_precompute.heads_tails`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnplace.formulations.device_symmetry import identical_device_classes
+from dnnplace.formulations.outcome import SolveOutcome
+from dnnplace.formulations.pesto_precompute import PestoOptions, heads_tails, prepare
+from dnnplace.formulations.solver_options import SolverOptions
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.placement import Placement
+
+__all__ = ["solve_pesto_cpsat", "time_scale", "CpsatTimes", "available"]
+
+
+def available() -> bool:
+    """Whether OR-Tools is installed (the optional extra ``dnnplace[cpsat]``)."""
+    import importlib.util
+
+    return importlib.util.find_spec("ortools") is not None
+
+
+def time_scale(values: np.ndarray, horizon: float, *, max_power: int = 6) -> tuple[float, bool]:
+    """``(scale, exact)``: the smallest ``10**k`` (``k <= max_power``) with every finite
+    value and the horizon integral after scaling (``exact``), else a scale putting the
+    horizon at about ``10**max_power`` units.
+
+    >>> time_scale(np.array([0.5, 2.25, 3.0]), 12.0)
+    (100.0, True)
+    >>> time_scale(np.array([1 / 3]), 2.0)[1]
+    False
+    """
+    v = np.append(np.asarray(values, dtype=np.float64).ravel(), horizon)
+    v = v[np.isfinite(v)]
+    for k in range(max_power + 1):
+        s = 10.0 ** k
+        if np.all(np.abs(v * s - np.round(v * s)) <= 1e-9 * np.maximum(1.0, np.abs(v * s))):
+            return s, True
+    return 10.0 ** max(0, round(max_power - math.log10(max(horizon, 1e-12)))), False
+
+
+@dataclass
+class CpsatTimes:
+    """The solved schedule in the graph's time unit (integer solver times / ``scale``):
+    placement, node start and finish, and per edge the transfer start and finish where
+    it crosses devices with congestion modelled (``NaN`` elsewhere)."""
+
+    placement: Placement
+    start: np.ndarray
+    finish: np.ndarray
+    xfer_start: np.ndarray
+    xfer_finish: np.ndarray
+
+    def as_tuple(self):
+        return self.placement, self.start, self.finish, self.xfer_start, self.xfer_finish
+
+
+def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: PestoOptions | None = None,
+                      solver: SolverOptions | None = None,
+                      warm_start: tuple[np.ndarray, np.ndarray, dict] | None = None
+                      ) -> tuple[SolveOutcome, CpsatTimes | None]:
+    """Build and solve the CP-SAT model (module docstring); return the outcome and,
+    when there is a solution, its schedule.
+
+    Parameters
+    ----------
+    graph, cluster
+        The (possibly coarse) instance.
+    horizon : float
+        Makespan of a feasible schedule (upper bound of every time).
+    options : PestoOptions
+        Constraint families, as for the MIP.
+    solver : SolverOptions
+        ``time_limit``, ``threads`` (CP-SAT workers, default 1), ``rel_gap``, ``seed``
+        (``solver_options`` are the MIP backends' and are not used).
+    warm_start : (device, start, {edge: transfer start}), optional
+        A feasible schedule, given to CP-SAT as a solution hint.
+    """
+    from ortools.sat.python import cp_model
+
+    options = options or PestoOptions()
+    solver = solver or SolverOptions(time_limit=60.0, threads=1)
+    if not (horizon > 0 and math.isfinite(horizon)):
+        raise InputError(f"horizon must be a positive finite makespan, got {horizon}")
+    t0 = time.perf_counter()
+    data = prepare(graph, cluster, options, horizon * (1 + 1e-9) + 1e-9)
+    g, cl, n, D = graph, cluster, graph.n, cluster.size
+    src, dst = g.src.tolist(), g.dst.tolist()
+    tt = np.full((g.m, D, D), np.nan)
+    for a in range(D):
+        for b in range(D):
+            if a != b:
+                tt[:, a, b] = cl.transfer_time(np.full(g.m, a), np.full(g.m, b), g.edge_bytes, g.edge_cost)
+    scale, exact = time_scale(np.concatenate([data.p.ravel(), tt.ravel()]), horizon)
+    P = np.where(np.isnan(data.p), -1, np.round(data.p * scale)).astype(np.int64)
+    TT = np.where(np.isnan(tt), 0, np.round(tt * scale)).astype(np.int64)
+    slack = 0 if exact else n + g.m  # rounding to the nearest unit moves a path by < 1/2 per task
+    U = int(math.ceil(horizon * scale - 1e-9)) + slack
+    pmin_int = np.array([min(int(P[i, d]) for d in data.allowed[i]) for i in range(n)], dtype=np.float64)
+    head, tail = heads_tails(g, pmin_int)
+
+    m = cp_model.CpModel()
+    x = {(i, d): m.NewBoolVar(f"x_{i}_{d}") for i in range(n) for d in data.allowed[i]}
+    S = [m.NewIntVar(int(head[i]), max(int(head[i]), U - int(tail[i]) - int(pmin_int[i])), f"S_{i}") for i in range(n)]
+    C = [m.NewIntVar(int(head[i] + pmin_int[i]), max(int(head[i] + pmin_int[i]), U - int(tail[i])), f"C_{i}")
+         for i in range(n)]
+    cmax = m.NewIntVar(0, U, "cmax")
+    on_device: list[list] = [[] for _ in range(D)]
+    for i in range(n):
+        m.AddExactlyOne(x[i, d] for d in data.allowed[i])
+        m.Add(C[i] == S[i] + sum(int(P[i, d]) * x[i, d] for d in data.allowed[i]))
+        for d in data.allowed[i]:
+            on_device[d].append(m.NewOptionalFixedSizeIntervalVar(S[i], int(P[i, d]), x[i, d], f"run_{i}_{d}"))
+        m.Add(cmax >= C[i])
+    for d in range(D):
+        if len(on_device[d]) > 1:
+            m.AddNoOverlap(on_device[d])
+
+    cross = set(data.cross_edges)
+    on_link: dict[tuple[int, int], list] = {}
+    T = {}
+    y = {}
+    for e in range(g.m):
+        i, j = src[e], dst[e]
+        m.Add(S[j] >= C[i])
+        if e not in cross:
+            continue
+        if options.congestion:
+            T[e] = m.NewIntVar(0, U, f"T_{e}")
+            m.Add(T[e] >= C[i])
+        for a in data.allowed[i]:
+            for b in data.allowed[j]:
+                if a == b:
+                    continue
+                lit = m.NewBoolVar(f"y_{e}_{a}_{b}")
+                y[e, a, b] = lit
+                m.AddImplication(lit, x[i, a])
+                m.AddImplication(lit, x[j, b])
+                m.AddBoolOr([x[i, a].Not(), x[j, b].Not(), lit])
+                t = int(TT[e, a, b])
+                if options.congestion:
+                    m.Add(S[j] >= T[e] + t).OnlyEnforceIf(lit)
+                    on_link.setdefault((a, b), []).append(
+                        m.NewOptionalFixedSizeIntervalVar(T[e], t, lit, f"xfer_{e}_{a}_{b}"))
+                else:
+                    m.Add(S[j] >= C[i] + t).OnlyEnforceIf(lit)
+    for ivs in on_link.values():
+        if len(ivs) > 1:
+            m.AddNoOverlap(ivs)
+
+    if options.memory:
+        mem = np.round(g.memory).astype(np.int64)
+        for d in range(D):
+            ops = [i for i in range(n) if d in data.allowed[i]]
+            cap = cl.memory[d]
+            if math.isfinite(cap) and int(mem[ops].sum()) > cap:
+                m.Add(sum(int(mem[i]) * x[i, d] for i in ops) <= int(math.floor(cap)))
+    if options.colocation:
+        for i in range(n):
+            r = int(data.group_leader[i])
+            if r != i:
+                for d in data.allowed[i]:
+                    m.Add(x[i, d] == x[r, d])
+    if options.load_cuts:
+        for d in range(D):
+            terms = [int(P[i, d]) * x[i, d] for i in range(n) if d in data.allowed[i]]
+            if terms:
+                m.Add(cmax >= sum(terms))
+    if options.symmetry:
+        _add_symmetry(m, g, cl, data.allowed, x)
+    m.Minimize(cmax)
+
+    if warm_start is not None:
+        dev, st, xs = warm_start
+        for (i, d), lit in x.items():
+            m.AddHint(lit, int(dev[i] == d))
+        for i in range(n):
+            m.AddHint(S[i], int(round(st[i] * scale)))
+        for e, var in T.items():
+            m.AddHint(var, int(round(xs.get(e, st[src[e]] + data.p[src[e], dev[src[e]]]) * scale)))
+    build = time.perf_counter() - t0
+    return _solve(m, cp_model, solver, scale, exact, build, warm_start is not None, g, cl, x, S, C, T, TT)
+
+
+def _add_symmetry(m, g: OpGraph, cl: Cluster, allowed: list, x: dict) -> None:
+    """Device ``d_j`` of an identical class is used only after ``d_{j-1}`` was (in
+    topological order): ``x[v_k, d_j] <= used[k, d_{j-1}]``, with ``used`` the running
+    OR of ``x[v_l, d]`` over ``l < k``."""
+    for cls in identical_device_classes(cl):
+        members = [v for v in g.topo_order.tolist() if cls[0] in allowed[v]]
+        used = {d: None for d in cls}  # literal "d used by an earlier member" (None: not yet possible)
+        for v in members:
+            for jj in range(1, len(cls)):
+                d, prev = cls[jj], cls[jj - 1]
+                if (v, d) in x:
+                    if used[prev] is None:
+                        m.Add(x[v, d] == 0)
+                    else:
+                        m.AddImplication(x[v, d], used[prev])
+            for d in cls:
+                if (v, d) not in x:
+                    continue
+                nxt = m.NewBoolVar("")
+                if used[d] is None:
+                    m.Add(nxt == x[v, d])
+                else:
+                    m.AddMaxEquality(nxt, [used[d], x[v, d]])
+                used[d] = nxt
+
+
+def _solve(m, cp_model, sopts: SolverOptions, scale: float, exact: bool, build: float, warm: bool,
+           g: OpGraph, cl: Cluster, x, S, C, T, TT) -> tuple[SolveOutcome, CpsatTimes | None]:
+    import ortools
+
+    slv = cp_model.CpSolver()
+    prm = slv.parameters
+    if sopts.time_limit is not None:
+        prm.max_time_in_seconds = float(sopts.time_limit)
+    prm.num_workers = int(sopts.threads or 1)
+    if sopts.rel_gap is not None:
+        prm.relative_gap_limit = float(sopts.rel_gap)
+    if sopts.seed is not None:
+        prm.random_seed = int(sopts.seed)
+    prm.log_search_progress = bool(sopts.tee)
+    trace: list[tuple[float, float | None, float | None]] = []
+    t0 = time.perf_counter()
+
+    class _Trace(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self):
+            trace.append((time.perf_counter() - t0, self.ObjectiveValue() / scale, self.BestObjectiveBound() / scale))
+
+    code = slv.Solve(m, _Trace())
+    seconds = time.perf_counter() - t0
+    stats = m.Proto()
+    n_bool = sum(1 for v in stats.variables if list(v.domain) == [0, 1])
+    base = dict(build_seconds=build, solve_seconds=seconds, solver="cpsat", solver_version=ortools.__version__,
+                nodes=int(slv.NumBranches()), n_vars=len(stats.variables), n_cons=len(stats.constraints),
+                n_binaries=n_bool, warm_start_given=warm, trace=trace)
+    if code == cp_model.INFEASIBLE:
+        return SolveOutcome("infeasible", "provenInfeasible", **base), None
+    if code == cp_model.MODEL_INVALID:
+        return SolveOutcome("error", "error", message=m.Validate(), **base), None
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return SolveOutcome("no_solution", "maxTimeLimit", **base), None
+    inc, bnd = slv.ObjectiveValue() / scale, slv.BestObjectiveBound() / scale
+    trace.append((seconds, inc, bnd))
+    proven = code == cp_model.OPTIMAL
+    gap = abs(inc - bnd) / max(abs(inc), 1e-12)
+    msg = None if exact else (f"durations rounded to 1/{scale:g} of the time unit: the CP-SAT bound is not a bound "
+                              "of the true problem (dropped)")
+    out = SolveOutcome("optimal" if proven and exact else "feasible",
+                       "convergenceCriteriaSatisfied" if proven else "maxTimeLimit",
+                       incumbent=inc, bound=bnd if exact else None, gap=gap, message=msg, **base)
+    D = cl.size
+    dev = np.array([next(d for d in range(D) if (i, d) in x and slv.BooleanValue(x[i, d])) for i in range(g.n)],
+                   dtype=np.int64)
+    st = np.array([slv.Value(v) for v in S], dtype=np.float64)
+    fin = np.array([slv.Value(v) for v in C], dtype=np.float64)
+    xs = np.full(g.m, np.nan)
+    xf = np.full(g.m, np.nan)
+    for e, var in T.items():
+        a, b = dev[g.src[e]], dev[g.dst[e]]
+        if a != b:
+            xs[e] = slv.Value(var)
+            xf[e] = xs[e] + TT[e, a, b]
+    return out, CpsatTimes(Placement(g, cl, dev), st / scale, fin / scale, xs / scale, xf / scale)
