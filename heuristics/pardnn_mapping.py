@@ -65,7 +65,8 @@ CCR_THRESHOLD = 10.0  # Sec. 3.1.2: "graphs with CCR >= 10 are highly communicat
 
 class LevelSums:
     """``rows`` Fenwick trees over ``size`` level ranks: ``add(row, rank, value)`` and
-    ``between(a, b)``, the sums over ranks ``a .. b-1`` of every row at once.
+    ``between(a, b)``, the sums over ranks ``a .. b-1`` of every row at once (plain lists:
+    a node's update touches O(log V) entries of one row, a query O(K log V)).
 
     >>> fs = LevelSums(2, 5)
     >>> fs.add(0, 1, 2.0); fs.add(0, 3, 5.0); fs.add(1, 4, 1.0)
@@ -75,26 +76,27 @@ class LevelSums:
 
     def __init__(self, rows: int, size: int):
         self.size = size
-        self.tree = np.zeros((rows, size + 1))
+        self.tree = [[0.0] * (size + 1) for _ in range(rows)]
 
     def add(self, row: int, rank: int, value: float) -> None:
-        i, path = rank + 1, []
-        while i <= self.size:
-            path.append(i)
+        tree, i, size = self.tree[row], rank + 1, self.size
+        while i <= size:
+            tree[i] += value
             i += i & -i
-        self.tree[row, path] += value
 
-    def _prefix(self, i: int) -> np.ndarray:
+    @staticmethod
+    def _path(i: int) -> list[int]:
         path = []
         while i > 0:
             path.append(i)
             i -= i & -i
-        return self.tree[:, path].sum(axis=1)
+        return path
 
     def between(self, a: int, b: int) -> np.ndarray:
         if b <= a:
-            return np.zeros(self.tree.shape[0])
-        return self._prefix(b) - self._prefix(a)
+            return np.zeros(len(self.tree))
+        pb, pa = self._path(b), self._path(a)
+        return np.array([sum(map(t.__getitem__, pb)) - sum(map(t.__getitem__, pa)) for t in self.tree])
 
 
 def eq1_target(load: np.ndarray, comm: np.ndarray) -> int:
@@ -177,8 +179,8 @@ def lflam(graph: OpGraph, w: np.ndarray, c: np.ndarray, slicing: Slicing, *, ccr
     owner = np.full(n, -1, dtype=np.int64)
     for p, nodes in enumerate(slicing.primaries):
         owner[nodes] = p
-        for v in nodes.tolist():
-            sums.add(p, int(rank[v]), float(w[v]))
+        for r, x in zip(rank[nodes].tolist(), w[nodes].tolist()):
+            sums.add(p, r, x)
     if ccr is None:
         ccr = float(c.sum() / w.sum()) if w.sum() > 0 else 0.0
     secs = slicing.secondaries
@@ -218,9 +220,11 @@ def lflam(graph: OpGraph, w: np.ndarray, c: np.ndarray, slicing: Slicing, *, ccr
                 cp[p] += cost[x]
         return cp, total
 
+    sec_nodes = [x.tolist() for x in secs]
+
     def merge(j: int, t: int) -> None:
         mapped[j] = True
-        for v in secs[j].tolist():
+        for v in sec_nodes[j]:
             own[v] = t
             sums.add(t, rank_l[v], w_l[v])
 

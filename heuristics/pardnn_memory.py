@@ -31,14 +31,17 @@ Emulate the TensorFlow scheduler (``simulate(policy="fifo", congestion=False)``)
 the first ``(t*, d)`` with ``M_cons(d, t*) > cap_eff(d)``, overflow ``O``; solve the 0-1
 min-knapsack (Eq. 3) ``min sum c_j x_j`` s.t. ``sum a_j x_j >= O`` greedily over the
 colocation units ``j`` on ``d`` with potential ``a_j > 0``, cost ``c_j`` = Eq. 4's
-``move_cost`` (compute plus the comm of its edges to nodes on ``d``), from two heaps:
-``c/a`` and, for ``a > O``, ``c``; the top with the smaller ``c`` moves (the other stays)
+``move_cost`` (compute plus the comm of its edges to nodes on ``d``), from two heaps
+(sorted orders: their keys do not change within an event): ``c/a`` and, for ``a > O``,
+``c``; the top with the smaller ``c`` moves (the other stays)
 to the target device with the most headroom ``cap_eff - peak`` that holds ``a`` and runs
 every member; a unit no device can take is dropped for good. Moved units never move
 again. Then re-emulate (one pass per overflow event, P7) until no overflow (success) or
 the heaps run dry (failure: the best placement seen, by total overflow, is returned).
 Each emulation is O(V + E); at most one per moved unit, O(V^2) in the worst case
-(Table 1).
+(Table 1). One emulation serves all overflow events it shows (in time order, each move
+taking the unit's copies off the device's levels as an estimate); the next emulation
+checks, so success is still only declared on an emulated schedule without overflow.
 
 Heuristic II (balancing; no guarantee)
 --------------------------------------
@@ -53,7 +56,6 @@ not overshoot moves to it; each unit moves at most once.
 
 from __future__ import annotations
 
-import heapq
 import time
 from dataclasses import dataclass, field
 
@@ -216,23 +218,71 @@ def _move_costs(graph: OpGraph, w: np.ndarray, c: np.ndarray, device: np.ndarray
     return cost
 
 
+class _Levels:
+    """The per-device memory levels of one emulation, edited as units leave a device
+    during one pass of heuristic I (an estimate until the next emulation checks it).
+    Levels only decrease, so each device keeps a cursor before which nothing overflows."""
+
+    _BLOCK = 2048
+
+    def __init__(self, tr: MemoryTrace, D: int):
+        t, d, level = tr._events
+        self.pers = tr.persistent.copy()
+        self.times, self.level, self.last = [], [], []
+        for k in range(D):
+            sel = d == k
+            tk = t[sel]
+            self.times.append(tk)
+            self.level.append(level[sel].copy())
+            self.last.append(np.searchsorted(tk, tk, "right") - 1)  # state after all events at a time
+        self.cursor = [0] * D
+
+    def _first(self, k: int, cap: float) -> int | None:
+        tk, lev, last = self.times[k], self.level[k], self.last[k]
+        i = self.cursor[k]
+        while i < tk.size:
+            state = lev[last[i:i + self._BLOCK]] + self.pers[k]
+            over = np.flatnonzero(state > cap * (1 + 1e-12))
+            if over.size:
+                self.cursor[k] = i + int(over[0])
+                return self.cursor[k]
+            i += self._BLOCK
+        self.cursor[k] = tk.size
+        return None
+
+    def first_over(self, cap: np.ndarray) -> tuple[float, int, float] | None:
+        best = None
+        for k in range(len(self.times)):
+            i = self._first(k, float(cap[k]))
+            if i is not None:
+                cand = (float(self.times[k][i]), k, float(self.level[k][self.last[k][i]] + self.pers[k]))
+            elif self.times[k].size == 0 and self.pers[k] > cap[k] * (1 + 1e-12):
+                cand = (0.0, k, float(self.pers[k]))
+            else:
+                continue
+            if best is None or cand[:2] < best[:2]:
+                best = cand
+        return best
+
+    def remove(self, k: int, begin: float, end: float, nbytes: float) -> None:
+        tk = self.times[k]
+        self.level[k][np.searchsorted(tk, begin, "left"):np.searchsorted(tk, end, "left")] -= nbytes
+
+
 def memory_heuristic_i(graph: OpGraph, cluster: Cluster, device: np.ndarray, cap_eff: np.ndarray, *,
                        w: np.ndarray, c: np.ndarray, targets: np.ndarray, congestion: bool = False,
                        deadline: float | None = None) -> tuple[np.ndarray, MemoryOutcome]:
     """Heuristic I (see the module docstring): ``(device, outcome)``; on failure the
-    placement with the least total emulated overflow seen."""
+    placement with the least total emulated overflow seen.
+
+    One emulation serves a whole *pass*: its overflow events are handled in time order,
+    each unit moved taking its tensor copies and residual bytes off the device's levels
+    (an estimate), and the next emulation checks the result; success is only declared by
+    an emulation without overflow, so the guarantee holds. Units moved in a pass are never
+    moved again, so every pass moves at least one new unit or stops.
+    """
     device = np.asarray(device, dtype=np.int64).copy()
-    labels = colocation_labels(graph)
-    n_units = int(labels.max()) + 1 if graph.n else 0
-    members = np.argsort(labels, kind="stable")
-    u_ptr = np.zeros(n_units + 1, dtype=np.int64)
-    np.cumsum(np.bincount(labels, minlength=n_units), out=u_ptr[1:])
-    runs = ~np.isnan(cluster.compute_matrix(graph))
-    unit_runs = np.ones((n_units, cluster.size), dtype=bool)
-    np.logical_and.at(unit_runs, labels, runs)
-    is_target = np.zeros(cluster.size, dtype=bool)
-    is_target[targets] = True
-    frozen = np.zeros(n_units, dtype=bool)  # moved once, or dropped: never a candidate again
+    units = _Units(graph, cluster, targets)
     out = MemoryOutcome(success=False)
     best, best_over = device.copy(), np.inf
     while True:
@@ -242,66 +292,139 @@ def memory_heuristic_i(graph: OpGraph, cluster: Cluster, device: np.ndarray, cap
         over = float(np.maximum(tr.peak - cap_eff, 0.0).sum())
         if over < best_over:
             best, best_over, out.peak = device.copy(), over, tr.peak
-        ov = tr.first_overflow(cap_eff)
-        if ov is None:
+        if tr.first_overflow(cap_eff) is None:
             out.success = True
             return device, out
         if deadline is not None and time.perf_counter() > deadline:
             out.timed_out = True
             return best, out
-        t_star, d, level = ov
+        if not _one_pass(graph, tr, device, cap_eff, w, c, units, out):  # an overflow no unit could cover
+            return best, out
+
+
+class _Units:
+    """Colocation units (a group, or a single node): members, where each can run, which
+    have been moved or dropped (``frozen``: never a candidate again)."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, targets: np.ndarray):
+        self.labels = labels = colocation_labels(graph)
+        self.k = k = int(labels.max()) + 1 if graph.n else 0
+        self.members = np.argsort(labels, kind="stable")
+        self.ptr = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum(np.bincount(labels, minlength=k), out=self.ptr[1:])
+        self.runs = np.ones((k, cluster.size), dtype=bool)
+        np.logical_and.at(self.runs, labels, ~np.isnan(cluster.compute_matrix(graph)))
+        self.is_target = np.zeros(cluster.size, dtype=bool)
+        self.is_target[targets] = True
+        self.frozen = np.zeros(k, dtype=bool)
+        self.pers = np.bincount(labels, weights=graph.persistent_bytes, minlength=k)
+
+    def of(self, u: int) -> np.ndarray:
+        return self.members[self.ptr[u]:self.ptr[u + 1]]
+
+    def whole_device(self, device: np.ndarray) -> np.ndarray:
+        """The device of each unit, -1 where its members are split."""
+        lo = np.full(self.k, np.iinfo(np.int64).max)
+        hi = np.full(self.k, -1)
+        np.minimum.at(lo, self.labels, device)
+        np.maximum.at(hi, self.labels, device)
+        return np.where(lo == hi, hi, -1)
+
+
+def _csr_copies(tr: MemoryTrace, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the copies each node owns or holds (``ptr``, copy ids)."""
+    idx = np.flatnonzero(tr.nbytes > 0)
+    extra = idx[tr.holder[idx] != tr.owner[idx]]
+    keys = np.concatenate([tr.owner[idx], tr.holder[extra]])
+    ids = np.concatenate([idx, extra])
+    o = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr, ids[o]
+
+
+def _one_pass(graph: OpGraph, tr: MemoryTrace, device: np.ndarray, cap_eff: np.ndarray, w: np.ndarray,
+              c: np.ndarray, units: _Units, out: MemoryOutcome) -> bool:
+    """Handle the overflow events of one emulation in time order (moves applied to
+    ``device`` and ``units.frozen``). An event that cannot be covered ends the pass: True
+    (re-emulate) when this pass moved units before it, whose estimated headroom may be
+    stale (the units it dropped become candidates again), False when it is the pass's first.
+    """
+    D = cap_eff.size
+    lv = _Levels(tr, D)
+    labels = units.labels
+    u_cost = np.bincount(labels, weights=_move_costs(graph, w, c, device), minlength=units.k)
+    udev = units.whole_device(device)
+    headroom = cap_eff - tr.peak
+    gone = np.zeros(tr.nbytes.size, dtype=bool)  # copies taken off their device in this pass
+    c_ptr, c_ids = _csr_copies(tr, graph.n)
+    on_dev = [np.flatnonzero((tr.dev == k) & (tr.nbytes > 0)) for k in range(D)]
+    residual = [np.flatnonzero((udev == k) & (units.pers > 0)) for k in range(D)]
+    pass_start = out.moved_units
+    while True:
+        event_start = out.moved_units
+        ev = lv.first_over(cap_eff)
+        if ev is None:
+            return True
+        t_star, d, level = ev
         need = level - cap_eff[d]
-        pot = tr.potential(d, t_star)
-        cost = _move_costs(graph, w, c, device)
-        a_unit: dict[int, float] = {}
-        for v, b in pot.items():
-            a_unit[int(labels[v])] = a_unit.get(int(labels[v]), 0.0) + b
-        for v in np.flatnonzero((device == d) & (graph.persistent_bytes > 0)).tolist():
-            a_unit[int(labels[v])] = a_unit.get(int(labels[v]), 0.0) + float(graph.persistent_bytes[v])
-        heap_ratio, heap_cost = [], []
-        for u, a in a_unit.items():
-            mem = members[u_ptr[u]:u_ptr[u + 1]]
-            if a <= 0 or frozen[u] or not (device[mem] == d).all():
-                continue
-            cu = float(cost[mem].sum())
-            heap_ratio.append((cu / a, cu, u))
-            if a > need:
-                heap_cost.append((cu, u))
-        heapq.heapify(heap_ratio)
-        heapq.heapify(heap_cost)
-        headroom = cap_eff - tr.peak
-        taken: set[int] = set()
-        got_a, got_c = 0.0, 0.0
+        cp = on_dev[d]
+        live = cp[(tr.begin[cp] <= t_star) & (tr.end[cp] > t_star) & ~gone[cp]]
+        both = tr.holder[live] != tr.owner[live]
+        cu = np.concatenate([labels[tr.owner[live]], labels[tr.holder[live[both]]], residual[d]])
+        ca = np.concatenate([tr.nbytes[live], tr.nbytes[live[both]], units.pers[residual[d]]])
+        cand, inv = np.unique(cu, return_inverse=True)
+        a = np.bincount(inv, weights=ca, minlength=cand.size)
+        keep = (a > 0) & ~units.frozen[cand] & (udev[cand] == d)
+        cand, a = cand[keep], a[keep]
+        cost = u_cost[cand]
+        by_ratio = cand[np.lexsort((cost, cost / a))].tolist()
+        big = a > need
+        by_cost = cand[big][np.argsort(cost[big], kind="stable")].tolist()
+        a_of = dict(zip(cand.tolist(), a.tolist()))
+        dropped = []
+        i1 = i2 = 0
+        got_a = got_c = 0.0
         while need > 0:
-            while heap_ratio and heap_ratio[0][2] in taken:
-                heapq.heappop(heap_ratio)
-            while heap_cost and heap_cost[0][1] in taken:
-                heapq.heappop(heap_cost)
-            if not heap_ratio and not heap_cost:
+            while i1 < len(by_ratio) and units.frozen[by_ratio[i1]]:
+                i1 += 1
+            while i2 < len(by_cost) and units.frozen[by_cost[i2]]:
+                i2 += 1
+            if i1 == len(by_ratio) and i2 == len(by_cost):
                 break
-            r_top = heap_ratio[0] if heap_ratio else None
-            c_top = heap_cost[0] if heap_cost else None
-            u = c_top[1] if r_top is None or (c_top is not None and c_top[0] < r_top[1]) else r_top[2]
-            taken.add(u)
-            a = a_unit[u]
-            ok = is_target & unit_runs[u] & (headroom >= a)
+            if i1 == len(by_ratio) or (i2 < len(by_cost) and u_cost[by_cost[i2]] < u_cost[by_ratio[i1]]):
+                u = by_cost[i2]
+            else:
+                u = by_ratio[i1]
+            units.frozen[u] = True  # moved now, or dropped for good when no device takes it
+            au = a_of[u]
+            ok = units.is_target & units.runs[u] & (headroom >= au)
             ok[d] = False
             if not ok.any():
-                frozen[u] = True  # no device can take it: dropped for good
+                dropped.append(u)
                 continue
             tgt = int(np.flatnonzero(ok)[np.argmax(headroom[ok])])
-            mem = members[u_ptr[u]:u_ptr[u + 1]]
+            mem = units.of(u)
             device[mem] = tgt
-            frozen[u] = True
-            headroom[tgt] -= a
-            need -= a
-            got_a += a
-            got_c += float(cost[mem].sum())
+            udev[u] = tgt
+            headroom[tgt] -= au
+            need -= au
+            got_a += au
+            got_c += float(u_cost[u])
             out.moved_units += 1
             out.moved_nodes += int(mem.size)
+            for v in mem.tolist():  # its copies and residual bytes leave d (estimate)
+                for i in c_ids[c_ptr[v]:c_ptr[v + 1]].tolist():
+                    if tr.dev[i] == d and not gone[i]:
+                        gone[i] = True
+                        lv.remove(d, float(tr.begin[i]), float(tr.end[i]), float(tr.nbytes[i]))
+            lv.pers[d] -= float(units.pers[u])
         out.knapsack.append((float(level - cap_eff[d]), got_a, got_c))
-        if need > 0:  # the heaps ran dry: no placement found by this heuristic
-            return best, out
+        if need > 0:  # the heaps ran dry
+            if event_start == pass_start:
+                return False
+            units.frozen[dropped] = False
+            return True
 
 
 # ---------------------------------------------------------------------------- heuristic II

@@ -231,8 +231,8 @@ def test_memory_heuristic_i_success_means_peak_within_the_margin():
         cap_eff = 0.9 * cl.memory
         dev, out = memory_heuristic_i(g, cl, start, cap_eff, w=w, c=c, targets=targets)
         assert int((dev != start).sum()) <= out.moved_nodes  # a node never moves twice (nor back)
-        for need, got, _ in out.knapsack[:-1] if not out.success else out.knapsack:
-            assert got >= need  # each greedy knapsack covered its overflow
+        # each greedy knapsack covers its overflow, except the one that ends a pass
+        assert sum(got < need for need, got, _ in out.knapsack) <= out.emulations
         if out.success:
             assert out.moved_units > 0
             peak = simulate(Placement(g, cl, dev), policy="fifo", congestion=False).peak_memory
