@@ -21,6 +21,32 @@ Slots ``j``: ``0`` is the pool of all CPU cores; accelerator ``i`` owns slots
     Start_(i,s) >= Finish_(i,s-1)                                    (14) slot_order
     colocation on devices: x[u,0] = x[v,0], sum_s x[u,(i,s)] = sum_s x[v,(i,s)]
 
+Pipeline order (``acyclic``, on by default; needs ``contiguity``). The evaluator rejects
+a split whose units (accelerator slots, CPU nodes) wait on each other in a cycle. The
+timing rows already exclude every such cycle of positive total duration (along it
+``Start`` and ``Finish`` would have to increase and come back), but not one of units
+that take no time. The order rows make the model exact: a linear order of the slots
+(:func:`dnnplace.formulations.contiguity.add_unit_order`; slots of one accelerator fixed
+in their order, (14)), a witness ``r[v,j]`` (``v`` is reached from slot ``j`` along a
+path whose inner nodes are CPU nodes) and::
+
+    r[v,j] >= x[u,j],  r[v,j] >= r[u,j] + x[u,0] - 1          (u,v) in E   reach_after
+    x[v,b] + r[v,a] <= 1 + before(a,b)                        a != b      slot_pipeline_order
+
+Exactness: for an acyclic unit graph, a topological order of its slots and ``r`` = the
+described reachability satisfy every row (a node of slot ``b`` reached from slot ``a``
+through CPU nodes means the unit arc path ``a -> ... -> b``). Conversely, a cycle of
+units passes through two or more slots (a cycle through one slot only leaves and
+re-enters it, which (11)-(13) forbid; CPU nodes alone form no cycle), and each stretch
+``a -> CPU nodes -> b`` between consecutive slots sets ``r[., a] = 1`` at a node of ``b``,
+forcing ``before(a,b)``: a cycle in a linear order, impossible. Only cycles of
+zero-duration units survive the timing rows ((6), (9), (10) give ``Start_b >=
+Finish_a`` along every stretch, so the durations on a cycle sum to at most 0), and a
+zero-duration slot holds only nodes of zero time on it; so the rows
+``slot_pipeline_order`` are needed, and added, only for nodes ``v`` with
+``p_acc(v) = 0`` on ``b``: the node by which a cycle enters a zero-duration slot is one.
+A model without such nodes gets no order rows at all (the timing rows suffice).
+
 The linearisation of (6) and (10) is Lemma 4.1's. **Big-M.** ``H`` is an achievable
 latency ``UB`` (the evaluator's latency of a heuristic split, e.g. the warm start or
 greedy, whose pieces fit in the slots; else the all-CPU critical path), and every
@@ -57,7 +83,7 @@ import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
 from dnnplace.formulations.comm_costs import comm_levels, host_costs
-from dnnplace.formulations.contiguity import reach_down
+from dnnplace.formulations.contiguity import add_unit_order, before, order_values, reach_down
 from dnnplace.formulations.families import add_families
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluate import latency, latency_pieces
@@ -79,10 +105,13 @@ class LatencyOptions:
     memory: bool = True
     colocation: bool = True
     contiguity: bool = True
+    acyclic: bool = True
 
     def __post_init__(self) -> None:
         if int(self.subgraphs_per_device) < 1:
             raise InputError("subgraphs_per_device (q) must be at least 1")
+        if self.acyclic and not self.contiguity:
+            raise InputError("the latency IP's pipeline order (acyclic) needs contiguous slots (contiguity)")
 
 
 @dataclass
@@ -177,7 +206,8 @@ def build_latency_ip(inst: Instance, opts: LatencyOptions | None = None) -> pyo.
     m.finish = pyo.Var(m.acc_slots, bounds=(0, data.H), doc="SubgraphFinish_j")
     m.total = pyo.Var(bounds=(0, data.H), doc="TotalLatency")
     add_families(m, data, [(True, _add_assignment), (opts.memory, _add_memory), (opts.colocation, _add_colocation),
-                           (opts.contiguity, _add_contiguity), (True, _add_communication), (True, _add_timing)])
+                           (opts.contiguity, _add_contiguity), (opts.acyclic, _add_pipeline_order),
+                           (True, _add_communication), (True, _add_timing)])
     m.objective = pyo.Objective(expr=m.total, sense=pyo.minimize, doc="min TotalLatency")
     return m
 
@@ -264,6 +294,35 @@ def _add_contiguity(m: pyo.ConcreteModel, data: _Data) -> None:
     @m.Constraint(leave, doc="(13) z[v,j] <= x[v,j] - x[u,j] + 1")
     def contiguity_leave(m, u, v, j):
         return m.z[v, j] <= _x(m, v, j) - m.x[u, j] + 1
+
+
+def _add_pipeline_order(m: pyo.ConcreteModel, data: _Data) -> None:
+    """Slots in a linear order that every unit path respects (module docstring)."""
+    g = data.graph
+    slots = list(range(1, len(data.slots)))
+    fixed = [(a, b) for a in slots for b in slots if a < b and data.slots[a] == data.slots[b]]
+    fixed_set = set(fixed)
+    rows = [(v, a, b) for b in slots for v in np.flatnonzero(data.supported[:, b] & (data.p_acc[:, b] == 0)).tolist()
+            for a in slots if a != b and (a, b) not in fixed_set]
+    if not rows:
+        return  # every unit that holds a node takes time: the timing rows exclude cycles
+    add_unit_order(m, slots, fixed)
+    m.r = pyo.Var(m.ops, slots, bounds=(0, 1), doc="r[v,j] = 1 if v is reached from slot j through CPU nodes")
+    edges = list(zip(g.src.tolist(), g.dst.tolist()))
+    direct = [(u, v, j) for u, v in edges for j in slots if data.supported[u, j]]
+    via = [(u, v, j) for u, v in edges for j in slots if data.supported[u, 0]]
+
+    @m.Constraint(direct, doc="r[v,j] >= x[u,j]: v follows a node of slot j")
+    def reach_direct(m, u, v, j):
+        return m.r[v, j] >= m.x[u, j]
+
+    @m.Constraint(via, doc="r[v,j] >= r[u,j] + x[u,0] - 1: through a CPU node")
+    def reach_after(m, u, v, j):
+        return m.r[v, j] >= m.r[u, j] + m.x[u, 0] - 1
+
+    @m.Constraint(rows, doc="slot_pipeline_order: a node of b reached from slot a puts a before b")
+    def slot_pipeline_order(m, v, a, b):
+        return m.x[v, b] + m.r[v, a] <= 1 + before(m, a, b)
 
 
 def _add_communication(m: pyo.ConcreteModel, data: _Data) -> None:
@@ -421,6 +480,20 @@ def warm_start_values(m: pyo.ConcreteModel, p: Placement) -> ComponentMap:
         topo = list(graphlib.TopologicalSorter(preds).static_order())
     except graphlib.CycleError as exc:
         raise InputError(f"warm start: subgraphs wait on each other in a cycle ({exc.args[1]})") from None
+    if hasattr(m, "r"):
+        rank = {-k: r for r, k in enumerate(x for x in topo if x < 0)}
+        vals.update(order_values(m, rank))
+        order_v = list(g.topo_order.tolist())
+        on_pool = slot == 0
+        for j in m.acc_slots:
+            r = np.zeros(g.n, dtype=bool)
+            for v in order_v:
+                for w in g.in_nbr[g.in_ptr[v]:g.in_ptr[v + 1]].tolist():
+                    if slot[w] == j or (on_pool[w] and r[w]):
+                        r[v] = True
+                        break
+            for v in range(g.n):
+                vals[m.r[v, j]] = float(r[v])
     fin: dict[int, float] = {}
     start: dict[int, float] = {}
     for k in topo:

@@ -37,6 +37,31 @@ part ``P`` (whole graph, or forward and backward parts separately, SPEC 2.2)::
 
 ``z`` is continuous in [0, 1]: the proof of Lemma 4.1 never uses its integrality.
 
+Pipeline order (the acyclic modes ``all`` / ``forward`` / ``both``, the default; see
+:mod:`dnnplace.graphs.pipeline`). Convexity alone admits devices that wait on each other
+in a cycle; the acyclic modes add a linear order of the constrained devices
+(:func:`dnnplace.formulations.contiguity.add_unit_order`: ``order[a,b]`` binaries with the
+linear-ordering rows) and, for every pipeline arc ``(u,v)`` (an edge, or a mirrored
+orphan edge) and devices ``a != b``::
+
+    x[u,a] + x[v,b] <= 1 + before(a,b)                               pipeline_order
+
+Exactness. (=>) A split whose quotient over the pipeline arcs is acyclic has a
+topological order of its devices; ``order`` set from it satisfies the linear-ordering
+rows, and every arc that crosses devices goes from an earlier to a later device, so
+every ``pipeline_order`` row holds. (<=) In an integer solution ``order`` is a strict
+linear order (a tournament with no directed triangle); a crossing arc ``(u,v)`` with
+``u`` on ``a`` and ``v`` on ``b`` makes the row read ``2 <= 1 + before(a,b)``, so every
+arc of the quotient goes forward in that order and the quotient is acyclic. With the
+convexity rows kept for the parts (backward convexity is not implied by the forward
+order), the feasible splits are exactly those the evaluator accepts in the mode, which
+are exactly the DP's splits (the quotient of a chain of ideals is acyclic, and the
+first ``t`` devices of a topological order of an acyclic quotient form an ideal: Fact
+5.2 applied stage by stage). Without ``symmetry_breaking``, interchangeable devices
+(:func:`dnnplace.formulations.device_symmetry.identical_devices`) are fixed in index
+order (relabelling them along any pipeline order keeps the loads), so only pairs of
+devices of different classes (an accelerator and a CPU) keep a free ``order``.
+
 Structure exploited for size: one ``x`` per colocation group instead of per node (the
 colocation equalities substituted), no comm variable for an edge inside a group or a
 zero-cost level, no ``(13)`` row where ``u`` cannot run on ``d``. Optional
@@ -59,7 +84,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from dnnplace.formulations.comm_costs import comm_levels, host_costs
-from dnnplace.formulations.contiguity import contiguity_parts, reach_down
+from dnnplace.formulations.contiguity import add_unit_order, before, contiguity_parts, reach_down
 from dnnplace.formulations.device_symmetry import canonical, group_order, identical_devices
 from dnnplace.formulations.families import add_families
 from dnnplace.formulations.maxload_solution import decode, warm_start_values
@@ -68,6 +93,7 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.pipeline import is_acyclic_mode, pipeline_edges
 
 # the helpers that moved out stay importable from here
 __all__ = ["MaxLoadOptions", "build_maxload_ip", "decode", "warm_start_values", "contiguity_parts",
@@ -79,7 +105,8 @@ class MaxLoadOptions:
     """Which constraint families and objective the max-load IP gets.
 
     ``contiguity``: a mode of :data:`dnnplace.graphs.evaluate.CONTIGUITY_MODES` (``none`` = the
-    non-contiguous IP); ``contiguity_on_cpus``: also constrain CPUs (SPEC 2.2 default);
+    non-contiguous IP; ``both``, the default, the DP's pipeline-realisable splits;
+    ``convex-both`` the paper's Fig. 6 as printed); ``contiguity_on_cpus``: also constrain CPUs (SPEC 2.2 default);
     ``upper_bound``: optional known achievable max-load (adds ``objective <= ub``).
     """
 
@@ -113,6 +140,8 @@ class _Data:
     comm_out: list = field(default_factory=list)
     z_index: list = field(default_factory=list)   # (v, d)
     z_edges: list = field(default_factory=list)   # (u, v, d)
+    order_units: list = field(default_factory=list)  # devices in the pipeline order
+    order_classes: list = field(default_factory=list)  # interchangeable devices fixed in index order
 
 
 # ---------------------------------------------------------------------------- builder
@@ -136,7 +165,8 @@ def build_maxload_ip(inst: Instance, opts: MaxLoadOptions | None = None) -> pyo.
     _add_sets_params(m, data, comp)
     add_families(m, data, [(True, _add_assignment), (opts.memory, _add_memory), (True, _add_communication),
                            (True, _add_loads), (opts.contiguity != "none", _add_contiguity),
-                           (opts.symmetry_breaking, _add_symmetry_breaking), (True, _add_objective)])
+                           (opts.symmetry_breaking, _add_symmetry_breaking),
+                           (is_acyclic_mode(opts.contiguity), _add_pipeline_order), (True, _add_objective)])
     return m
 
 
@@ -262,6 +292,27 @@ def _add_contiguity(m: pyo.ConcreteModel, data: _Data) -> None:
     @m.Constraint(leave, doc="(13) after leaving d, never return: z[v,d] <= x[v,d] - x[u,d] + 1")
     def contiguity_leave(m, u, v, d):
         return m.z[v, d] <= _x(m, v, d) - _x(m, u, d) + 1
+
+
+def _add_pipeline_order(m: pyo.ConcreteModel, data: _Data) -> None:
+    """Pipeline order of the acyclic modes (module docstring, ``pipeline_order``)."""
+    g = data.graph
+    devs = [d for d in range(data.cluster.size) if data.pays[d] or data.opts.contiguity_on_cpus]
+    classes = [] if data.opts.symmetry_breaking else \
+        [[d for d in c if d in devs] for c in identical_devices(data.cluster)
+         if all((data.supported[:, c[0]] == data.supported[:, d]).all() for d in c)]
+    data.order_units, data.order_classes = devs, [c for c in classes if len(c) >= 2]
+    fixed = [(a, b) for c in data.order_classes for i, a in enumerate(c) for b in c[i + 1:]]
+    add_unit_order(m, devs, fixed)
+    src, dst, _ = pipeline_edges(g, data.opts.contiguity)
+    lu, lv = data.label[src], data.label[dst]
+    arcs = np.unique(np.stack([lu, lv], axis=1)[lu != lv], axis=0) if src.size else np.empty((0, 2), np.int64)
+    rows = [(int(a), int(b), da, db) for a, b in arcs.tolist() for da in devs for db in devs
+            if da != db and data.supported[a, da] and data.supported[b, db] and (da, db) not in fixed]
+
+    @m.Constraint(rows, doc="pipeline_order: an arc from group a on da to group b on db puts da before db")
+    def pipeline_order(m, a, b, da, db):
+        return m.x[a, da] + m.x[b, db] <= 1 + before(m, da, db)
 
 
 def _add_symmetry_breaking(m: pyo.ConcreteModel, data: _Data) -> None:

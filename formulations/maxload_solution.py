@@ -6,7 +6,8 @@ The completion is the tight one: ``x`` from the placement; each staircase level
 ``CommIn[u,d,t] = 1`` iff ``u`` is off ``d`` and a head of the level is on it
 ((17)-(18)), ``CommOut[u,d,t] = 1`` iff ``u`` is on ``d`` and a head of the level is off it
 ((19)); ``z`` the Lemma 4.1 witness (a node reaches a node of ``d`` inside its part,
-(11)-(13)); the objective variables the maxima of the loads (20)-(21) (App. A / C.1);
+(11)-(13)); ``order`` a pipeline order of the devices (interchangeable devices relabelled
+along it, same loads); the objective variables the maxima of the loads (20)-(21) (App. A / C.1);
 the symmetry-breaking prefix counts. Both functions are re-exported by
 :mod:`dnnplace.formulations.maxload_ip`.
 """
@@ -19,9 +20,10 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
-from dnnplace.formulations.contiguity import contiguity_parts, reach_down
+from dnnplace.formulations.contiguity import contiguity_parts, order_values, reach_down
 from dnnplace.formulations.device_symmetry import canonical, group_order
 from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.pipeline import device_order
 from dnnplace.graphs.placement import Placement
 
 __all__ = ["decode", "warm_start_values"]
@@ -45,6 +47,15 @@ def warm_start_values(m: pyo.ConcreteModel, p: Placement) -> dict[Any, float]:
     data = m._data  # the builder's model data (maxload_ip._Data)
     g = data.graph
     p = canonical(data, p)
+    rank = None
+    if data.order_units:  # pipeline order: interchangeable devices relabelled along it
+        order = device_order(g, p.device, data.opts.contiguity, data.order_units)
+        rank = {d: r for r, d in enumerate(order)}
+        lut = np.arange(data.cluster.size)
+        for c in data.order_classes:
+            lut[sorted(c, key=rank.__getitem__)] = c
+        p = Placement(g, p.cluster, lut[p.device])
+        rank = {int(lut[d]): r for d, r in rank.items()}
     dev = p.device
     grp_dev = np.full(data.n_groups, -1, dtype=np.int64)
     grp_dev[data.label] = dev
@@ -66,6 +77,8 @@ def warm_start_values(m: pyo.ConcreteModel, p: Placement) -> dict[Any, float]:
                 z = reach_down(g, mask, dev == d)
                 for v in np.flatnonzero(mask):
                     vals[m.z[int(v), d]] = float(z[v])
+    if rank is not None:
+        vals.update(order_values(m, rank))
     fw = np.array([_eval(m.fw[d], vals) for d in m.devices])
     bw = np.array([_eval(m.bw_load[d], vals) for d in m.devices])
     if data.opts.objective == "gpipe":

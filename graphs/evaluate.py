@@ -40,6 +40,7 @@ import numpy as np
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.pipeline import CONTIGUITY_MODES, convex_part_mode, device_cycle
 from dnnplace.graphs.placement import Placement
 
 __all__ = ["Evaluation", "PROBLEMS", "MAXLOAD_OBJECTIVES", "MEMORY_MODELS", "CONTIGUITY_MODES", "evaluate",
@@ -49,7 +50,6 @@ __all__ = ["Evaluation", "PROBLEMS", "MAXLOAD_OBJECTIVES", "MEMORY_MODELS", "CON
 PROBLEMS = ("maxload", "latency", "makespan")
 MAXLOAD_OBJECTIVES = ("pipedream", "gpipe", "overlap")
 MEMORY_MODELS = ("static", "dynamic")  # SPEC sum of memory; PARDNN's dynamic peak (Eq. 2)
-CONTIGUITY_MODES = ("none", "all", "forward", "both")
 
 
 @dataclass
@@ -186,14 +186,15 @@ def noncontiguous_sets(g: OpGraph, labels: np.ndarray, checked: np.ndarray,
 
 def noncontiguous(p: Placement, mode: str = "all", *, include_cpus: bool = True) -> list[tuple[int, str, np.ndarray]]:
     """``(device, part, offending nodes)`` for every device whose node set is not
-    contiguous (:func:`noncontiguous_sets`). ``mode``: ``all`` (whole graph),
-    ``forward`` (the forward part only, as the authors' reference IP), ``both``
-    (forward and backward parts separately, as the paper's DP), ``none``.
+    convex (:func:`noncontiguous_sets`) in the parts of ``mode``: ``all`` (whole
+    graph), ``forward`` (the forward part only, as the authors' reference IP), ``both``
+    (forward and backward parts separately, as the paper's DP), ``none``; a
+    ``convex-`` mode names the same parts. Convexity only: the pipeline order of the
+    acyclic modes is :func:`dnnplace.graphs.pipeline.device_cycle`'s.
     """
-    if mode in (None, "none"):
+    mode = convex_part_mode(mode)
+    if mode == "none":
         return []
-    if mode not in CONTIGUITY_MODES:
-        raise InputError(f"unknown contiguity mode {mode!r}; use one of {CONTIGUITY_MODES}")
     g = p.graph
     checked = np.flatnonzero(~_is_cpu(p) | include_cpus)
     parts = {"all": [("", None)],
@@ -205,11 +206,22 @@ def noncontiguous(p: Placement, mode: str = "all", *, include_cpus: bool = True)
 
 
 def contiguity_violations(p: Placement, mode: str = "all", *, include_cpus: bool = True) -> list[str]:
-    """Messages for :func:`noncontiguous` devices, naming one offending node each."""
+    """Messages for :func:`noncontiguous` devices, naming one offending node each, and,
+    in the acyclic modes (:mod:`dnnplace.graphs.pipeline`), for a cycle of devices that
+    wait on each other, naming one edge per arc."""
     g, cl = p.graph, p.cluster
-    return [f"device {cl.names[d]}{f' ({label})' if label else ''} is not contiguous: node "
-            f"{g.ids[bad[0]]!r} (on {cl.names[p.device[bad[0]]]}) lies on a path between two of its "
-            f"nodes ({bad.size} such node(s))" for d, label, bad in noncontiguous(p, mode, include_cpus=include_cpus)]
+    out = [f"device {cl.names[d]}{f' ({label})' if label else ''} is not contiguous: node "
+           f"{g.ids[bad[0]]!r} (on {cl.names[p.device[bad[0]]]}) lies on a path between two of its "
+           f"nodes ({bad.size} such node(s))" for d, label, bad in noncontiguous(p, mode, include_cpus=include_cpus)]
+    checked = np.flatnonzero(~_is_cpu(p) | include_cpus)
+    cyc = device_cycle(g, p.device, mode, checked)
+    if cyc is not None:
+        arcs = " -> ".join([cl.names[cyc[0][0]]] + [cl.names[b] for _, b, _ in cyc])
+        edges = "; ".join(f"edge {g.ids[g.src[e]]!r}->{g.ids[g.dst[e]]!r}"
+                          f"{' (mirrored: backward edge of an orphan)' if p.device[g.src[e]] != a else ''}"
+                          f" from {cl.names[a]} to {cl.names[b]}" for a, b, e in cyc)
+        out.append(f"devices wait on each other in a cycle (no pipeline order of the stages): {arcs} ({edges})")
+    return out
 
 
 # ---------------------------------------------------------------------------- validate
@@ -293,7 +305,7 @@ def latency_pieces(p: Placement) -> np.ndarray:
     next node is reachable from the current piece through a node outside it."""
     g = p.graph
     piece = np.zeros(g.n, dtype=np.int64)
-    split = {d for d, _, _ in noncontiguous(p, "all", include_cpus=False)}
+    split = {d for d, _, _ in noncontiguous(p, "convex-all", include_cpus=False)}
     order = g.topo_order.tolist()
     in_ptr, in_nbr = g.in_ptr.tolist(), g.in_nbr.tolist()
     dev = p.device.tolist()

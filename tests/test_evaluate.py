@@ -99,11 +99,14 @@ def test_unsupported_node_is_reported_and_not_scored():
 def test_contiguity_definition_3_1():
     # a -> b -> c: {a, c} on acc0 with b elsewhere is not contiguous
     p = place(chain3(), CL, "acc0 acc1 acc0")
-    (msg,) = contiguity_violations(p, "all")
+    (msg,) = contiguity_violations(p, "convex-all")  # Definition 3.1 alone
     assert "acc0 is not contiguous: node 'b'" in msg
     # two parallel chains a->b, c->d: {a, d} is contiguous although disconnected (Fig. 1a)
     g = OpGraph(ids="abcd", kinds=("acc", "cpu"), compute=[[1, 1]] * 4, memory=[0] * 4, src=[0, 2], dst=[1, 3])
-    assert contiguity_violations(place(g, CL, "acc0 acc1 acc1 acc0"), "all") == []
+    fig1a = place(g, CL, "acc0 acc1 acc1 acc0")
+    assert contiguity_violations(fig1a, "convex-all") == []
+    # ... but with b, c on the other device the two wait on each other: no pipeline order
+    assert contiguity_violations(fig1a, "all")[0].startswith("devices wait on each other in a cycle")
 
 
 def test_contiguity_per_part_of_training_graphs():
@@ -115,14 +118,55 @@ def test_contiguity_per_part_of_training_graphs():
     assert contiguity_violations(p, "both") == []
 
 
+def issue_counterexample() -> OpGraph:
+    # 0 -> 2 and 3 -> 5 (node 1 and 4 isolated): {0, 5} and {2, 3, 4} are each convex,
+    # but the first waits for the second (3 -> 5) and the second for the first (0 -> 2)
+    return OpGraph(ids=range(6), kinds=("acc", "cpu"), compute=[[1, 9]] * 6, memory=[0] * 6, src=[0, 3],
+                   dst=[2, 5], edge_cost=[0.5, 0.5])
+
+
+def test_pipeline_order_names_the_cycle():
+    p = place(issue_counterexample(), CL, "acc0 cpu0 acc1 acc1 acc1 acc0")
+    assert contiguity_violations(p, "convex-both") == [] and contiguity_violations(p, "convex-all") == []
+    (msg,) = contiguity_violations(p, "both")
+    assert msg == ("devices wait on each other in a cycle (no pipeline order of the stages): acc0 -> acc1 -> acc0 "
+                   "(edge 0->2 from acc0 to acc1; edge 3->5 from acc1 to acc0)")
+    assert contiguity_violations(p, "all") == [msg] and not maxload(p, contiguity="both").feasible
+    # node 5 moved next to 2, 3, 4: a pipeline acc0 -> acc1 exists
+    assert contiguity_violations(place(issue_counterexample(), CL, "acc0 cpu0 acc1 acc1 acc1 acc1"), "both") == []
+
+
+def test_pipeline_order_of_training_graphs_mirrors_orphans():
+    # forward f0 -> f1, f1 -> b1 (loss); backward o -> b1, o an orphan (no forward
+    # partner): Appendix B orders o's forward image by the mirrored edge b1 -> o
+    g = OpGraph(ids=["f0", "f1", "b1", "b0", "o"], kinds=("acc", "cpu"), compute=[[1, 9]] * 5, memory=[0] * 5,
+                src=[0, 1, 4], dst=[1, 2, 2], colocation=[0, 1, 1, 0, -1], colocation_labels=("a", "b"),
+                backward=[False, False, True, True, True])
+    assert contiguity_violations(place(g, CL, "acc0 acc1 acc1 acc0 acc1"), "both") == []
+    bad = place(g, CL, "acc0 acc1 acc1 acc0 acc0")  # o on acc0 would have to come after acc1
+    (msg,) = contiguity_violations(bad, "both")
+    assert msg.endswith("acc0 -> acc1 -> acc0 (edge 'f0'->'f1' from acc0 to acc1; "
+                        "edge 'o'->'b1' (mirrored: backward edge of an orphan) from acc1 to acc0)")
+    assert contiguity_violations(bad, "convex-both") == [] and contiguity_violations(bad, "forward") == []
+
+
+def test_unknown_contiguity_mode_is_one_line_error():
+    from dnnplace.graphs.errors import InputError
+
+    with pytest.raises(InputError, match="unknown contiguity mode 'acyclic'"):
+        validate(place(chain3(), CL, "acc0 acc0 acc0"), contiguity="acyclic")
+
+
 def test_contiguity_scales_past_64_devices():
     n = 70
     g = OpGraph(ids=range(n + 1), kinds=("acc",), compute=[[1]] * (n + 1), memory=[0] * (n + 1),
                 src=list(range(n)), dst=list(range(1, n + 1)))
     cl = Cluster.tarnawski(n, 0, 1e9)
     dev = np.arange(n + 1) % n  # the last node returns to acc0: acc0 = {0, 70} is split
-    viol = contiguity_violations(Placement(g, cl, dev), "all")
+    viol = contiguity_violations(Placement(g, cl, dev), "convex-all")
     assert len(viol) == 1 and viol[0].startswith("device acc0 ")
+    (cyc,) = contiguity_violations(Placement(g, cl, dev), "all")[1:]  # and the 70-device cycle, named
+    assert cyc.count(" -> ") == 70 and cyc.endswith("edge 69->70 from acc69 to acc0)")
 
 
 # ---------------------------------------------------------------------------- latency

@@ -130,12 +130,15 @@ def test_seeded_instances_are_mostly_feasible():
 
 def test_contiguous_sets_in_a_cycle_are_not_a_pipeline():
     # 0 -> 2, 3 -> 5 (plus 0 -> 1, 1 -> 4): devices {0, 5} and {2, 3, 4} are each
-    # contiguous, yet each needs the other first; the DP (chain of ideals) excludes this
+    # contiguous, yet each needs the other first; the DP (chain of ideals) excludes this,
+    # and so does the evaluator's default (pipeline-realisable) mode
     g = OpGraph(ids=range(6), kinds=("acc", "cpu"), compute=np.ones((6, 2)), memory=np.zeros(6),
                 src=[0, 0, 1, 2, 3, 3], dst=[1, 2, 4, 4, 4, 5])
     dev = np.array([0, 2, 1, 1, 1, 0])
-    assert maxload(Placement(g, Cluster.tarnawski(2, 1, 10), dev), contiguity="both").feasible
+    p = Placement(g, Cluster.tarnawski(2, 1, 10), dev)
+    assert maxload(p, contiguity="convex-both").feasible
     assert not pipeline_order_exists(g, dev)
+    assert not maxload(p, contiguity="both").feasible
 
 
 def test_chain_split_by_hand():
@@ -227,26 +230,28 @@ def test_registry_dp_rescored(tarnawski_dir):
 # ---------------------------------------------------------------------------- vs the IP
 def brute_force_contiguous(inst: Instance) -> float:
     """Like :func:`brute_force` but without the pipeline-order condition: the
-    per-device contiguity of Definition 3.1 only (what the contiguous IP enforces)."""
+    per-device contiguity of Definition 3.1 only (what the convex-only IP enforces)."""
     g, cl = inst.graph, inst.cluster
     key = np.where(g.colocation >= 0, g.colocation, g.colocation.max(initial=-1) + 1 + np.arange(g.n))
     units, lab = np.unique(key, return_inverse=True)
-    vals = [maxload(Placement(g, cl, np.asarray(c)[lab]), contiguity="both")
+    vals = [maxload(Placement(g, cl, np.asarray(c)[lab]), contiguity="convex-both")
             for c in itertools.product(range(cl.size), repeat=units.size)]
     return min((v.objective for v in vals if v.feasible), default=np.inf)
 
 
 @pytest.mark.parametrize("seed", [2, 3, 4, 6, 7, 10, 11, 13, 22, 26, 27, 29])
 def test_dp_vs_contiguous_ip(seed):
-    """DP >= the contiguous IP, with equality unless every best contiguous split has
-    devices waiting on each other in a cycle (then no pipeline order exists and the
-    DP's chain of ideals cannot represent it; seed 22 is such a case: 19 vs 16)."""
+    """DP == the (default, acyclic) IP; DP >= the convex-only IP, with equality unless
+    every best convex split has devices waiting on each other in a cycle (then no
+    pipeline order exists and the DP's chain of ideals cannot represent it; seed 22 is
+    such a case: 19 vs 16)."""
     from dnnplace.registry import SolveRequest, SolverOptions, solve
 
     inst = random_inference(seed) if seed < 25 else random_training(seed)
     dp = maxload_dp(inst).value
-    ip = solve(inst, "ip", SolveRequest("maxload", contiguity="both",
-                                        solver=SolverOptions(time_limit=30, rel_gap=1e-9, threads=1))).objective
+    solver = SolverOptions(time_limit=30, rel_gap=1e-9, threads=1)
+    assert solve(inst, "ip", SolveRequest("maxload", solver=solver)).objective == pytest.approx(dp, rel=1e-6)
+    ip = solve(inst, "ip", SolveRequest("maxload", contiguity="convex-both", solver=solver)).objective
     assert dp >= ip - 1e-6
     if brute_force(inst) == pytest.approx(brute_force_contiguous(inst)):
         assert dp == pytest.approx(ip, rel=1e-6)

@@ -49,7 +49,8 @@ def _dp(inst, req: SolveRequest, linearized: bool) -> MethodOutput:
     from dnnplace.heuristics.maxload_dp import maxload_dp
 
     if req.contiguity not in (None, "both"):
-        raise InputError(f"the DP finds splits contiguous per part (contiguity 'both'), not {req.contiguity!r}")
+        raise InputError(f"the DP finds pipeline-realisable splits, contiguous per part (contiguity 'both'), "
+                         f"not {req.contiguity!r}")
     res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream")
     extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
              "seconds": res.seconds}
@@ -116,8 +117,9 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
     """Tarnawski's IPs: build, warm start, solve, decode and re-score.
 
     - ``maxload``: contiguity ``None`` means ``"both"`` (the contiguous IP, forward and
-      backward parts separately), ``"none"`` the non-contiguous IP; ``req.objective``
-      picks PipeDream / GPipe / overlap.
+      backward parts separately, with a pipeline order of the devices: the DP's splits),
+      ``"convex-both"`` the paper's Fig. 6 as printed (convexity only), ``"none"`` the
+      non-contiguous IP; ``req.objective`` picks PipeDream / GPipe / overlap.
     - ``latency``: ``q = subgraphs_per_device``. Without ``horizon``, ``H`` is the best
       evaluator latency among the warm start, greedy and all-CPU splits, and the solver
       always starts from the split that achieves ``H`` (a worse start would break the
