@@ -323,6 +323,13 @@ def _celeritas(name: str, **kw) -> Path:
     return celeritas_experiments.reproduce(name, **kw)
 
 
+def _fastt(name: str, **kw) -> Path:
+    from dnnplace import fastt_experiments
+
+    return fastt_experiments.reproduce(name, **kw)
+
+
+FASTT_EXPERIMENTS = ("fastt-scaling", "fastt-splits", "fastt-memory")
 CELERITAS_EXPERIMENTS = ("celeritas-table2", "celeritas-table3", "celeritas-table4", "celeritas-fig6")
 PESTO_EXPERIMENTS = ("pesto-congestion", "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100",
                      "pesto-coarsening")
@@ -332,5 +339,6 @@ REPRODUCTIONS: dict[str, Callable[..., Path]] = {
     "tarnawski-table4": table4,
     **{name: functools.partial(_pesto, name) for name in PESTO_EXPERIMENTS},
     **{name: functools.partial(_celeritas, name) for name in CELERITAS_EXPERIMENTS},
+    **{name: functools.partial(_fastt, name) for name in FASTT_EXPERIMENTS},
 }
 NAMES = tuple(REPRODUCTIONS)

@@ -22,13 +22,20 @@ a split is a view); the split node holds no memory, the combine node ``out``.
 Which inputs count as weights: edges from a node whose role is ``param`` (``graph.roles``).
 
 Rule table (:data:`SPLIT_RULES`, overridable with ``rules={op_type: [dim, ...]}``;
-``"*"`` applies to every op type):
+``"*"`` applies to every op type; the PyTorch ATen names of captured graphs,
+``convolution``, ``mm``, ``addmm``, ``linear``, ``bmm``, are listed beside TensorFlow's).
+An op whose role is ``grad`` (it produces a weight gradient, e.g. the ``mm`` of a linear
+layer's backward) splits its batch as ``batch-sum``: the parts are partial sums.
+``convolution_backward`` (input and weight gradient in one ATen op) has no rule:
+
+its two outputs would combine differently.
 
 =========================================  ==============  ==============  ========
 op type                                    dimension       act. / weight   combine
 =========================================  ==============  ==============  ========
 Conv2D, MatMul, Linear, Conv (forward)     ``batch``       split / repl.   concat
 Conv2D, MatMul, Linear, Conv (forward)     ``channel``     repl. / split   concat
+bmm (attention)                            ``batch``       split / split   concat
 Conv2DBackpropInput, MatMulGradInput       ``batch``       split / repl.   concat
 Conv2DBackpropFilter, MatMulGradWeight     ``batch-sum``   split / split   sum
 =========================================  ==============  ==============  ========
@@ -78,6 +85,7 @@ DIMENSIONS: dict[str, SplitDim] = {
 _FWD = ("batch", "channel")
 SPLIT_RULES: dict[str, tuple[str, ...]] = {
     **{t: _FWD for t in ("Conv2D", "MatMul", "Linear", "Conv", "convolution", "mm", "addmm", "linear")},
+    "bmm": ("batch",),
     **{t: ("batch",) for t in ("Conv2DBackpropInput", "MatMulGradInput")},
     **{t: ("batch-sum",) for t in ("Conv2DBackpropFilter", "MatMulGradWeight")},
 }
@@ -106,11 +114,18 @@ class SplitRules:
             out[str(op_type)] = dims
         self.table = out
 
-    def dims(self, op_type: str | None) -> tuple[str, ...]:
-        """The dimensions of ``op_type`` (``()``: never split)."""
-        if op_type is not None and op_type in self.table:
-            return self.table[op_type]
-        return self.table.get("*", ())
+    def dims(self, op_type: str | None, role: str | None = None) -> tuple[str, ...]:
+        """The dimensions of ``op_type`` (``()``: never split); a ``grad`` op's batch split
+        is ``batch-sum``."""
+        dims = self.table[op_type] if op_type is not None and op_type in self.table else self.table.get("*", ())
+        if role == "grad":
+            dims = tuple(dict.fromkeys("batch-sum" if d == "batch" else d for d in dims))
+        return dims
+
+    def of(self, graph: OpGraph, v: int) -> tuple[str, ...]:
+        """The dimensions node ``v`` of ``graph`` may be split along."""
+        return self.dims(graph.op_types[v] if graph.op_types is not None else None,
+                         graph.roles[v] if graph.roles is not None else None)
 
 
 def origin_of(graph: OpGraph) -> tuple:
@@ -282,7 +297,5 @@ def splittable_ops(graph: OpGraph, rules: SplitRules, candidates: Sequence[int])
     """The candidates that have a rule, are no part or aux node of an earlier split and
     belong to no colocation group."""
     roles = graph.meta.get("split_role")
-    ops = graph.op_types
     return [v for v in candidates
-            if (roles is None or roles[v] == "op") and graph.colocation[v] < 0
-            and rules.dims(ops[v] if ops is not None else None)]
+            if (roles is None or roles[v] == "op") and graph.colocation[v] < 0 and rules.of(graph, v)]

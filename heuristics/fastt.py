@@ -37,7 +37,11 @@ exact. The registered method reports the simulator's value under the requested c
 
 Memory (``on_oom``): an op only goes to a device whose remaining capacity holds it; when
 none does, ``"best_effort"`` takes the device with the most free memory (the evaluator then
-reports ``memory_infeasible``) and ``"raise"`` raises an
+reports ``memory_infeasible`` unless the repair pass
+:func:`~dnnplace.heuristics.memory.repair_static_memory` then moves whole units where they
+fit; ``extra["memory_repairs"]`` counts the moves, and after a repair the start times and
+``planner_estimate`` are the planner's, before the move: only the simulation of the
+repaired placement in the planner's order counts) and ``"raise"`` raises an
 :class:`~dnnplace.graphs.errors.InfeasibleError` naming the op
 (:func:`~dnnplace.heuristics.memory.best_effort_device`, shared with Celeritas and PARDNN).
 Colocation: the first member of a group placed pins the group (a CP member pins it to its
@@ -74,7 +78,7 @@ import bisect
 import heapq
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,7 +90,7 @@ from dnnplace.graphs.levels import blevel, critical_path, tlevel
 from dnnplace.graphs.op_split import SplitRules, split_operation, splittable_ops
 from dnnplace.graphs.placement import Placement, Schedule
 from dnnplace.graphs.terminals import Terminals, with_terminals
-from dnnplace.heuristics.memory import ON_OOM, best_effort_device
+from dnnplace.heuristics.memory import ON_OOM, best_effort_device, repair_static_memory
 from dnnplace.heuristics.nominal import nominal_costs
 from dnnplace.heuristics.timeline import Timeline
 
@@ -123,16 +127,18 @@ class FastTSchedule:
 
 # ---------------------------------------------------------------------------- critical-path devices
 def _prefix_rule(cp: Sequence[int], comp: np.ndarray, mem: np.ndarray, cap: np.ndarray) -> dict[int, int]:
-    """CP op -> device by the prefix rule (module docstring, step 2)."""
+    """CP op -> device by the prefix rule (module docstring, step 2); ``mem[i]`` is the
+    memory the ``i``-th CP op adds (:func:`_cp_memory`)."""
     out: dict[int, int] = {}
     rest = np.asarray(cp, dtype=np.int64)
+    rmem = np.asarray(mem, dtype=np.float64)
     used: set[int] = set()
     while rest.size:
         best = None
         for d in range(comp.shape[1]):
             if d in used:
                 continue
-            ok = ~np.isnan(comp[rest, d]) & (np.cumsum(mem[rest]) <= cap[d] * (1 + 1e-12))
+            ok = ~np.isnan(comp[rest, d]) & (np.cumsum(rmem) <= cap[d] * (1 + 1e-12))
             k = int(np.argmin(ok)) if not ok.all() else rest.size
             if k == 0:
                 continue
@@ -145,7 +151,7 @@ def _prefix_rule(cp: Sequence[int], comp: np.ndarray, mem: np.ndarray, cap: np.n
         for v in rest[:k].tolist():
             out[v] = d
         used.add(d)
-        rest = rest[k:]
+        rest, rmem = rest[k:], rmem[k:]
     return out
 
 
@@ -153,11 +159,25 @@ def _single_device(cp: Sequence[int], comp: np.ndarray, mem: np.ndarray, cap: np
     """CPOP: the whole CP on the device of least summed time that runs and holds it."""
     cp = np.asarray(cp, dtype=np.int64)
     total = comp[cp].sum(axis=0)  # NaN where some CP op is unsupported
-    fits = ~np.isnan(total) & (mem[cp].sum() <= cap * (1 + 1e-12))
+    fits = ~np.isnan(total) & (mem.sum() <= cap * (1 + 1e-12))
     if not fits.any():
         return _prefix_rule(cp, comp, mem, cap)
     d = int(np.flatnonzero(fits)[np.argmin(total[fits])])
     return {int(v): d for v in cp.tolist()}
+
+
+def _cp_memory(g: OpGraph, cp: Sequence[int]) -> np.ndarray:
+    """Memory each CP op adds when its CP device takes it: a colocated op brings its whole
+    group the first time the group appears on the CP, nothing after."""
+    co = g.colocation
+    group_mem = np.bincount(co[co >= 0], weights=g.memory[co >= 0]) if (co >= 0).any() else np.zeros(0)
+    seen: set[int] = set()
+    out = np.empty(len(cp))
+    for i, v in enumerate(cp):
+        c = int(co[v])
+        out[i] = g.memory[v] if c < 0 else (0.0 if c in seen else group_mem[c])
+        seen.add(c)
+    return out
 
 
 def _follow(g: OpGraph, start: int, key: np.ndarray) -> list[int]:
@@ -288,10 +308,15 @@ def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[in
 def _finish(graph: OpGraph, cluster: Cluster, dev, start, fin, cp: list[int], cp_dev: dict[int, int], name: str,
             extra: dict) -> FastTSchedule:
     n = graph.n
+    dev = dev[:n]
+    extra["memory_repairs"] = 0
+    used = np.bincount(dev, weights=graph.memory, minlength=cluster.size)
+    if (used > cluster.memory * (1 + 1e-12)).any():  # best effort left overflow: move whole units where they fit
+        dev, extra["memory_repairs"] = repair_static_memory(graph, cluster, dev)
     cp_orig = np.array([v for v in cp if v < n], dtype=np.int64)
     cpd = np.array([cp_dev.get(v, -1) for v in cp_orig.tolist()], dtype=np.int64)
     est = float(fin[:n].max()) if n else 0.0
-    return FastTSchedule(Placement(graph, cluster, dev[:n]), start[:n], fin[:n], est, name, cp_orig, cpd,
+    return FastTSchedule(Placement(graph, cluster, dev), start[:n], fin[:n], est, name, cp_orig, cpd,
                          {"cp_length": int(cp_orig.size), **extra})
 
 
@@ -342,7 +367,7 @@ def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str 
     cp = _follow(g, t.entry, rank)
     real = [v for v in cp if v < t.n]
     comp = cluster.compute_matrix(g)
-    cp_dev = _prefix_rule(real, comp, g.memory, cluster.memory)
+    cp_dev = _prefix_rule(real, comp, _cp_memory(g, real), cluster.memory)
     dev, start, fin, extra = _place(t, cluster, order.tolist(), cp_dev, on_oom=on_oom, name="dpos")
     extra["cp_unplaced"] = len(real) - len(cp_dev)
     return _finish(graph, cluster, dev, start, fin, real, cp_dev, "dpos", extra)
@@ -364,7 +389,7 @@ def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str
     cp = _follow(g, t.entry, prio)
     real = [v for v in cp if v < t.n]
     comp = cluster.compute_matrix(g)
-    cp_dev = _single_device(real, comp, g.memory, cluster.memory) if real else {}
+    cp_dev = _single_device(real, comp, _cp_memory(g, real), cluster.memory) if real else {}
     # the ready queue by priority does not depend on the placement: one topological order
     indeg = np.bincount(g.dst, minlength=g.n).tolist()
     optr, onbr = g.out_ptr.tolist(), g.out_nbr.tolist()
@@ -391,8 +416,9 @@ def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str
 class OSDPOSResult:
     """OS-DPOS's best state: the DPOS schedule of the split graph ``schedule.graph``, the
     accepted splits ``(op id, dimension, parts)``, the starting DPOS estimate, the number
-    of DPOS trials, the seconds to the first accepted split (``None``: none) and whether
-    the time budget ran out."""
+    of DPOS trials, the seconds to the first accepted split (``None``: none), whether
+    the time budget ran out, the candidates listed and the final ``score`` (the value
+    splits had to lower: the planner's estimate unless a ``score`` was given)."""
 
     schedule: FastTSchedule
     splits: tuple[tuple[str, str, int], ...]
@@ -402,6 +428,7 @@ class OSDPOSResult:
     time_to_first_improvement: float | None
     timed_out: bool
     candidates: tuple[str, ...]
+    score: float
 
     @property
     def graph(self) -> OpGraph:
@@ -425,7 +452,8 @@ def placed_critical_path(s: FastTSchedule) -> np.ndarray:
 def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[str]] | None = None,
             parts: Sequence[int] | None = None, recompute_cp: bool = False, max_candidates: int | None = None,
             kappa: float | None = None, aux_cost_per_byte: float = 0.0, time_limit: float | None = None,
-            nominal: str = "max", on_oom: str = "best_effort") -> OSDPOSResult:
+            nominal: str = "max", on_oom: str = "best_effort",
+            score: Callable[[FastTSchedule], float] | None = None) -> OSDPOSResult:
     """FastT's OS-DPOS (Alg. 2): DPOS, then split critical-path ops while it helps.
 
     Parameters
@@ -447,6 +475,9 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
         Time per byte of the aux split/concat nodes (0: views).
     time_limit : float, optional
         Seconds; the best state so far is returned when it runs out.
+    score : callable, optional
+        The makespan a split must lower: default the planner's estimate (the paper's
+        ``T``); e.g. a simulation with link congestion, which the planner ignores.
 
     Examples
     --------
@@ -470,7 +501,9 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
             raise InputError(f"OS-DPOS parts: every part count must be >= 2, got {bad[0]}")
     kap = BatchModel(1).floor(graph) if kappa is None else float(kappa)
     best = dpos(graph, cluster, nominal=nominal, on_oom=on_oom)
+    value = score if score is not None else (lambda sched: sched.planner_estimate)
     first = best.planner_estimate
+    best_value = value(best)
     trials, t_first, timed_out = 1, None, False
     tried: set[str] = set()
     accepted: list[tuple[str, str, int]] = []
@@ -503,20 +536,20 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
         counts = sorted({int(k) for k in parts}) if parts is not None else list(range(2, k_dev + 1))
         found = None
         for n in counts:
-            for dim in rules_.dims(g.op_types[v] if g.op_types is not None else None):
+            for dim in rules_.of(g, v):
                 if over():
                     timed_out = True
                     break
                 s = dpos(split_operation(g, v, dim, n, kappa=kap, aux_cost_per_byte=aux_cost_per_byte), cluster,
                          nominal=nominal, on_oom=on_oom)
                 trials += 1
-                if found is None or s.planner_estimate < found[0].planner_estimate - 1e-12:
-                    found = (s, dim, n)
+                v_s = value(s)
+                if found is None or v_s < found[3] - 1e-12:
+                    found = (s, dim, n, v_s)
             if timed_out:
                 break
-        if found is not None and found[0].planner_estimate < best.planner_estimate - 1e-12 * max(
-                1.0, best.planner_estimate):
-            best = found[0]
+        if found is not None and found[3] < best_value - 1e-12 * max(1.0, abs(best_value)):
+            best, best_value = found[0], found[3]
             accepted.append((op, found[1], found[2]))
             if t_first is None:
                 t_first = time.perf_counter() - t0
@@ -526,4 +559,4 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
         elif not timed_out:
             break  # the paper's rule: stop at the first candidate whose best split does not help
     return OSDPOSResult(best, tuple(accepted), first, trials, time.perf_counter() - t0, t_first, timed_out,
-                        tuple(listed))
+                        tuple(listed), best_value)

@@ -136,7 +136,7 @@ def random_instance(seed: int) -> tuple[OpGraph, Cluster, bool]:
 
 
 def test_planner_estimate_equals_strict_replay_and_bounds_hold():
-    checked = infeasible = binding_seen = 0
+    checked = infeasible = binding_seen = repaired = 0
     for seed in range(220):
         g, cl, binding = random_instance(seed)
         binding_seen += binding
@@ -145,16 +145,20 @@ def test_planner_estimate_equals_strict_replay_and_bounds_hold():
         cp_bound = float(blevel(g, kind=fastest, comm=0.0).max())
         for fn in (dpos, cpop):
             s = fn(g, cl)
-            assert s.planner_estimate == pytest.approx(strict_free(s), rel=1e-9), (fn.__name__, seed)
+            if s.extra["memory_repairs"]:  # the repair moved units after planning: no exact replay
+                repaired += 1
+            else:
+                assert s.planner_estimate == pytest.approx(strict_free(s), rel=1e-9), (fn.__name__, seed)
+                checked += 1
+            assert strict_free(s) >= cp_bound - 1e-9
             assert s.planner_estimate >= cp_bound - 1e-9
             assert s.planner_estimate >= fastest.sum() / cl.size - 1e-9
             violations = validate(s.placement, memory=True)
             if violations:  # only memory, and only where DPOS had to place an op best-effort
                 assert not validate(s.placement, memory=False) and s.extra["oom_nodes"] > 0
                 infeasible += 1
-            checked += 1
-    assert checked == 440 and binding_seen == 74
-    assert infeasible < checked // 4
+    assert checked + repaired == 440 and binding_seen == 74
+    assert checked >= 400 and infeasible < 440 // 4
 
 
 def test_priority_policy_is_reported_through_the_registry():
@@ -365,8 +369,46 @@ def test_memory_that_cannot_hold_the_critical_path():
     g = OpGraph(ids="abc", kinds=["gpu"], compute=[[1.0]] * 3, memory=[6] * 3, src=[0, 1], dst=[1, 2])
     cl = gpus(2, memory=5.0)
     s = dpos(g, cl)
-    assert s.extra["cp_unplaced"] == 3 and s.extra["oom_nodes"] == 3
+    assert s.extra["cp_unplaced"] == 3 and s.extra["oom_nodes"] == 3 and s.extra["memory_repairs"] == 0
     with pytest.raises(InputError, match="dpos: node 'a': no device has room for its 6 bytes"):
         dpos(g, cl, on_oom="raise")
     r = solve(Instance(g, cl, "oom"), "dpos", SolveRequest(problem="makespan"))
     assert r.status == "memory_infeasible"
+
+
+# ---------------------------------------------------------------------------- method options and experiments
+def test_os_dpos_scored_by_simulation_never_worse_than_dpos_under_the_evaluator():
+    checked = 0
+    for seed in range(8):
+        g, cl, _ = random_instance(seed)
+        g = g.with_(op_types=("Conv2D",) * g.n)
+        inst = Instance(g, cl, f"r{seed}")
+        d = solve(inst, "dpos", SolveRequest(problem="makespan"))
+        o = solve(inst, "os-dpos", SolveRequest(problem="makespan", params={"score": "simulation"}))
+        assert o.objective <= d.objective + 1e-9
+        checked += 1
+    assert checked == 8
+
+
+def test_start_auto_and_keep_start():
+    g = _training_graph()
+    small, big = gpus(2, memory=1e6, beta0=0.1, beta1=0.01), gpus(2, memory=200.0, beta0=0.1, beta1=0.01)
+    auto = solve(Instance(g, small, "t"), "dpos", SolveRequest(problem="makespan", params={"start": "auto"}))
+    assert "transformed" in auto.extra["scored_graph"]  # fits one GPU: the data-parallel start
+    tight = solve(Instance(g, big, "t"), "dpos", SolveRequest(problem="makespan", params={"start": "auto"}))
+    assert "scored_graph" not in tight.extra  # the DP deployment overflows 200-byte GPUs: the model graph
+    kept = solve(Instance(g, small, "t"), "dpos", SolveRequest(problem="makespan", params={"start": "data-parallel"}))
+    dp = solve(Instance(g, small, "t"), "dp-baseline", SolveRequest(problem="makespan"))
+    assert kept.objective <= min(kept.extra["planner_makespan"], kept.extra["start_makespan"]) + 1e-9
+    assert kept.extra["start_makespan"] == pytest.approx(dp.objective)  # the start replays the DP baseline's fifo
+
+
+def test_fastt_memory_reproduction_writes_its_table(tmp_path):
+    from dnnplace.fastt_experiments import model_graph, reproduce
+
+    g = model_graph("vgg19", 64)
+    i = g.index_of("conv1_2")  # 2 * 64 * 224^2 * 64 * 64 * 9 FLOP at 14 TFLOP/s, plus the 5 us floor
+    assert g.compute[i, 0] == pytest.approx(2 * 64 * 224 ** 2 * 64 * 64 * 9 / 14e12 * 1e3 + 5e-3)
+    path = reproduce("fastt-memory", out_dir=tmp_path)
+    rows = path.read_text().splitlines()
+    assert sum(r.startswith("| ") for r in rows) == 6 and "simulation" in path.read_text().lower()

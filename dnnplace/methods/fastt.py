@@ -8,9 +8,21 @@ equals the congestion-free replay), the replay without congestion and the makesp
 the non-delay ``priority`` policy (what FastT's TensorFlow patch enforces, A10).
 
 ``start="data-parallel"`` solves FastT's start deployment instead of the given graph: the
-graph replicated once per GPU with the batch split (:func:`~dnnplace.graphs.data_parallel.data_parallel`),
-and OS-DPOS answers on its split graph: such a result is for the transformed graph, which
-the method reports (``MethodOutput.graph``) and the evaluator scores; ``extra`` names it.
+graph replicated once per GPU with the batch split (:func:`~dnnplace.graphs.data_parallel.data_parallel`,
+costs from a :class:`~dnnplace.graphs.batch_model.BatchModel` at the graph's ``meta["batch"]``
+with ``half_batch``), and OS-DPOS answers on its split graph: such a result is for the
+transformed graph, which the method reports (``MethodOutput.graph``) and the evaluator
+scores; ``extra`` names it. ``start="auto"`` is FastT's rule (Sec. 5.2, "if the model fits on one
+device"): the data-parallel start when its deployment (the DP baseline: one replica at
+``batch / GPUs`` per GPU, the shared parameters on the first) fits in static memory, else the
+graph itself.
+FastT starts from data parallelism; with ``keep_start`` (default) the method keeps that
+start deployment (the DP baseline's placement, replaying the order its fifo simulation
+followed) when it fits in memory and simulates faster than the planner's schedule (or the
+planner's schedule does not fit) (*paper*: no such guard is written; *we*: FastT only ever accepts
+improvements over its start), and says so in ``extra["kept_start"]``; the planner's own
+schedule stays in ``extra`` (``planner_makespan``, ``priority_policy`` are always the
+planner's schedule's).
 """
 
 from __future__ import annotations
@@ -25,7 +37,11 @@ __all__ = ["DPOSOptions", "OSDPOSOptions", "CPOPOptions", "DPBaselineOptions", "
            "run_cpop", "run_dp_baseline", "parse_rules"]
 
 _START = option("graph", "graph: the given graph; data-parallel: FastT's start, the graph replicated once per GPU "
-                         "at batch / GPUs (needs node roles for shared parameters)")
+                         "at batch / GPUs (needs node roles for shared parameters); auto: data-parallel when the "
+                         "DP deployment fits in memory, else the graph (FastT Sec. 5.2)")
+_HALF = option(0.0, "data-parallel start: the batch at which a GPU reaches half its throughput (BatchModel; 0 = "
+                    "linear scaling)")
+_KEEP = option(True, "data-parallel start: keep the DP deployment when it simulates faster than the planner's schedule")
 
 
 @dataclass(frozen=True)
@@ -33,14 +49,18 @@ class DPOSOptions(Options):
     nominal: Literal["max", "mean", "min"] = option("max", "nominal costs of the upward rank (FastT: max)")
     on_oom: Literal["best_effort", "raise"] = option("best_effort", "an op no device has memory for: the device "
                                                                     "with most free memory, or an error")
-    start: Literal["graph", "data-parallel"] = _START
+    start: Literal["graph", "data-parallel", "auto"] = _START
+    half_batch: float = _HALF
+    keep_start: bool = _KEEP
 
 
 @dataclass(frozen=True)
 class CPOPOptions(Options):
     nominal: Literal["max", "mean", "min"] = option("mean", "nominal costs of rank_u + rank_d (CPOP: mean)")
     on_oom: Literal["best_effort", "raise"] = option("best_effort", "as for dpos")
-    start: Literal["graph", "data-parallel"] = _START
+    start: Literal["graph", "data-parallel", "auto"] = _START
+    half_batch: float = _HALF
+    keep_start: bool = _KEEP
 
 
 @dataclass(frozen=True)
@@ -53,13 +73,19 @@ class OSDPOSOptions(Options):
     kappa: float | None = option(None, "per-part kernel overhead in the graph's unit (default 5 us)")
     nominal: Literal["max", "mean", "min"] = option("max", "nominal costs of the upward rank")
     on_oom: Literal["best_effort", "raise"] = option("best_effort", "as for dpos")
-    start: Literal["graph", "data-parallel"] = _START
+    score: Literal["planner", "simulation"] = option("planner", "what a split must lower: the planner's estimate "
+                                                                "(paper) or the strict replay under the request's "
+                                                                "congestion")
+    start: Literal["graph", "data-parallel", "auto"] = _START
+    half_batch: float = _HALF
+    keep_start: bool = _KEEP
 
 
 @dataclass(frozen=True)
 class DPBaselineOptions(Options):
     scaling: Literal["strong", "weak"] = option("strong", "strong: the global batch is split over the GPUs; weak: "
                                                           "every GPU runs the full batch")
+    half_batch: float = _HALF
 
 
 def parse_rules(text: str | None) -> dict[str, list[str]] | None:
@@ -79,56 +105,85 @@ def parse_rules(text: str | None) -> dict[str, list[str]] | None:
     return out
 
 
-def _instance_graph(inst, start: str, scaling: str = "strong"):
+def _instance_graph(inst, start: str, scaling: str = "strong", half_batch: float = 0.0):
     """The graph to solve: the given one, or FastT's data-parallel start."""
     from dnnplace.graphs.batch_model import BatchModel
-    from dnnplace.graphs.data_parallel import accelerators, data_parallel
+    from dnnplace.graphs.data_parallel import accelerators, data_parallel, dp_baseline_devices
 
     g, cl = inst.graph, inst.require_cluster()
     if start == "graph":
         return g, None
     n = int(accelerators(cl).size)
     batch = g.meta.get("batch", n)
-    dp = data_parallel(g, n, batch_model=BatchModel(batch), scaling=scaling)
+    dp = data_parallel(g, n, batch_model=BatchModel(batch, half_batch=half_batch), scaling=scaling)
+    if start == "auto":  # FastT Sec. 5.2: start from data parallelism when its deployment fits
+        from dnnplace.graphs.evaluate import validate
+        from dnnplace.graphs.placement import Placement
+
+        if validate(Placement(dp.graph, cl, dp_baseline_devices(dp, cl)), memory=True):
+            return g, None
     return dp.graph, dp
 
 
-def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None) -> MethodOutput:
+def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, dp=None,
+            keep_start: bool = False) -> MethodOutput:
     from dnnplace.graphs.simulate import simulate
 
     p, prio = sched.placement, sched.priorities
     ms = simulate(p, policy="order", priorities=prio, congestion=req.congestion).makespan
     free = simulate(p, policy="order", priorities=prio, congestion=False).makespan
     nondelay = simulate(p, policy="priority", priorities=prio, congestion=req.congestion).makespan
-    ex = {"planner_estimate": sched.planner_estimate, "order_no_congestion": free, "priority_policy": nondelay,
-          "memory_model": "static", **sched.extra, **(extra or {})}
+    ex = {"planner_estimate": sched.planner_estimate, "planner_makespan": ms, "order_no_congestion": free,
+          "priority_policy": nondelay, "memory_model": "static", **sched.extra, **(extra or {})}
+    if dp is not None and keep_start:
+        from dnnplace.graphs.evaluate import validate
+
+        start_p, start_prio, start_ms = _start_deployment(dp, cl, req)
+        ex["start_makespan"] = start_ms
+        # the start is kept when it fits in memory and is faster, or fits where the planner's schedule does not
+        fits_start, fits_plan = not validate(start_p, memory=True), not validate(p, memory=True)
+        ex["kept_start"] = fits_start and (start_ms < ms or not fits_plan)
+        if ex["kept_start"]:
+            p, prio, ms, graph = start_p, start_prio, start_ms, dp.graph
     scored = graph if graph is not None and graph is not original else None
     if scored is not None:
         ex["solved_graph"] = f"{scored.name}: {scored.n} nodes, {scored.m} edges (the input has {original.n})"
     return MethodOutput(p, objective=ms, priorities=prio, graph=scored, extra=ex)
 
 
+def _start_deployment(dp, cl, req: SolveRequest):
+    """The DP baseline's placement of ``dp``, the device order of its fifo simulation, and
+    the makespan of replaying that order strictly."""
+    from dnnplace.graphs.data_parallel import dp_baseline_devices
+    from dnnplace.graphs.placement import Placement
+    from dnnplace.graphs.simulate import simulate
+
+    p = Placement(dp.graph, cl, dp_baseline_devices(dp, cl))
+    prio = simulate(p, policy="fifo", congestion=req.congestion).schedule.priorities()
+    return p, prio, simulate(p, policy="order", priorities=prio, congestion=req.congestion).makespan
+
+
 def run_dpos(inst, req: SolveRequest, opts: DPOSOptions) -> MethodOutput:
     from dnnplace.heuristics.fastt import dpos
 
-    g, _ = _instance_graph(inst, opts.start)
+    g, dp = _instance_graph(inst, opts.start, half_batch=opts.half_batch)
     s = dpos(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom)
-    return _output(s, inst.cluster, req, inst.graph, graph=g)
+    return _output(s, inst.cluster, req, inst.graph, graph=g, dp=dp, keep_start=opts.keep_start)
 
 
 def run_cpop(inst, req: SolveRequest, opts: CPOPOptions) -> MethodOutput:
     from dnnplace.heuristics.fastt import cpop
 
-    g, _ = _instance_graph(inst, opts.start)
+    g, dp = _instance_graph(inst, opts.start, half_batch=opts.half_batch)
     s = cpop(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom)
-    return _output(s, inst.cluster, req, inst.graph, graph=g)
+    return _output(s, inst.cluster, req, inst.graph, graph=g, dp=dp, keep_start=opts.keep_start)
 
 
 def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
     """Time limit: the request's solver time limit (default 60 s); the best state is kept."""
     from dnnplace.heuristics.fastt import os_dpos
 
-    g, _ = _instance_graph(inst, opts.start)
+    g, dp = _instance_graph(inst, opts.start, half_batch=opts.half_batch)
     parts = None
     if opts.parts is not None:
         try:
@@ -137,13 +192,23 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
             raise InputError(f"method 'os-dpos' option 'parts': expected integers like '2,4', got {opts.parts!r}") \
                 from None
     limit = req.solver.time_limit if req.solver.time_limit is not None else 60.0
+    score = None
+    if opts.score == "simulation":
+        from dnnplace.graphs.simulate import simulate
+
+        def score(sched):
+            return simulate(sched.placement, policy="order", priorities=sched.priorities,
+                            congestion=req.congestion).makespan
+
     r = os_dpos(g, inst.require_cluster(), rules=parse_rules(opts.rules), parts=parts, recompute_cp=opts.recompute_cp,
                 max_candidates=opts.max_candidates, kappa=opts.kappa, time_limit=limit, nominal=opts.nominal,
-                on_oom=opts.on_oom)
-    extra = {"splits": [list(s) for s in r.splits], "dpos_estimate": r.dpos_estimate, "trials": r.trials,
-             "time_to_first_improvement": r.time_to_first_improvement, "timed_out": r.timed_out,
+                on_oom=opts.on_oom, score=score)
+    extra = {"splits": [list(s) for s in r.splits], "dpos_estimate": r.dpos_estimate, "score": opts.score,
+             "score_value": r.score, "trials": r.trials, "time_to_first_improvement": r.time_to_first_improvement,
+             "timed_out": r.timed_out,
              "candidates": len(r.candidates)}
-    out = _output(r.schedule, inst.cluster, req, inst.graph, graph=r.graph, extra=extra)
+    out = _output(r.schedule, inst.cluster, req, inst.graph, graph=r.graph, extra=extra, dp=dp,
+                  keep_start=opts.keep_start)
     if r.timed_out:
         out.termination = "time_limit"
     return out
@@ -155,7 +220,7 @@ def run_dp_baseline(inst, req: SolveRequest, opts: DPBaselineOptions) -> MethodO
     from dnnplace.graphs.data_parallel import dp_baseline_devices
     from dnnplace.graphs.placement import Placement
 
-    g, dp = _instance_graph(inst, "data-parallel", opts.scaling)
+    g, dp = _instance_graph(inst, "data-parallel", opts.scaling, opts.half_batch)
     cl = inst.require_cluster()
     p = Placement(g, cl, dp_baseline_devices(dp, cl))
     scored = g if g is not inst.graph else None
