@@ -23,6 +23,11 @@ separable over devices), replication (C.2) and hierarchies (C.3).
 Speed (see ``benchmarks/bench_dp.py``): DPL runs first and its value bounds the exact
 DP, whose superset walks stop as soon as a set's compute exceeds that bound
 (:mod:`dnnplace.heuristics.dp_kernel`).
+
+Size limit: the ideals are held as bitsets with their cover relation, so memory grows
+with the number of ideals (``max_ideals``, default 2 million). Past it the DP does not
+give up silently: it returns DPL's split as the incumbent with ``complete=False`` and a
+valid lower bound (:func:`load_lower_bound`), so the caller reports a gap.
 """
 
 from __future__ import annotations
@@ -40,9 +45,16 @@ from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.reach import closure_bits
 from dnnplace.heuristics.dp_kernel import run_dp
-from dnnplace.heuristics.ideals import DPGraph, IdealLattice, build_dp_graph, enumerate_ideals, linearize
+from dnnplace.heuristics.ideals import (
+    DPGraph,
+    IdealLattice,
+    TooManyIdeals,
+    build_dp_graph,
+    enumerate_ideals,
+    linearize,
+)
 
-__all__ = ["DPResult", "maxload_dp", "node_transfer_cost"]
+__all__ = ["DPResult", "maxload_dp", "node_transfer_cost", "load_lower_bound"]
 
 OBJECTIVES = ("pipedream", "overlap")
 
@@ -58,6 +70,8 @@ class DPResult:
     dp_nodes: int
     seconds: dict[str, float] = field(default_factory=dict)
     linearized: bool = False
+    complete: bool = True
+    lower_bound: float | None = None
 
 
 def _devices(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
@@ -118,7 +132,30 @@ def _bitsets(rows: list[np.ndarray], nbits: int) -> np.ndarray:
     return out
 
 
-def _prepare(inst: Instance, *, linear: bool, trivial: bool = True) -> _Prepared:
+def load_lower_bound(inst: Instance) -> float:
+    """A lower bound on the max-load of every split (any contiguity, either objective):
+    every node runs somewhere, and a device's load is at least its compute, so the
+    optimum is at least the largest ``min(p_acc(v), p_cpu(v))`` and at least the total
+    of these minima spread over all ``k + l`` devices.
+
+    >>> from dnnplace.graphs import OpGraph, Cluster
+    >>> g = OpGraph(ids=[0, 1, 2], kinds=("acc", "cpu"), compute=[[2, 9], [2, 9], [5, 9]],
+    ...             memory=[0, 0, 0], src=[0, 1], dst=[1, 2])
+    >>> load_lower_bound(Instance(g, Cluster.tarnawski(2, 0, 10)))  # max(5, 9 / 2)
+    5.0
+    """
+    g, cl = inst.graph, inst.require_cluster()
+    accs, cpus = _devices(cl)
+    comp = cl.compute_matrix(g)
+    cols = [comp[:, accs[0]]] if accs.size else []
+    cols += [comp[:, cpus[0]]] if cpus.size else []
+    best = np.nanmin(np.where(np.isnan(np.stack(cols, axis=1)), np.inf, np.stack(cols, axis=1)), axis=1)
+    if not np.isfinite(best).all():
+        return float("inf")
+    return float(max(best.max(initial=0.0), best.sum() / max(1, accs.size + cpus.size)))
+
+
+def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 2_000_000) -> _Prepared:
     g, cl = inst.graph, inst.require_cluster()
     accs, cpus = _devices(cl)
     h = build_dp_graph(g, trivial=trivial)
@@ -126,7 +163,7 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True) -> _Prepared
     if linear:
         ps, pd = linearize(h.n, src, dst)
         src, dst = np.concatenate([src, ps]), np.concatenate([dst, pd])
-    lattice = enumerate_ideals(h.n, src, dst)
+    lattice = enumerate_ideals(h.n, src, dst, max_ideals=max_ideals)
     grp = h.group
     comp = cl.compute_matrix(g)
     acc_t = comp[:, accs[0]] if accs.size else np.full(g.n, np.nan)
@@ -240,7 +277,7 @@ def _decode(inst: Instance, prep: _Prepared, parent: np.ndarray, kind: np.ndarra
 
 
 def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pipedream",
-               upper_bound: float | None = None, trivial: bool = True) -> DPResult:
+               upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 2_000_000) -> DPResult:
     """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
 
     Parameters
@@ -256,11 +293,15 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     trivial : bool
         Merge zero-cost one-neighbour nodes into their neighbour first (exact for the
         loads; see :func:`dnnplace.heuristics.ideals._merge_trivial`).
+    max_ideals : int
+        Memory limit of the exact DP. With more ideals the result is DPL's split with
+        ``complete=False`` and ``lower_bound`` from :func:`load_lower_bound`.
 
     Returns
     -------
     DPResult
-        ``placement`` is ``None`` when no split is feasible (``value`` is ``inf``).
+        ``placement`` is ``None`` when no split is feasible (``value`` is ``inf``);
+        ``complete`` says whether ``value`` is the optimum (``lower_bound`` = ``value``).
 
     References
     ----------
@@ -279,7 +320,17 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     if objective not in OBJECTIVES:
         raise InputError(f"the DP supports objectives {OBJECTIVES}, not {objective!r}")
     t0 = time.perf_counter()
-    prep = _prepare(inst, linear=linearized, trivial=trivial)
+    try:
+        prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals)
+    except TooManyIdeals:
+        if linearized:
+            raise
+        res = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial)
+        res.seconds = {"ideal_limit": time.perf_counter() - t0, **res.seconds}
+        res.complete, res.linearized = False, False
+        res.lower_bound = min(load_lower_bound(inst), res.value)
+        res.ideals = max_ideals
+        return res
     t1 = time.perf_counter()
     seconds = {"prepare": t1 - t0}
     ub = np.inf if upper_bound is None else float(upper_bound)
@@ -295,4 +346,5 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     a = prep.arrays
     value = float(dp[-1, a["k"], a["l"]])
     placement = _decode(inst, prep, parent, kind) if np.isfinite(value) else None
-    return DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized)
+    return DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized,
+                    lower_bound=None if linearized else value)

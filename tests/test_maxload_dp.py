@@ -257,3 +257,28 @@ def test_dp_vs_contiguous_ip(seed):
         assert dp == pytest.approx(ip, rel=1e-6)
     else:
         assert ip == pytest.approx(brute_force_contiguous(inst), rel=1e-6) and dp > ip
+
+
+def test_ideal_limit_gives_incumbent_and_lower_bound():
+    """Past ``max_ideals`` the DP reports DPL's split, status feasible, a valid lower
+    bound and a gap (never a silent give-up); 20 seeded instances with a limit of 3
+    ideals, checked against the exact DP (measured: 18 feasible, DPL has a split on 17)."""
+    from dnnplace.registry import SolveRequest, solve
+
+    done = 0
+    for seed in range(20):
+        inst = random_inference(seed)
+        res = maxload_dp(inst, max_ideals=3)
+        exact = maxload_dp(inst)
+        if not np.isfinite(exact.value):
+            continue
+        assert not res.complete and exact.complete and exact.lower_bound == exact.value
+        assert res.lower_bound <= exact.value + 1e-9 <= res.value + 2e-9
+        r = solve(inst, "dp", SolveRequest("maxload", params={"max_ideals": 3}))
+        assert r.termination == "ideal_limit" and r.bound == pytest.approx(res.lower_bound)
+        if res.placement is None:  # DPL's chain finds nothing that fits: no incumbent, still a bound
+            assert r.status == "no_solution"
+        else:
+            assert r.status == "feasible" and r.objective == pytest.approx(res.value)
+            done += 1
+    assert done >= 15, done

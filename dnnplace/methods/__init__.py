@@ -33,7 +33,7 @@ METHODS: tuple[Method, ...] = (
     # Tarnawski et al. (NeurIPS 2020)
     Method("dp", ("maxload", "latency"), tarnawski.run_dp,
            "exact max-load DP over ideals (Tarnawski Sec. 5.1, App. B); for latency: the max-load split (Sec. 7)",
-           kind="exact", default_contiguity="both"),
+           options=tarnawski.DPOptions, kind="exact", default_contiguity="both"),
     Method("dpl", ("maxload",), tarnawski.run_dpl, "DP over the ideals of a linearisation (Tarnawski Sec. 5.1.2)",
            default_contiguity="both"),
     Method("ip", ("maxload", "latency"), tarnawski.run_ip,

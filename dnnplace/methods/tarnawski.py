@@ -15,8 +15,17 @@ from typing import Any
 from dnnplace.graphs.errors import InputError
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
 
-__all__ = ["LocalSearchOptions", "IPOptions", "LatencySearchOptions", "run_dp", "run_dpl", "run_local_search",
-           "run_pipedream", "run_partitioner", "run_latency_search", "run_ip"]
+__all__ = ["DPOptions", "LocalSearchOptions", "IPOptions", "LatencySearchOptions", "run_dp", "run_dpl",
+           "run_local_search", "run_pipedream", "run_partitioner", "run_latency_search", "run_ip"]
+
+
+@dataclass(frozen=True)
+class DPOptions(Options):
+    max_ideals: int = option(2_000_000, "memory limit of the exact DP; past it: DPL's split with a lower bound")
+
+    def __post_init__(self):
+        if self.max_ideals < 1:
+            raise ValueError(f"option 'max_ideals' must be >= 1, got {self.max_ideals}")
 
 
 @dataclass(frozen=True)
@@ -45,15 +54,20 @@ class LatencySearchOptions(Options):
     eject_within: float = option(0.02, "ejection pairs are tried for moves within this relative loss")
 
 
-def _dp(inst, req: SolveRequest, linearized: bool) -> MethodOutput:
+def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 2_000_000) -> MethodOutput:
     from dnnplace.heuristics.maxload_dp import maxload_dp
 
     if req.contiguity not in (None, "both"):
         raise InputError(f"the DP finds pipeline-realisable splits, contiguous per part (contiguity 'both'), "
                          f"not {req.contiguity!r}")
-    res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream")
+    res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream",
+                     max_ideals=max_ideals)
     extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
              "seconds": res.seconds}
+    if res.placement is None and not res.complete:
+        return MethodOutput(None, status="no_solution", bound=res.lower_bound, contiguity="both",
+                            termination="ideal_limit", extra=extra,
+                            message=f"more than {res.ideals} ideals and DPL finds no split that fits")
     if res.placement is None:
         return MethodOutput(None, status="infeasible", contiguity="both", extra=extra,
                             message="no contiguous split fits the devices")
@@ -61,14 +75,19 @@ def _dp(inst, req: SolveRequest, linearized: bool) -> MethodOutput:
         # Sec. 7 baseline: the max-load optimal split, scored for latency by the evaluator
         extra["maxload"] = res.value
         return MethodOutput(res.placement, status="feasible", objective=None, contiguity="both", extra=extra)
+    if not linearized and not res.complete:
+        # too many ideals for the exact DP's memory: DPL's split and a valid lower bound
+        return MethodOutput(res.placement, status="feasible", objective=res.value, bound=res.lower_bound,
+                            contiguity="both", termination="ideal_limit", extra=extra,
+                            message=f"more than {res.ideals} ideals: DPL's split with a lower bound")
     status = "feasible" if linearized else "optimal"
     bound = None if linearized else res.value
     return MethodOutput(res.placement, status=status, objective=res.value, bound=bound, contiguity="both",
                         termination="completed", extra=extra)
 
 
-def run_dp(inst, req: SolveRequest, opts: Options) -> MethodOutput:
-    return _dp(inst, req, linearized=False)
+def run_dp(inst, req: SolveRequest, opts: DPOptions) -> MethodOutput:
+    return _dp(inst, req, linearized=False, max_ideals=opts.max_ideals)
 
 
 def run_dpl(inst, req: SolveRequest, opts: Options) -> MethodOutput:
