@@ -6,9 +6,11 @@ need hardware, driven by TOML.
     dnnplace reproduce celeritas-table4   # placement-generation time
     dnnplace reproduce celeritas-fig6     # sequential fill under M-TOPO / DFS-TOPO / CPD-TOPO
 
-The four models (``experiments/celeritas-models.toml``) are the bundled captured graphs
-(``graphs/workloads/captured/``) where they exist, else generated stand-ins of the paper's
-sizes; every table says which. Each model becomes one instance file under
+The four models (``experiments/celeritas-models.toml``) are captured from the model zoo
+at the paper's configuration and batch (PyTorch ``torch.export`` joint graphs with roofline
+V100 costs, :mod:`dnnplace.graphs.capture`; captured once into ``<out>/graphs/``), or, for
+Tensor Holography (not in the zoo) and wherever torch is missing, generated stand-ins of the
+paper's size and CCR; every table says which. Each model becomes one instance file under
 ``<out>/instances/`` with 4 V100-class GPUs over PCIe whose memory holds ``gpu_share`` of the
 model each (the paper's large batches exceed one GPU). Every placement is a run of a
 registered method through the one sweep driver (:func:`dnnplace.runner.execute`: re-scored
@@ -18,7 +20,7 @@ their runs). Step times are the simulator's makespan under the ``fifo`` policy
 list schedulers, which the registry scores in their own order, are re-simulated under
 ``fifo`` from their records (their own-order makespan is kept in the CSV). OOM means the
 evaluator's static-memory violation (status ``memory_infeasible``). HRL is quoted, never
-run. ``--quick`` runs the two models of at most 7,000 nodes into ``<out>-quick``.
+run. ``--quick`` (tests) runs the generated stand-ins of at most 7,000 nodes into ``<out>-quick``.
 
 The published numbers (hardware, TensorFlow 1.12, 4x V100 32 GB) are printed beside ours;
 ours are simulations of other graphs, so only rankings and ratios compare (Pesto measured
@@ -35,12 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.data import experiment_config, workloads_dir
+from dnnplace.data import experiment_config
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators import generate
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.io import load_instance, placement_from_doc
+from dnnplace.graphs.io import load_instance, placement_from_doc, save_instance
 from dnnplace.graphs.simulate import simulate
 from dnnplace.pesto_runs import Variant, makespan_of, run_spec, write_variants
 from dnnplace.runner import execute
@@ -62,7 +64,7 @@ class Model:
     """One model of ``celeritas-models.toml``."""
 
     name: str
-    captured: str
+    capture: dict        # zoo name and build arguments (``model``, ``batch``, ...); empty: generated only
     generator: dict
     gpu_share: float
     paper: dict
@@ -86,19 +88,36 @@ class Config:
         if doc.get("kind") not in ("table2", "table3", "table4", "fig6"):
             raise InputError(f"{name}: kind must be table2, table3, table4 or fig6")
         shared = tomllib.loads(experiment_config(doc["models"]).read_text())
-        models = tuple(Model(m["name"], m["captured"], dict(m["generator"]), float(m["gpu_share"]), m["paper"])
-                       for m in shared["models"])
+        models = tuple(Model(m["name"], dict(m.get("capture", {})), dict(m["generator"]), float(m["gpu_share"]),
+                             m["paper"]) for m in shared["models"])
         return cls(name, doc["kind"], models, dict(shared["cluster"]), shared["out_dir"], dict(doc.get("methods", {})),
                    doc.get("max_etf_nodes"))
 
 
-def model_graph(m: Model) -> tuple[OpGraph, str]:
-    """The model's graph and where it comes from: the bundled captured graph
-    ``graphs/workloads/captured/<captured>*.json`` if there is one, else the generator."""
-    folder = workloads_dir() / "captured"
-    found = sorted(folder.glob(f"{m.captured}*.json")) if folder.is_dir() else []
-    if found:
-        return load_instance(found[0]).graph, f"captured ({found[0].name})"
+def model_graph(m: Model, cache: Path, *, captured: bool = True) -> tuple[OpGraph, str]:
+    """The model's graph and where it comes from: the zoo model of ``m.capture`` captured
+    with roofline V100 costs (:mod:`dnnplace.graphs.capture`; kept in ``cache``, so the
+    capture runs once), else -- no capture configured, ``captured=False``, or no torch --
+    the generator."""
+    if m.capture and captured:
+        args = {k: v for k, v in m.capture.items() if k != "model"}
+        stem = m.capture["model"] + "".join(f"-{k}{v}" for k, v in sorted(args.items()))
+        path = cache / f"{stem}.json"
+        label = f"captured ({m.capture['model']}, {', '.join(f'{k}={v}' for k, v in args.items())}; roofline V100)"
+        if path.exists():
+            return load_instance(path).graph, label
+        try:
+            from dnnplace.graphs import zoo
+            from dnnplace.graphs.capture import capture, require_torch
+
+            require_torch()
+        except (ImportError, InputError):
+            pass
+        else:
+            model, inputs, loss = zoo.build(m.capture["model"], **args)
+            inst = capture(model, inputs, loss, name=stem)
+            save_instance(inst, path)
+            return inst.graph, label
     g = generate(**m.generator)
     args = ", ".join(f"{k}={v}" for k, v in m.generator.items() if k not in ("family", "kinds"))
     return g, f"generated stand-in ({m.generator['family']}: {args})"
@@ -108,9 +127,9 @@ def _variants(cfg: Config, out: Path, quick: bool) -> dict[str, tuple[Variant, s
     """One instance file per model (4 PCIe GPUs, each holding ``gpu_share`` of the model)."""
     graphs = {}
     for m in cfg.models:
-        g, source = model_graph(m)
-        if quick and g.n > QUICK_MAX_NODES:
+        if quick and m.generator.get("n", 0) > QUICK_MAX_NODES:
             continue
+        g, source = model_graph(m, out / "graphs", captured=not quick)
         cl = Cluster.single_host(cfg.cluster["n_gpus"], interconnect=cfg.cluster["interconnect"],
                                  with_cpu=cfg.cluster["with_cpu"], gpu_memory=m.gpu_share * float(g.memory.sum()))
         graphs[m.name] = (g, cl, source)
