@@ -11,8 +11,9 @@ writes, beside them or into ``--out``:
 - ``trace-<instance>.png``: incumbent (solid) and bound (dashed) over time, step plots
   on a log time axis, the backends of one instance overlaid;
   ``runs/<instance>-<backend>.png`` the same per run;
-- ``profile.png``: a performance profile per backend: the fraction of its instances
-  brought to a gap <= x within time t (x = 10 %, 1 %, 0.01 %).
+- ``profile.png``: a performance profile per backend: the fraction of its runs brought
+  to a gap <= x within time t (x = 10 %, 1 %, 0.01 %); one row of panels per set of
+  instances that the same backends ran (so that like is compared with like).
 
 Times are the solver's clock from the start of its solve (trace times; model building
 and hand-off come on top, see ``build_s``). "Time to x" is the first trace point whose
@@ -239,21 +240,38 @@ def _draw_trace(ax: Any, recs: list[tuple[str, dict]], order: list[str]) -> bool
     ax.set_xscale("log")
     ax.set_xlabel("solver time (s, log scale)")
     ax.set_ylabel("objective (ms per sample)")
-    if finals:  # incumbents may start far above the end: frame the end game and every bound, say what is cut
+    if finals:  # frame the end game: starts far above and early bounds far below are cut, and said so
         lo, hi = min(finals), max(finals)
-        span = max(hi - lo, 0.05 * max(abs(hi), 1e-9))
+        width = max(hi - lo, 0.1 * max(abs(hi), 1e-9))
         ys = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()])
-        bottom = min(float(np.nanmin(ys)), lo - 0.5 * span)
-        bottom = max(bottom, 0.0) if float(np.nanmin(ys)) >= 0 else bottom
-        top = hi + max(1.5 * span, 0.25 * (hi - bottom))
-        if float(np.nanmax(ys)) > top:
-            ax.annotate("incumbents start above the frame", xy=(0.01, 0.98), xycoords="axes fraction", va="top",
+        ymin, ymax = float(np.nanmin(ys)), float(np.nanmax(ys))
+        bottom, top = max(lo - width, ymin), min(hi + 1.5 * width, ymax)
+        if ymin >= 0:
+            bottom = max(bottom, 0.0)
+        cut = [what for what, yes in (("incumbents start above", ymax > top), ("bounds start below", ymin < bottom))
+               if yes]
+        if cut:
+            ax.annotate(" and ".join(cut) + " the frame", xy=(0.01, 0.98), xycoords="axes fraction", va="top",
                         fontsize=8, color="#555555")
-        else:
-            top = float(np.nanmax(ys)) + 0.05 * (float(np.nanmax(ys)) - bottom + 1e-9)
-        ax.set_ylim(bottom - 0.04 * (top - bottom), top)
+        pad = 0.05 * max(top - bottom, 1e-9)
+        ax.set_ylim(bottom - pad, top + pad)
+    _plain_log_ticks(ax)
     ax.grid(True, which="both", alpha=0.3)
     return True
+
+
+def _plain_log_ticks(ax: Any) -> None:
+    """Seconds as plain numbers (0.1, 2, 20) on a log axis; the 2-9 ticks labelled only
+    when the axis spans less than about a decade and a half."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    lo, hi = ax.get_xlim()
+    few = lo > 0 and math.log10(hi / lo) < 1.5
+    ax.xaxis.set_minor_formatter(plain if few else NullFormatter())
 
 
 def _plot_traces(table_recs: list[dict], out: Path) -> list[Path]:
@@ -273,22 +291,22 @@ def _plot_traces(table_recs: list[dict], out: Path) -> list[Path]:
     for (inst, method), recs in sorted(groups.items()):
         recs.sort(key=lambda x: x[0])
         name = inst if len(methods) == 1 else f"{inst}-{method}"
-        fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
+        fig, ax = plt.subplots(figsize=(9.5, 4.8), dpi=110)
         if _draw_trace(ax, recs, order):
             ax.set_title(f"{inst} ({method}): incumbent (solid) and bound (dashed)")
-            ax.legend(fontsize=8, loc="upper right", ncol=len(recs))
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
             fig.tight_layout()
             path = out / f"trace-{_slug(name)}.png"
             fig.savefig(path)
             written.append(path)
         plt.close(fig)
         for b, rec in recs:
-            fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
+            fig, ax = plt.subplots(figsize=(8.5, 4.2), dpi=100)
             if _draw_trace(ax, [(b, rec)], order):
                 gap = _certified(rec)
                 ax.set_title(f"{inst} ({method}) on {b}: {rec.get('status')}"
                              + (f", certified gap {100 * gap:.2f}%" if gap is not None else ""))
-                ax.legend(fontsize=8, loc="upper right")
+                ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
                 fig.tight_layout()
                 (out / "runs").mkdir(exist_ok=True)
                 path = out / "runs" / f"{_slug(name)}-{b}.png"
@@ -304,33 +322,42 @@ def _plot_profile(table_recs: list[dict], out: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by_backend: dict[str, list[dict]] = {}
+    # instances grouped by the backends that ran them: a profile compares like with like
+    runs: dict[tuple[str, str], dict[str, list[dict]]] = {}
     for r in table_recs:
         b = _backend(r)
         if b != "-":
-            by_backend.setdefault(b, []).append(r)
-    if not by_backend:
+            runs.setdefault((_instance(r), str(r.get("method"))), {}).setdefault(b, []).append(r)
+    if not runs:
         return None
-    order = sorted(by_backend)
-    tmax = max(max(float(r.get("solve_seconds") or 0.0) for r in rs) for rs in by_backend.values())
+    groups: dict[tuple[str, ...], list[dict[str, list[dict]]]] = {}
+    for by_b in runs.values():
+        groups.setdefault(tuple(sorted(by_b)), []).append(by_b)
+    order = sorted({b for key in groups for b in key})
+    tmax = max(float(r.get("solve_seconds") or 0.0) for by_b in runs.values() for rs in by_b.values() for r in rs)
     tmax = max(tmax, 1e-2)
-    fig, axes = plt.subplots(1, len(PROFILE_GAPS), figsize=(4.6 * len(PROFILE_GAPS), 4.2), dpi=110, sharey=True)
-    for ax, g in zip(axes, PROFILE_GAPS):
-        for b in order:
-            rs = by_backend[b]
-            times = sorted(t for t in (time_to_gap(r, g) for r in rs) if t is not None)
-            x = [1e-3] + [max(t, 1e-3) for t in times] + [tmax * 1.5]
-            y = [0.0] + [(k + 1) / len(rs) for k in range(len(times))] + [len(times) / len(rs)]
-            ax.step(x, y, where="post", color=_colour(b, order), linewidth=2, label=f"{b} ({len(rs)} runs)")
-        ax.set_xscale("log")
-        ax.set_xlim(1e-2, tmax * 1.5)
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"gap <= {_pct(g)}" + (" (optimal)" if g < 1e-3 else ""))
-        ax.set_xlabel("solver time t (s, log scale)")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("fraction of its runs at gap <= x by time t")
-    axes[-1].legend(fontsize=9, loc="lower right")
-    fig.suptitle("Performance profile per backend", fontsize=12)
+    keys = sorted(groups, key=lambda k: (-len(groups[k]), k))
+    fig, axes = plt.subplots(len(keys), len(PROFILE_GAPS), figsize=(4.6 * len(PROFILE_GAPS), 3.6 * len(keys) + 0.6),
+                             dpi=110, sharey=True, squeeze=False)
+    for row, key in zip(axes, keys):
+        insts = groups[key]
+        for ax, g in zip(row, PROFILE_GAPS):
+            for b in key:
+                rs = [r for by_b in insts for r in by_b[b]]
+                times = sorted(t for t in (time_to_gap(r, g) for r in rs) if t is not None)
+                x = [1e-3] + [max(t, 1e-3) for t in times] + [tmax * 1.5]
+                y = [0.0] + [(k + 1) / len(rs) for k in range(len(times))] + [len(times) / len(rs)]
+                ax.step(x, y, where="post", color=_colour(b, order), linewidth=2, label=f"{b} ({len(rs)} runs)")
+            ax.set_xscale("log")
+            ax.set_xlim(1e-2, tmax * 1.5)
+            _plain_log_ticks(ax)
+            ax.set_ylim(-0.02, 1.02)
+            ax.set_title(f"{len(insts)} instances on {', '.join(key)}: gap <= {_pct(g)}", fontsize=10)
+            ax.set_xlabel("solver time t (s, log scale)")
+            ax.grid(True, which="both", alpha=0.3)
+        row[0].set_ylabel("fraction at gap <= x by t")
+        row[-1].legend(fontsize=9, loc="lower right")
+    fig.suptitle("Performance profile: fraction of runs at gap <= x within solver time t", fontsize=12)
     fig.tight_layout()
     path = out / "profile.png"
     fig.savefig(path)
