@@ -170,6 +170,7 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
           ilp_congestion: bool | None = None, warm_start: bool = True, solver: SolverOptions | None = None,
           options: PestoOptions | None = None, fallback: bool = True,
           extra_starts: list | None = None, refine_share: float = 0.2, guided: bool = False,
+          coarsen_with: str = "pesto",
           engine: str = "mip") -> PestoRun:
     """Run the Pesto pipeline (see the module docstring).
 
@@ -179,6 +180,11 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         The instance.
     coarsen_to : int, optional
         Target node count of the coarsening (``None``: solve the graph as it is).
+    coarsen_with : str
+        The coarsener: ``"pesto"``, Pesto's batch merging (Sec. 3.3,
+        :func:`~dnnplace.heuristics.coarsening.coarsen`), or ``"celeritas-fusion"``,
+        Celeritas' optimal operation fusion with window ``R = ceil(n / coarsen_to)``, so at
+        least ``coarsen_to`` nodes (:func:`~dnnplace.heuristics.fusion.fuse_to`; never guided).
     congestion : bool
         Semantics of the final simulation (and of the ILP unless ``ilp_congestion``).
     ilp_congestion : bool, optional
@@ -221,6 +227,10 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         orders the same way.
     """
     from dnnplace.heuristics.coarsening import coarsen
+    from dnnplace.heuristics.fusion import fuse_to
+
+    if coarsen_with not in ("pesto", "celeritas-fusion"):
+        raise InputError(f"coarsen_with {coarsen_with!r}: expected 'pesto' or 'celeritas-fusion'")
     from dnnplace.heuristics.list_scheduling import best_list_schedule
 
     if engine not in ("mip", "cpsat"):
@@ -245,8 +255,11 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         orig_list = best_list_schedule(graph, cluster, congestion=congestion)
     if coarsening:
         guide = orig_list[0] if guided and memory_ok(orig_list[0].placement) else None
-        cres = coarsen(graph, cluster, target=int(coarsen_to),
-                       guide=None if guide is None else guide.placement.device)
+        if coarsen_with == "celeritas-fusion":
+            guide, cres = None, fuse_to(graph, cluster, target=int(coarsen_to))
+        else:
+            cres = coarsen(graph, cluster, target=int(coarsen_to),
+                           guide=None if guide is None else guide.placement.device)
         cg, labels = cres.graph, cres.labels
         if guide is not None:
             starts.append((f"guided:{guide.algorithm}",

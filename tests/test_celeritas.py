@@ -21,7 +21,7 @@ from dnnplace.heuristics.celeritas import adjust_placement, celeritas
 from dnnplace.heuristics.fusion import fuse, fusion_dp
 from dnnplace.heuristics.nominal import nominal_costs
 from dnnplace.heuristics.topo_orders import ORDERS, cpath, topo_order_by
-from dnnplace.methods.base import SolveRequest
+from dnnplace.methods.base import SolveRequest, SolverOptions
 from dnnplace.registry import solve
 
 
@@ -315,3 +315,14 @@ def test_table2_quick_reproduction(tmp_path):
         nodes, after = int(r["nodes"]), int(r["nodes_after"])
         assert math.ceil(nodes / 200) <= after < nodes
         assert float(r["ccr_after"]) < float(r["ccr"])
+
+
+def test_fusion_in_front_of_the_pesto_ilp():
+    """``coarsen_with=celeritas-fusion``: the ILP solves the fused graph (at least coarsen_to nodes)."""
+    g = random_layered_dag(30, seed=2, kinds=("gpu",))
+    cl = Cluster.single_host(2, with_cpu=False, gpu_memory=float(g.memory.sum()))
+    res = solve(Instance(g, cl, "g30"), "pesto", SolveRequest(
+        problem="makespan", params={"coarsen_to": 5, "coarsen_with": "celeritas-fusion"},
+        solver=SolverOptions(time_limit=3.0, threads=1)))
+    assert res.status in ("feasible", "optimal")
+    assert 5 <= res.extra["coarse_nodes"] < g.n

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
 
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
 
@@ -23,6 +24,8 @@ class InsertionOptions(Options):
 @dataclass(frozen=True)
 class PestoMethodOptions(Options):
     coarsen_to: int | None = option(None, "coarsen to about this many nodes first (default: solve as is)")
+    coarsen_with: Literal["pesto", "celeritas-fusion"] = option(
+        "pesto", "the coarsener: Pesto's batch merging, or Celeritas' optimal fusion (at least coarsen_to nodes)")
     ilp_congestion: bool | None = option(None, "model link congestion in the ILP (default: as the request's "
                                                "congestion; Pesto Fig. 5 turns it off)")
     memory: bool = option(True, "memory capacity constraints in the ILP")
@@ -69,7 +72,7 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
     r = pesto(inst.graph, inst.require_cluster(), coarsen_to=opts.coarsen_to, congestion=req.congestion,
               ilp_congestion=opts.ilp_congestion, warm_start=(req.warm_start or "list") != "none", solver=sopts,
               options=PestoOptions(memory=opts.memory), fallback=opts.fallback, engine=opts.engine,
-              guided=opts.guided)
+              guided=opts.guided, coarsen_with=opts.coarsen_with)
     extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
              "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
              "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
