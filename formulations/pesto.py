@@ -317,9 +317,16 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
     # ILP relaxes the simulation (FCFS links are one feasible link order; an ILP with
     # congestion does not bound a simulation without it)
     bound = None if (coarse or out.bound is None or (ilp_cong and not congestion)) else float(out.bound)
+    def refine_seconds() -> float:  # what is left of the limit, at least half the refinement's share
+        return 60.0 if limit is None else max(limit - (time.perf_counter() - t0), 0.5 * refine_share * limit)
+
     if not out.has_solution:
-        return PestoRun(pl_warm, pr_warm, warm_ms, "feasible", out.termination, bound, source="warm_start",
-                        message=out.message or f"ILP: {out.status} ({out.termination}); warm start returned",
+        pl, pr, ms, source, lp = pl_warm, pr_warm, warm_ms, "warm_start", None
+        if refining:  # the last stage still runs: never worse than the original graph's best list schedule
+            pl, pr, ms, source, lp = _refine(graph, cluster, labels, pl, pr, ms, source, lp, congestion, size,
+                                             orig_list, refine_seconds())
+        return PestoRun(pl, pr, ms, "feasible", out.termination, bound, source=source, link_priorities=lp,
+                        message=out.message or f"ILP: {out.status} ({out.termination}); {source} returned",
                         **run_kw)
     cpl, pr, lp, cstart = ilp_orders(times if engine == "mip" else times.as_tuple(), graph, labels, cg)
     pl = Placement(graph, cluster, cpl.device[labels])
@@ -358,8 +365,7 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
     if refining:
         pl, pr, ms, source, lp = _refine(graph, cluster, labels, pl, pr, ms, source, lp, congestion, size, orig_list,
-                                         60.0 if limit is None else
-                                         max(limit - (time.perf_counter() - t0), 0.5 * refine_share * limit))
+                                         refine_seconds())
         status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
     return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, coarse_placement=cpl,
                     coarse_start=cstart, link_priorities=lp, **run_kw)
