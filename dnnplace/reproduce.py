@@ -329,7 +329,14 @@ def _fastt(name: str, **kw) -> Path:
     return fastt_experiments.reproduce(name, **kw)
 
 
+def _pardnn(name: str, **kw) -> Path:
+    from dnnplace import pardnn_experiments  # captures and tiles the model graphs only when one runs
+
+    return pardnn_experiments.reproduce(name, **kw)
+
+
 FASTT_EXPERIMENTS = ("fastt-scaling", "fastt-splits", "fastt-memory")
+PARDNN_EXPERIMENTS = ("pardnn-speedup", "pardnn-memory")
 CELERITAS_EXPERIMENTS = ("celeritas-table2", "celeritas-table3", "celeritas-table4", "celeritas-fig6")
 PESTO_EXPERIMENTS = ("pesto-congestion", "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100",
                      "pesto-coarsening")
@@ -340,5 +347,6 @@ REPRODUCTIONS: dict[str, Callable[..., Path]] = {
     **{name: functools.partial(_pesto, name) for name in PESTO_EXPERIMENTS},
     **{name: functools.partial(_celeritas, name) for name in CELERITAS_EXPERIMENTS},
     **{name: functools.partial(_fastt, name) for name in FASTT_EXPERIMENTS},
+    **{name: functools.partial(_pardnn, name) for name in PARDNN_EXPERIMENTS},
 }
 NAMES = tuple(REPRODUCTIONS)

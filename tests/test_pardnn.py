@@ -411,3 +411,18 @@ def test_balancing_equals_a_naive_implementation_on_random_graphs():
             assert lflam(g, w, c, s, lookahead=False).primary_of.tolist() == _naive_balancing(g, w, c, s)
             checked += 1
     assert checked == 80
+
+
+def test_reproduction_reads_its_configs():
+    """The reproduction's models and configs parse; the stand-ins keep the paper's node counts."""
+    import tomllib
+
+    from dnnplace.data import experiment_config
+    from dnnplace.pardnn_experiments import NAMES, _models
+
+    assert NAMES == ("pardnn-speedup", "pardnn-memory")
+    for name in NAMES:
+        doc = tomllib.loads(experiment_config(name).read_text())
+        _, models = _models(doc)
+        assert [m.nodes for m in models] == [10578, 22748, 55756, 187742, 204792]
+        assert all(m.paper["nodes"] == m.nodes for m in models)

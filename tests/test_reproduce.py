@@ -20,7 +20,8 @@ def test_registered_names():
     assert set(REPRODUCTIONS) == {"tarnawski-table1", "tarnawski-table3", "tarnawski-table4", "pesto-congestion",
                                   "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100", "pesto-coarsening",
                                   "fastt-scaling", "fastt-splits", "fastt-memory", "celeritas-table2",
-                                  "celeritas-table3", "celeritas-table4", "celeritas-fig6"}
+                                  "celeritas-table3", "celeritas-table4", "celeritas-fig6", "pardnn-speedup",
+                                  "pardnn-memory"}
 
 
 def test_table3_quick(tmp_path):
