@@ -7,7 +7,11 @@ them; they are counted on the ``meta`` device, so no weights are allocated."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import textwrap
 
+import numpy as np
 import pytest
 
 from dnnplace.graphs.errors import InputError
@@ -63,6 +67,27 @@ def test_listing_needs_no_build():
                  "resnet-200", "vgg-19", "inception-v3", "bert-large", "alexnet", "lenet-5"):
         assert name in ZOO, name
     assert ZOO["rnnlm-16x1024"].defaults["batch"] == 128 and ZOO["nasnet-4x212"].defaults["batch"] == 32
+
+
+def test_listing_without_torch():
+    """With torch unimportable the zoo still lists; building names the extra to install."""
+    code = textwrap.dedent("""
+        import sys
+        class NoTorch:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] == "torch":
+                    raise ImportError("no torch")
+        sys.meta_path.insert(0, NoTorch())
+        from dnnplace.graphs import zoo
+        from dnnplace.graphs.errors import InputError
+        print(len(zoo.ZOO))
+        try:
+            zoo.build("resnet-50")
+        except InputError as exc:
+            print(exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == str(len(ZOO)) and 'pip install -e ".[torch]"' in out[1]
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
@@ -250,3 +275,39 @@ def test_export_small_variants(name):
 @pytest.mark.parametrize("name", sorted(set(TINY) - set(EXPORT_FAST)))
 def test_export_small_variants_slow(name):
     assert _export(name) > 10
+
+
+def _captured(name, **over):
+    from dnnplace.graphs.capture import capture
+
+    model, inputs, loss_fn = build(name, **over)
+    return capture(model, inputs, loss_fn, name=name).graph, len(list(model.parameters()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet-50", "rnnlm-2x2048", "nasnet-4x44"])
+def test_capture_zoo_models(name):
+    """Full-size training graphs: one param and one optimizer-apply node per parameter
+    tensor, gradients (a batch norm's weight and bias gradients come from one backward
+    operator, so there can be fewer grad nodes than tensors), forward and backward."""
+    g, tensors = _captured(name)
+    roles = {r: int((np.asarray(g.roles) == r).sum()) for r in ("param", "grad", "apply", "compute")}
+    print(f"\n{name}: {g.n} nodes, {g.m} edges, {int(g.backward.sum())} backward, {roles}")
+    assert roles["param"] == roles["apply"] == tensors
+    assert 0 < roles["grad"] <= tensors
+    assert 0 < int(g.backward.sum()) < g.n
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "key", "tiny"), [
+    ("rnnlm-2x2048", "seq", {"batch": 2, "hidden": 16, "vocab": 40}),
+    ("nmt-2x1024", "seq", {"batch": 2, "hidden": 16, "vocab": 40}),
+    ("gpt2", "layers", {"batch": 2, "seq": 8, "hidden": 32, "heads": 4, "vocab": 50}),
+    ("nasnet-4x44", "cells", {"batch": 2, "filters": 8, "image": 32, "stem_multiplier": 1, "classes": 10})])
+def test_captured_size_grows_by_one_unit_per_step(name, key, tiny):
+    """Unrolled steps, layers and cells are separate operators: each extra one adds the
+    same number of nodes (an LSTM step, a Transformer layer; three NASNet cells, one per
+    stack). From 3 on: with 2 steps the first step's zero state and the shifted loss make
+    a boundary case."""
+    sizes = [_captured(name, **tiny, **{key: k})[0].n for k in (3, 4, 5)]
+    assert sizes[1] - sizes[0] == sizes[2] - sizes[1] > 0, sizes

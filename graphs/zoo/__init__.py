@@ -28,7 +28,8 @@ cross-entropy for the language models, masked-LM cross-entropy over every positi
 BERT, next-token cross-entropy of the target sentence for the translation models.
 
 Listing the zoo needs no torch: builders are named as ``"module:function"`` and imported
-on first use. A missing torch raises :class:`ImportError` naming the extra to install.
+on first use; without torch, :func:`build` and :func:`block` raise the
+:class:`InputError` of :func:`dnnplace.graphs.capture.require_torch` naming the extra.
 
 >>> ZOO["resnet-50"].family, ZOO["resnet-50"].defaults["batch"]
 ('resnet', 32)
@@ -44,9 +45,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dnnplace.graphs.capture import require_torch
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["ZooEntry", "ZOO", "TILEABLE", "build", "block", "entry", "require_torch"]
+__all__ = ["ZooEntry", "ZOO", "TILEABLE", "build", "block", "entry"]
 
 
 @dataclass(frozen=True)
@@ -172,15 +174,6 @@ ZOO: dict[str, ZooEntry] = _entries()
 
 TILEABLE = tuple(sorted({e.family for e in ZOO.values() if e.block}))
 """Families whose repeating unit :func:`block` returns."""
-
-
-def require_torch():
-    """Import and return ``torch``, or raise :class:`ImportError` naming the extra."""
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError('the model zoo needs PyTorch: pip install -e ".[torch]"') from exc
-    return torch
 
 
 def entry(name: str) -> ZooEntry:
