@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["run_dp"]
+__all__ = ["run_dp", "new_tables", "ideal_sizes"]
 
 
 @njit(cache=True)
@@ -85,28 +85,39 @@ def _bw_contiguous(path, depth, bmask, desc, anc, words):
     return True
 
 
+def new_tables(n_ideals: int, k: int, l: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # noqa: E741
+    """``(dp, parent, kind, stamp)`` for :func:`run_dp`: ``dp[0] = 0`` (the empty ideal),
+    every other entry ``inf``; 13 bytes per entry plus 8 per ideal."""
+    dp = np.full((n_ideals, k + 1, l + 1), np.inf)
+    dp[0, :, :] = 0.0
+    return (dp, np.full((n_ideals, k + 1, l + 1), -1, dtype=np.int32),
+            np.zeros((n_ideals, k + 1, l + 1), dtype=np.int8), np.full(n_ideals, -1, dtype=np.int64))
+
+
 @njit(cache=True)
 def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c, cpu_ok_node, mem, mem_cap,
            owner, cost, ntarget, own_ptr, own_term, tgt_ptr, tgt_term,
-           ideal_ok, bmask, desc, anc, check_bw, k, l, ub, overlap):  # noqa: E741 (the paper's k, l)
-    """Fill the DP table. Returns ``(dp, parent, kind, pairs_visited)``; ``dp`` has shape
-    ``(n_ideals, k+1, l+1)``, ``parent``/``kind`` the argmin ideal and device kind
-    (0 accelerator, 1 CPU) of every entry."""
+           ideal_ok, bmask, desc, anc, check_bw, k, l, ub, overlap,  # noqa: E741 (the paper's k, l)
+           dp, parent, kind, stamp, src_lo, max_pairs):
+    """Push the sources from ``src_lo`` on into the DP table (from :func:`new_tables`;
+    ``dp`` has shape ``(n_ideals, k+1, l+1)``, ``parent``/``kind`` the argmin ideal and
+    device kind, 0 accelerator, 1 CPU) until all are done or ``max_pairs`` ideal pairs
+    were visited (a source's walk is never cut: it visits each superset at most once).
+    Returns ``(pairs visited, next source)``. Sources are ideals in order of size, so after pushing every source below
+    ``s``, the entries of every ideal ``j <= s`` are final (all its subsets came
+    earlier): the caller can stop between chunks and still hold exact prefix values."""
     inf = np.inf
-    dp = np.full((n_ideals, k + 1, l + 1), inf)
-    parent = np.full((n_ideals, k + 1, l + 1), -1, dtype=np.int32)
-    kind = np.zeros((n_ideals, k + 1, l + 1), dtype=np.int8)
-    dp[0, :, :] = 0.0
     n_nodes = acc_c.shape[0]
     in_s = np.zeros(n_nodes, dtype=np.bool_)
     cnt = np.zeros(owner.shape[0], dtype=np.int64)
-    stamp = np.full(n_ideals, -1, dtype=np.int64)
     stack_i = np.zeros(n_nodes + 2, dtype=np.int64)
     stack_p = np.zeros(n_nodes + 2, dtype=np.int64)
     path = np.zeros(n_nodes + 2, dtype=np.int64)
     words = bmask.shape[1]
     visited = 0
-    for src in range(n_ideals - 1):
+    src = src_lo - 1
+    while src + 1 < n_ideals - 1 and visited < max_pairs:
+        src += 1
         best = inf
         for a in range(k + 1):
             for b in range(l + 1):
@@ -220,4 +231,20 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
                     if not cpu_ok_node[x]:
                         cbad -= 1
                 depth -= 1
-    return dp, parent, kind, visited
+    return visited, src + 1
+
+
+@njit(cache=True)
+def ideal_sizes(cover_ptr, cover_node, cover_to, weight, upto):
+    """Size and total ``weight`` of the ideals ``0 .. upto-1`` (each first reached from
+    a smaller ideal along the cover relation)."""
+    size = np.full(upto, -1, dtype=np.int64)
+    work = np.zeros(upto)
+    size[0] = 0
+    for i in range(upto):
+        for p in range(cover_ptr[i], cover_ptr[i + 1]):
+            j = cover_to[p]
+            if j < upto and size[j] < 0:
+                size[j] = size[i] + 1
+                work[j] = work[i] + weight[cover_node[p]]
+    return size, work

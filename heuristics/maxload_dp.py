@@ -44,7 +44,7 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.reach import closure_bits
-from dnnplace.heuristics.dp_kernel import run_dp
+from dnnplace.heuristics.dp_kernel import ideal_sizes, new_tables, run_dp
 from dnnplace.heuristics.ideals import (
     DPGraph,
     IdealLattice,
@@ -72,6 +72,7 @@ class DPResult:
     linearized: bool = False
     complete: bool = True
     lower_bound: float | None = None
+    stopped: str | None = None  # why an incomplete run stopped: "ideal_limit" or "time_limit"
 
 
 def _devices(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
@@ -246,12 +247,65 @@ def _is_filter(sets: np.ndarray, es: np.ndarray, ed: np.ndarray) -> np.ndarray:
     return ok
 
 
-def _run(prep: _Prepared, ub: float, overlap: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def _run(prep: _Prepared, ub: float, overlap: bool,
+         deadline: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """Push the sources in chunks of about 0.25 s (by a budget of ideal pairs, adapted
+    to the measured rate) until all are done or ``deadline`` (a ``perf_counter`` time)
+    passes. Returns ``(dp, parent, kind, pairs visited, sources done)``."""
     a, lat = prep.arrays, prep.lattice
-    return run_dp(lat.size, lat.cover_ptr, lat.cover_node, lat.cover_to, a["acc_c"], a["acc_ok_node"], a["cpu_c"],
-                  a["cpu_ok_node"], a["mem"], a["mem_cap"], a["owner"], a["cost"], a["ntarget"], a["own_ptr"],
-                  a["own_term"], a["tgt_ptr"], a["tgt_term"], a["ideal_ok"], a["bmask"], a["desc"], a["anc"],
-                  a["check_bw"], a["k"], a["l"], float(ub), overlap)
+    dp, parent, kind, stamp = new_tables(lat.size, a["k"], a["l"])
+    visited, done, budget = 0, 0, 100_000
+    while done < lat.size - 1:
+        t = time.perf_counter()
+        pairs, done = run_dp(lat.size, lat.cover_ptr, lat.cover_node, lat.cover_to, a["acc_c"], a["acc_ok_node"],
+                             a["cpu_c"], a["cpu_ok_node"], a["mem"], a["mem_cap"], a["owner"], a["cost"],
+                             a["ntarget"], a["own_ptr"], a["own_term"], a["tgt_ptr"], a["tgt_term"], a["ideal_ok"],
+                             a["bmask"], a["desc"], a["anc"], a["check_bw"], a["k"], a["l"], float(ub), overlap,
+                             dp, parent, kind, stamp, done, budget)
+        visited += pairs
+        now = time.perf_counter()
+        if deadline is not None and now > deadline:
+            break
+        if pairs and now > t:
+            budget = int(min(max(pairs * 0.25 / (now - t), 10_000), 1e9))
+    return dp, parent, kind, visited, done
+
+
+def _prefix_lower_bound(prep: _Prepared, dp: np.ndarray, done: int) -> float:
+    """A lower bound on the optimum from a DP stopped after ``done`` sources.
+
+    Ideals come in order of size, so every ideal of size at most ``L`` (the size of
+    ideal ``done + 1`` less one) has its exact entries. On an optimal chain of ideals let
+    ``I`` be the last one of size ``<= L``, split over ``a`` accelerators and ``b``
+    CPUs: the optimum is at least ``dp[I][a][b]``; at least the load of the next stage,
+    which holds ``>= L + 1 - |I|`` DP nodes, so at least the sum ``P`` of that many
+    smallest per-node minimum times, and at least the least work of an ideal of size
+    ``L + 1`` less the work of ``I``; and at least the minimum work outside ``I``
+    spread over the ``k + l - a - b`` devices left. The bound is the minimum of the
+    largest of the three over all such ``(I, a, b)`` (entries above the pruning bound
+    are never on an optimal chain, so their ``inf`` is harmless).
+    """
+    a, lat = prep.arrays, prep.lattice
+    k, l = a["k"], a["l"]  # noqa: E741 (the paper's k, l)
+    both = np.stack([np.where(a["acc_ok_node"] & (k > 0), a["acc_c"], np.inf),
+                     np.where(a["cpu_ok_node"] & (l > 0), a["cpu_c"], np.inf)], axis=1)
+    w = both.min(axis=1)
+    if not np.isfinite(w).all():
+        return float("inf")
+    size, work = ideal_sizes(lat.cover_ptr, lat.cover_node, lat.cover_to, w, lat.size)
+    cut = size[done + 1] - 1 if done + 1 < lat.size else lat.n_nodes
+    m = int(np.searchsorted(size[: done + 1], cut, side="right"))  # ideals of size <= cut
+    prefix = np.concatenate([[0.0], np.cumsum(np.sort(w))])
+    # the next chain ideal J has size >= cut + 1, so work(J) >= the least work of an ideal
+    # of size cut + 1 (work grows along inclusion), and the stage J \ I has work(J) - work(I)
+    next_work = work[size == cut + 1].min(initial=np.inf) if cut + 1 <= lat.n_nodes else np.inf
+    stage = np.maximum(prefix[np.clip(cut + 1 - size[:m], 0, w.size)], next_work - work[:m])
+    left = (k + l) - np.add.outer(np.arange(k + 1), np.arange(l + 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rest = (w.sum() - work[:m])[:, None, None] / np.where(left > 0, left, np.nan)[None]
+    cand = np.maximum(np.maximum(dp[:m], stage[:, None, None]), rest)
+    cand[:, left <= 0] = np.inf
+    return float(np.nan_to_num(cand, nan=np.inf).min(initial=np.inf))
 
 
 def _decode(inst: Instance, prep: _Prepared, parent: np.ndarray, kind: np.ndarray) -> Placement:
@@ -277,7 +331,8 @@ def _decode(inst: Instance, prep: _Prepared, parent: np.ndarray, kind: np.ndarra
 
 
 def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pipedream",
-               upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 2_000_000) -> DPResult:
+               upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 2_000_000,
+               time_limit: float | None = None) -> DPResult:
     """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
 
     Parameters
@@ -296,6 +351,11 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     max_ideals : int
         Memory limit of the exact DP. With more ideals the result is DPL's split with
         ``complete=False`` and ``lower_bound`` from :func:`load_lower_bound`.
+    time_limit : float, optional
+        Seconds for the exact DP's table (checked between chunks of sources). When it
+        runs out: the better of DPL's split and the best full split in the table so
+        far, ``complete=False``, and the lower bound of the exact prefix of the table
+        (:func:`_prefix_lower_bound`, at least :func:`load_lower_bound`).
 
     Returns
     -------
@@ -327,7 +387,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
             raise
         res = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial)
         res.seconds = {"ideal_limit": time.perf_counter() - t0, **res.seconds}
-        res.complete, res.linearized = False, False
+        res.complete, res.linearized, res.stopped = False, False, "ideal_limit"
         res.lower_bound = min(load_lower_bound(inst), res.value)
         res.ideals = max_ideals
         return res
@@ -340,11 +400,21 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         seconds["dpl_bound"] = sum(first.seconds.values())
     ub_slack = ub * (1 + 1e-9) + 1e-12 if np.isfinite(ub) else np.inf
     t2 = time.perf_counter()
-    dp, parent, kind, visited = _run(prep, ub_slack, objective == "overlap")
+    deadline = None if time_limit is None or linearized else t0 + float(time_limit)
+    dp, parent, kind, visited, done = _run(prep, ub_slack, objective == "overlap", deadline)
     t3 = time.perf_counter()
     seconds["dp"] = t3 - t2
     a = prep.arrays
     value = float(dp[-1, a["k"], a["l"]])
     placement = _decode(inst, prep, parent, kind) if np.isfinite(value) else None
-    return DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized,
-                    lower_bound=None if linearized else value)
+    res = DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized,
+                   lower_bound=None if linearized else value)
+    if done < prep.lattice.size - 1:
+        res.complete, res.stopped = False, "time_limit"
+        if upper_bound is None and first.value < res.value:
+            res.placement, res.value = first.placement, first.value
+        lb = max(_prefix_lower_bound(prep, dp, done), load_lower_bound(inst))
+        res.lower_bound = min(lb, res.value)
+        seconds["lower_bound"] = time.perf_counter() - t3
+        seconds["sources_done"] = done
+    return res

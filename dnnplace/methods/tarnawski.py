@@ -61,13 +61,13 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 2_000_000) 
         raise InputError(f"the DP finds pipeline-realisable splits, contiguous per part (contiguity 'both'), "
                          f"not {req.contiguity!r}")
     res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream",
-                     max_ideals=max_ideals)
+                     max_ideals=max_ideals, time_limit=req.solver.time_limit)
     extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
              "seconds": res.seconds}
+    why = {"ideal_limit": f"more than {res.ideals} ideals", "time_limit": "time limit in the DP table"}.get(res.stopped)
     if res.placement is None and not res.complete:
         return MethodOutput(None, status="no_solution", bound=res.lower_bound, contiguity="both",
-                            termination="ideal_limit", extra=extra,
-                            message=f"more than {res.ideals} ideals and DPL finds no split that fits")
+                            termination=res.stopped, extra=extra, message=f"{why}; DPL finds no split that fits")
     if res.placement is None:
         return MethodOutput(None, status="infeasible", contiguity="both", extra=extra,
                             message="no contiguous split fits the devices")
@@ -76,10 +76,10 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 2_000_000) 
         extra["maxload"] = res.value
         return MethodOutput(res.placement, status="feasible", objective=None, contiguity="both", extra=extra)
     if not linearized and not res.complete:
-        # too many ideals for the exact DP's memory: DPL's split and a valid lower bound
+        # past the memory or time limit: the best split known and a valid lower bound
         return MethodOutput(res.placement, status="feasible", objective=res.value, bound=res.lower_bound,
-                            contiguity="both", termination="ideal_limit", extra=extra,
-                            message=f"more than {res.ideals} ideals: DPL's split with a lower bound")
+                            contiguity="both", termination=res.stopped, extra=extra,
+                            message=f"{why}: best split so far with a lower bound")
     status = "feasible" if linearized else "optimal"
     bound = None if linearized else res.value
     return MethodOutput(res.placement, status=status, objective=res.value, bound=bound, contiguity="both",

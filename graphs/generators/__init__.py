@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.generators.cells import cell_network
 from dnnplace.graphs.generators.lstm import lstm_grid
 from dnnplace.graphs.generators.random_dag import DEFAULT_MEMORY_BUDGET, random_layered_dag
 from dnnplace.graphs.graph import OpGraph
@@ -22,6 +23,7 @@ __all__ = ["GENERATORS", "generate", "random_layered_dag", "DEFAULT_MEMORY_BUDGE
 GENERATORS: dict[str, Callable[..., OpGraph]] = {
     "random-dag": random_layered_dag,
     "lstm": lstm_grid,
+    "cells": cell_network,
 }
 
 

@@ -1,0 +1,72 @@
+"""Benchmark of the exact max-load DP at scale: Inception/NASNet-like layer graphs with up
+to millions of ideals (generator ``cells``, :mod:`dnnplace.graphs.generators.cells`).
+
+Prints, per graph: nodes, ideals, seconds to enumerate the ideals, seconds in the DP
+table, the outcome (``optimal``, or ``time limit`` with DPL's / the table's best split
+as the incumbent and the exact-prefix lower bound), incumbent, lower bound, gap, share
+of the sources pushed, and the peak resident memory of the process (it includes
+~150-200 MB of Python, numpy and numba). 4 accelerators (memory a third of the
+graph's) and 1 CPU, as Tarnawski's Table 1 clusters.
+
+    .venv/bin/python benchmarks/bench_dp_scale.py                 # time limit 300 s per graph
+    .venv/bin/python benchmarks/bench_dp_scale.py --time-limit 60 --only 2.2M
+
+Each graph runs in a fresh subprocess so that the peak RSS is its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (label, cells, branches, branch length)
+GRAPHS = [("44k", 3, 4, 10), ("2.2M", 4, 5, 13), ("4.3M", 8, 5, 13)]
+
+_CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.generators.cells import cell_network
+from dnnplace.graphs.instance import Instance
+from dnnplace.heuristics.maxload_dp import maxload_dp
+cells, branches, length, limit = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+warm = cell_network(seed=1, cells=1, branches=2, branch_len=(2, 2))
+maxload_dp(Instance(warm, Cluster.tarnawski(2, 1, float(warm.memory.sum()))))  # JIT outside the timing
+g = cell_network(seed=0, cells=cells, branches=branches, branch_len=(length, length))
+inst = Instance(g, Cluster.tarnawski(4, 1, float(g.memory.sum()) / 3))
+t = time.perf_counter()
+res = maxload_dp(inst, time_limit=limit, max_ideals=10_000_000)
+print(json.dumps({"n": g.n, "ideals": res.ideals, "complete": res.complete, "value": res.value,
+                  "lb": res.lower_bound, "seconds": time.perf_counter() - t, "parts": res.seconds,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per graph (enumeration included)")
+    ap.add_argument("--only", help="label of one graph (44k, 2.2M, 4.3M)")
+    args = ap.parse_args(argv)
+    print(f"{'graph':>6} {'nodes':>6} {'ideals':>10} {'enum s':>7} {'DP s':>7} {'outcome':>10} "
+          f"{'incumbent':>10} {'bound':>9} {'gap':>7} {'sources':>8} {'peak RSS MB':>11}")
+    for label, cells, branches, length in GRAPHS:
+        if args.only and args.only != label:
+            continue
+        out = subprocess.run([sys.executable, "-c", _CHILD, str(ROOT), str(cells), str(branches), str(length),
+                              str(args.time_limit)], capture_output=True, text=True, check=True)
+        d = json.loads(out.stdout.strip().splitlines()[-1])
+        gap = (d["value"] - d["lb"]) / d["value"] if d["value"] else 0.0
+        done = d["parts"].get("sources_done", d["ideals"])
+        print(f"{label:>6} {d['n']:>6} {d['ideals']:>10,} {d['parts']['prepare']:>7.1f} {d['parts']['dp']:>7.1f} "
+              f"{'optimal' if d['complete'] else 'time limit':>10} {d['value']:>10.3f} {d['lb']:>9.3f} "
+              f"{100 * gap:>6.1f}% {100 * done / d['ideals']:>7.2f}% {d['rss_mb']:>11.0f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
