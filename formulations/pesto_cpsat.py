@@ -215,15 +215,77 @@ def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, optio
     m.Minimize(cmax)
 
     if warm_start is not None:
-        dev, st, xs = warm_start
+        dev = np.asarray(warm_start[0], dtype=np.int64)
+        S_h, T_h = _integer_hint(g, dev, np.asarray(warm_start[1], dtype=np.float64), warm_start[2], data.p, tt,
+                                 P, TT, options.congestion)
         for (i, d), lit in x.items():
             m.AddHint(lit, int(dev[i] == d))
         for i in range(n):
-            m.AddHint(S[i], int(round(st[i] * scale)))
+            m.AddHint(S[i], int(S_h[i]))
         for e, var in T.items():
-            m.AddHint(var, int(round(xs.get(e, st[src[e]] + data.p[src[e], dev[src[e]]]) * scale)))
+            m.AddHint(var, int(T_h.get(e, S_h[src[e]] + P[src[e], dev[src[e]]])))
     build = time.perf_counter() - t0
     return _solve(m, cp_model, solver, scale, exact, build, warm_start is not None, g, cl, x, S, C, T, TT)
+
+
+def _integer_hint(g: OpGraph, dev: np.ndarray, st: np.ndarray, xs: dict, p: np.ndarray, tt: np.ndarray,
+                  P: np.ndarray, TT: np.ndarray, congestion: bool) -> tuple[list[int], dict[int, int]]:
+    """The warm start as a complete solution of the integer model: its device and link
+    orders (:func:`~dnnplace.graphs.link_orders.orders_from_times`, which never
+    contradict each other) replayed with the integer durations, every task as early as
+    those orders and precedence allow (so rounding never makes the hint infeasible and
+    CP-SAT starts from it). Returns node starts and transfer starts (crossing edges)."""
+    from dnnplace.graphs.link_orders import orders_from_times
+
+    n, src, dst = g.n, g.src, g.dst
+    a, b = dev[src], dev[dst]
+    cross = a != b
+    fin = st + p[np.arange(n), dev]
+    xs_a = np.full(g.m, np.nan)
+    xf_a = np.full(g.m, np.nan)
+    if congestion:
+        for e in np.flatnonzero(cross).tolist():
+            xs_a[e] = xs.get(e, fin[src[e]])
+            xf_a[e] = xs_a[e] + tt[e, a[e], b[e]]
+    pr, lp = orders_from_times(g, st, fin, xs_a, xf_a)
+    dur = [int(P[i, dev[i]]) for i in range(n)]
+    arcs = []  # (task, task, lag): start(second) >= start(first) + lag
+    xid = {}
+    for e in range(g.m):
+        i, j = int(src[e]), int(dst[e])
+        t = int(TT[e, a[e], b[e]]) if cross[e] else 0
+        if cross[e] and congestion:
+            xid[e] = len(dur)
+            dur.append(t)
+            arcs += [(i, xid[e], dur[i]), (xid[e], j, t)]
+        else:
+            arcs.append((i, j, dur[i] + t))
+    for d in np.unique(dev).tolist():
+        on = np.flatnonzero(dev == d)
+        on = on[np.argsort(pr[on], kind="stable")].tolist()
+        arcs += [(u, v, dur[u]) for u, v in zip(on, on[1:])]
+    links: dict[tuple[int, int], list[int]] = {}
+    for e in xid:
+        links.setdefault((int(a[e]), int(b[e])), []).append(e)
+    for es in links.values():
+        es.sort(key=lambda e: lp[e])
+        arcs += [(xid[e], xid[f], dur[xid[e]]) for e, f in zip(es, es[1:])]
+    T = len(dur)
+    out = [[] for _ in range(T)]
+    indeg = [0] * T
+    for u, v, lag in arcs:
+        out[u].append((v, lag))
+        indeg[v] += 1
+    start = [0] * T
+    ready = [t for t in range(T) if indeg[t] == 0]
+    while ready:
+        u = ready.pop()
+        for v, lag in out[u]:
+            start[v] = max(start[v], start[u] + lag)
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    return start[:n], {e: start[k] for e, k in xid.items()}
 
 
 def _add_symmetry(m, g: OpGraph, cl: Cluster, allowed: list, x: dict) -> None:
