@@ -26,8 +26,10 @@ from dnnplace.runner import run_config
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="ray not installed (pip install 'dnnplace[ray]')")
 
-# fields that say when and where a run ran, or how long it took: the rest must agree
-TIMING = {"timestamp", "executor", "host", "wall_seconds", "solve_seconds", "build_seconds", "handoff_seconds"}
+# fields that say when and where a run ran (the checkout's revision too: a commit may land
+# between two sweeps), or how long it took: the rest must agree
+TIMING = {"timestamp", "executor", "host", "git_revision", "wall_seconds", "solve_seconds", "build_seconds",
+          "handoff_seconds"}
 BASELINES = grid_config("tiny", ["single", "greedy", "expert"])
 SLOW_SWEEP = f"""
 name = "sweep"
@@ -50,7 +52,11 @@ def lines(path: Path) -> list[dict]:
 
 
 def comparable(rec: dict) -> dict:
-    return {k: v for k, v in rec.items() if k not in TIMING}
+    """A record less where and how long it ran (trace points keep their values)."""
+    out = {k: v for k, v in rec.items() if k not in TIMING}
+    out["trace"] = [p[1:] for p in rec.get("trace") or ()]
+    out["extra"] = {k: v for k, v in (rec.get("extra") or {}).items() if not k.endswith("seconds")}
+    return out
 
 
 def children(pid: int) -> list[int]:
@@ -285,6 +291,24 @@ def test_ray_gives_the_inline_records(tmp_path, ray_cluster):
                         executor=make_executor("ray", None, address=ray_cluster))
     assert [comparable(r) for r in inline] == [comparable(r) for r in on_ray]
     assert {r["executor"]["kind"] for r in on_ray} == {"ray"}
+
+
+@pytest.mark.slow
+@needs_ray
+def test_a_hung_run_is_cancelled_on_ray(ray_cluster):
+    from ray import cloudpickle
+
+    this = sys.modules[__name__]
+    cloudpickle.register_pickle_by_value(this)  # the workers cannot import this test module
+    try:
+        tasks = [Task("hangs", 60.0, deadline=2.0), Task("quick", 0.1, deadline=30.0)]
+        t0 = time.monotonic()
+        got = {f.task.key: f for f in make_executor("ray", 2, address=ray_cluster).run(_sleep, tasks)}
+    finally:
+        cloudpickle.unregister_pickle_by_value(this)
+    assert time.monotonic() - t0 < 30
+    assert got["hangs"].outcome == "hung" and got["hangs"].message.startswith("cancelled")
+    assert (got["quick"].outcome, got["quick"].value) == ("done", 0.1)
 
 
 @pytest.mark.slow
