@@ -29,6 +29,11 @@ worker that dies (killed, out of memory, a crash inside a solver) finishes as
 
 Runs in parallel share caches, memory bandwidth and cores, so their measured solve
 times are perturbed; a time-limited MIP may also end with another incumbent.
+
+A Python script that runs a sweep on worker processes needs the usual
+``if __name__ == "__main__":`` guard (as any ``multiprocessing`` program: the fork
+server imports the main module); ``dnnplace run`` has it. On Ray the hang deadline
+counts from a task's submission (at most ``jobs`` slots are submitted at a time).
 """
 
 from __future__ import annotations
