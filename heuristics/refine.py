@@ -4,7 +4,9 @@ in the spirit of a multilevel partitioner's refinement).
 
 A *unit* is a set of nodes that moves together: a colocation group, or a coarse node of
 a coarsening (``units=`` labels), so a coarse answer refines at its own granularity
-first. A move puts one unit on another device that can run all its members and has the
+first; given units that cut a colocation group are joined through it (a unit is a
+connected component of "same given unit or same colocation group"), so a move never
+splits a group. A move puts one unit on another device that can run all its members and has the
 static memory for it (SPEC; Pesto (8)); it is kept when the simulated makespan
 (``policy``, link congestion as asked) drops by more than a relative ``1e-9``. Units are
 tried by decreasing compute time, each against every other device, in rounds until a
@@ -29,6 +31,21 @@ from dnnplace.graphs.simulate import simulate
 __all__ = ["refine_placement"]
 
 
+def _with_groups(units: np.ndarray, colocation: np.ndarray) -> np.ndarray:
+    """Labels ``0..k-1`` of the connected components of "same unit or same colocation
+    group" (groups cut by ``units`` join the units they touch)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    u = np.unique(units, return_inverse=True)[1]
+    k = int(u.max()) + 1 if u.size else 0
+    grouped = colocation >= 0
+    n_grp = int(colocation.max()) + 1 if grouped.any() else 0
+    adj = coo_matrix((np.ones(int(grouped.sum())), (u[grouped], k + colocation[grouped])), shape=(k + n_grp,) * 2)
+    comp = connected_components(adj, directed=False)[1][u]
+    return np.unique(comp, return_inverse=True)[1].astype(np.int64)
+
+
 def refine_placement(graph: OpGraph, cluster: Cluster, device: np.ndarray, *, units: np.ndarray | None = None,
                      policy: str = "critical_path", congestion: bool = True, time_limit: float = 10.0,
                      max_rounds: int = 20, seed: int = 0) -> tuple[np.ndarray, float, dict]:
@@ -48,7 +65,7 @@ def refine_placement(graph: OpGraph, cluster: Cluster, device: np.ndarray, *, un
     """
     t0 = time.perf_counter()
     device = np.asarray(device, dtype=np.int64).copy()
-    labels = colocation_labels(graph) if units is None else np.unique(np.asarray(units), return_inverse=True)[1]
+    labels = colocation_labels(graph) if units is None else _with_groups(np.asarray(units), graph.colocation)
     k = int(labels.max()) + 1 if labels.size else 0
     comp = cluster.compute_matrix(graph)
     allowed = np.ones((k, cluster.size), dtype=bool)

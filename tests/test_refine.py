@@ -45,3 +45,19 @@ def test_units_move_whole():
     assert info["moves"] >= 1 and ms < info["start_makespan"]
     for u in np.unique(labels):
         assert np.unique(dev[labels == u]).size == 1
+
+
+def test_units_that_cut_a_colocation_group_are_joined_through_it():
+    """Coarse units {0,1}, {2,3}, {4,5} on a 6-node chain with colocation group {1, 2}:
+    units {0,1} and {2,3} move together, so no move splits the group; the refined
+    placement is colocation-feasible and some move still happens."""
+    from dnnplace.graphs import Cluster, OpGraph
+
+    g = OpGraph(ids=range(6), kinds=("gpu",), compute=np.ones((6, 1)), memory=np.zeros(6), src=[0, 2, 4],
+                dst=[1, 3, 5], colocation=[-1, 0, 0, -1, -1, -1], colocation_labels=("g",))
+    cl = Cluster.single_host(2, with_cpu=False)
+    units = np.array([0, 0, 1, 1, 2, 2])
+    dev, ms, info = refine_placement(g, cl, np.zeros(6, dtype=np.int64), units=units)
+    assert dev[1] == dev[2] and not validate(Placement(g, cl, dev))
+    assert dev[0] == dev[1] == dev[3] and dev[4] == dev[5]
+    assert info["moves"] >= 1 and ms == 4.0  # {0,1,2,3} on one GPU, {4,5} on the other
