@@ -289,19 +289,21 @@ def _scaling(cfg: dict, out: Path) -> Path:
     for ax, mode, table in ((axes[0], "strong", TABLE1), (axes[1], "weak", TABLE2)):
         for fam in cfg["families"]:
             batch = int(cfg["batch"][fam])
-            thr = {}
+            thr, oom = {}, {}
             for k in counts:
                 global_b = batch if mode == "strong" else batch * k
                 g, source = family_graph(fam, global_b, half_batch=float(cfg["half_batch"]))
                 if k == 1:
                     r = _solve(g, 1, "dpos", cfg)
                     thr[k] = (global_b / r.objective * 1e3,) * 4
+                    oom[k] = "OOM" if r.status == "memory_infeasible" else ""
                     continue
                 hb = {"half_batch": float(cfg["half_batch"])}
                 dp = _solve(g, k, "dp-baseline", cfg, params=hb)
                 ft = _solve(g, k, "os-dpos", cfg, solver=_limit(cfg), params={"start": "data-parallel", **hb})
                 thr[k] = (global_b / dp.objective * 1e3, global_b / ft.objective * 1e3,
                           global_b / ft.extra["planner_makespan"] * 1e3, global_b / ft.extra["priority_policy"] * 1e3)
+                oom[k] = " ".join(f"{m} OOM" for m, r in (("DP", dp), ("FastT", ft)) if r.status == "memory_infeasible")
             ours = _speedup(thr[1][0], [thr[k][0] for k in counts[1:]], [thr[k][1] for k in counts[1:]])
             pub = table[fam]
             paper = _speedup(pub[0], [p[0] for p in pub[1:]], [p[1] for p in pub[1:]])
@@ -309,9 +311,9 @@ def _scaling(cfg: dict, out: Path) -> Path:
                 pi = counts.index(k)
                 p_dp, p_ft = (pub[0], pub[0]) if k == 1 else pub[pi]
                 rows.append([mode, fam, k, thr[k][0], thr[k][1], thr[k][2], thr[k][3], thr[k][1] / thr[k][0], p_dp,
-                             p_ft, p_ft / p_dp])
+                             p_ft, p_ft / p_dp, oom[k]])
             rows.append([mode, f"{fam}: {source}; paper: {PAPER_MODEL[fam]}", "speedup", None, None, None, None,
-                         ours, None, None, paper])
+                         ours, None, None, paper, ""])
             ax.plot(counts, [thr[k][1] / thr[k][0] for k in counts], marker="o", label=f"{fam} (ours)")
             ax.plot(counts, [(1.0 if k == 1 else pub[counts.index(k)][1] / pub[counts.index(k)][0]) for k in counts],
                     linestyle="--", marker="x", label=f"{fam} (paper)")
@@ -324,7 +326,7 @@ def _scaling(cfg: dict, out: Path) -> Path:
     fig.savefig(out / "scaling.png", dpi=120)
     header = ["scaling", "model", "GPUs", "DP samples/s (ours)", "FastT samples/s (ours)",
               "OS-DPOS schedule, strict", "OS-DPOS schedule, priority", "FastT/DP (ours)", "DP (paper)",
-              "FastT (paper)", "FastT/DP (paper)"]
+              "FastT (paper)", "FastT/DP (paper)", "static memory"]
     notes = _notes(cfg) + [
         "FastT = os-dpos from the data-parallel graph, keeping the DP start deployment when its own schedule "
         "simulates slower (keep_start); the two OS-DPOS columns are its own schedule, replayed strictly and under "
