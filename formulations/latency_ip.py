@@ -47,6 +47,19 @@ zero-duration slot holds only nodes of zero time on it; so the rows
 ``p_acc(v) = 0`` on ``b``: the node by which a cycle enters a zero-duration slot is one.
 A model without such nodes gets no order rows at all (the timing rows suffice).
 
+Strengthening (valid inequalities, each kept to the optimum of every split):
+
+- ``finish_bounds``: ``Total >= Finish_j`` for every slot. A non-empty slot finishes no
+  later than its nodes' ``Lat_v`` (10); an empty slot can take ``Start = Finish`` equal
+  to its predecessor's finish (or 0). The LP then sees each slot's whole duration (7)
+  in the objective, not only through the big-M rows (10).
+- ``symmetry_breaking``: interchangeable accelerators
+  (:func:`dnnplace.formulations.device_symmetry.identical_devices`) start their first
+  slots in index order, ``Start_(d,1) <= Start_(d',1)`` for consecutive ``d < d'`` of a
+  class. Relabelling the accelerators of a class by the start of their first slot (an
+  empty first slot starting at 0) maps any solution to one that satisfies the rows with
+  the same latency; :func:`warm_start_values` does that relabelling.
+
 The linearisation of (6) and (10) is Lemma 4.1's. **Big-M.** ``H`` is an achievable
 latency ``UB`` (the evaluator's latency of a heuristic split, e.g. the warm start or
 greedy, whose pieces fit in the slots; else the all-CPU critical path), and every
@@ -84,6 +97,7 @@ from pyomo.common.collections import ComponentMap
 
 from dnnplace.formulations.comm_costs import comm_levels, host_costs
 from dnnplace.formulations.contiguity import add_unit_order, before, order_values, reach_down
+from dnnplace.formulations.device_symmetry import identical_devices
 from dnnplace.formulations.families import add_families
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluate import latency, latency_pieces
@@ -98,7 +112,9 @@ __all__ = ["LatencyOptions", "build_latency_ip", "decode", "decode_slots", "deco
 @dataclass(frozen=True)
 class LatencyOptions:
     """``subgraphs_per_device`` is ``q`` (1 = Fig. 3, contiguous); ``horizon`` the big-M
-    ``H`` (an achievable latency; computed by :func:`horizon` when ``None``)."""
+    ``H`` (an achievable latency; computed by :func:`horizon` when ``None``);
+    ``finish_bounds`` and ``symmetry_breaking``: the valid strengthenings of the module
+    docstring."""
 
     subgraphs_per_device: int = 1
     horizon: float | None = None
@@ -106,6 +122,8 @@ class LatencyOptions:
     colocation: bool = True
     contiguity: bool = True
     acyclic: bool = True
+    finish_bounds: bool = True
+    symmetry_breaking: bool = True
 
     def __post_init__(self) -> None:
         if int(self.subgraphs_per_device) < 1:
@@ -207,7 +225,8 @@ def build_latency_ip(inst: Instance, opts: LatencyOptions | None = None) -> pyo.
     m.total = pyo.Var(bounds=(0, data.H), doc="TotalLatency")
     add_families(m, data, [(True, _add_assignment), (opts.memory, _add_memory), (opts.colocation, _add_colocation),
                            (opts.contiguity, _add_contiguity), (opts.acyclic, _add_pipeline_order),
-                           (True, _add_communication), (True, _add_timing)])
+                           (True, _add_communication), (True, _add_timing), (opts.finish_bounds, _add_finish_bounds),
+                           (opts.symmetry_breaking, _add_symmetry_breaking)])
     m.objective = pyo.Objective(expr=m.total, sense=pyo.minimize, doc="min TotalLatency")
     return m
 
@@ -397,6 +416,28 @@ def _add_timing(m: pyo.ConcreteModel, data: _Data) -> None:
         return m.start[j] >= m.finish[j - 1]
 
 
+def _add_finish_bounds(m: pyo.ConcreteModel, data: _Data) -> None:
+    @m.Constraint(m.acc_slots, doc="Total >= Finish_j (valid: see the module docstring)")
+    def total_after_slot(m, j):
+        return m.total >= m.finish[j]
+
+
+def _symmetric_first_slots(data: _Data) -> list[list[int]]:
+    """First slots of the accelerators of each interchangeable class, in device order."""
+    first = {d: j for j, (d, s) in enumerate(data.slot_of) if j > 0 and s == 0}
+    sup = data.supported
+    return [[first[d] for d in c] for c in identical_devices(data.cluster)
+            if all(d in first for d in c) and all((sup[:, first[c[0]]] == sup[:, first[d]]).all() for d in c)]
+
+
+def _add_symmetry_breaking(m: pyo.ConcreteModel, data: _Data) -> None:
+    pairs = [(a, b) for c in _symmetric_first_slots(data) for a, b in zip(c, c[1:])]
+
+    @m.Constraint(pairs, doc="identical accelerators start their first slots in index order")
+    def start_order(m, a, b):
+        return m.start[a] <= m.start[b]
+
+
 # ---------------------------------------------------------------------------- decode / start
 def decode_slots(m: pyo.ConcreteModel) -> np.ndarray:
     """Slot of every node in a solved model."""
@@ -426,7 +467,24 @@ def warm_start_values(m: pyo.ConcreteModel, p: Placement) -> ComponentMap:
     (:func:`dnnplace.graphs.evaluate.latency_pieces`) fill its slots in order; comm indicators,
     z witnesses and the earliest-start times follow, so ``total`` equals the
     evaluator's latency. Raises ``InputError`` when ``p`` needs more than ``q`` pieces
-    on an accelerator, puts a node where it cannot run, or its pieces wait in a cycle."""
+    on an accelerator, puts a node where it cannot run, or its pieces wait in a cycle.
+    With ``symmetry_breaking``, interchangeable accelerators are first relabelled in
+    order of the start of their first slot (same latency)."""
+    vals = _values(m, p)
+    if m.find_component("start_order") is None:
+        return vals
+    data: _Data = m._data
+    lut = np.arange(data.cluster.size)
+    for c in _symmetric_first_slots(data):
+        devs = [data.slot_of[j][0] for j in c]
+        order = sorted(range(len(c)), key=lambda i: (vals[m.start[c[i]]], i))
+        lut[[devs[i] for i in order]] = devs
+    if (lut == np.arange(data.cluster.size)).all():
+        return vals
+    return _values(m, Placement(p.graph, p.cluster, lut[p.device]))
+
+
+def _values(m: pyo.ConcreteModel, p: Placement) -> ComponentMap:
     data: _Data = m._data
     g = data.graph
     q = int(data.opts.subgraphs_per_device)
