@@ -236,7 +236,8 @@ def family_graph(family: str, batch: int | None = None, *, half_batch: float = 0
     g = g.with_(meta={**g.meta, "batch": b0})
     if batch is not None and int(batch) != b0:
         g = BatchModel(b0, half_batch=half_batch).at(g, int(batch))
-    return g, f"captured (roofline V100, batch {b0})"
+    scaled = f", scaled to {int(batch)}" if batch is not None and int(batch) != b0 else ""
+    return g, f"captured (roofline V100) at batch {b0}{scaled}"
 
 
 # ---------------------------------------------------------------------------- runs
@@ -254,6 +255,26 @@ def _run(g: OpGraph, k: int, method: str, cfg: dict, **req):
     from dnnplace.registry import SolveRequest, run_method
 
     return run_method(Instance(g, _cluster(k, cfg), g.name), method, SolveRequest(problem="makespan", **req))
+
+
+def _bars(path: Path, labels: list[str], ours: list[float], paper: list[float], ylabel: str, title: str) -> None:
+    """A grouped bar chart of ours beside the paper's values (``NaN``: no bar)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.arange(len(labels))
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(labels)), 3.6))
+    ax.bar(x - 0.2, ours, 0.4, label="ours (simulation)")
+    ax.bar(x + 0.2, paper, 0.4, label="paper (hardware)")
+    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _write(out: Path, header: list[str], rows: list[list], notes: list[str], title: str) -> Path:
@@ -367,6 +388,8 @@ def _splits(cfg: dict, out: Path) -> Path:
     rows.append(["table5", "vgg19", "all accepted splits", None, None,
                  ", ".join(f"{op} {dim} x{n}" for op, dim, n in r.extra["splits"]) or "none"])
     start = {"start": "data-parallel", "keep_start": False, "half_batch": float(cfg.get("half_batch", 0.0))}
+    t6: dict[str, tuple[float, float]] = {}
+    f2: dict[str, float] = {}
     for fam in cfg["families"]:
         g, source = family_graph(fam, int(cfg["batch"][fam]), half_batch=float(cfg.get("half_batch", 0.0)))
         off = _solve(g, k, "dpos", cfg, params=start)
@@ -376,12 +399,19 @@ def _splits(cfg: dict, out: Path) -> Path:
             rows.append(["table6", f"{fam} ({source})", f"no split / split (ms), splits accepted by the {score}",
                          off.objective,
                          on.objective, f"ours {off.objective / on.objective - 1:+.2%} ({len(on.extra['splits'])} "
-                                       f"splits); paper {p_off / p_on - 1:+.2%}"])
+                                       f"splits; planner without congestion {off.extra['planner_estimate']:.4g} -> "
+                                       f"{on.extra['planner_estimate']:.4g}); paper {p_off / p_on - 1:+.2%}"])
             if score == "planner":
+                t6[fam] = (100 * (off.objective / on.objective - 1), 100 * (p_off / p_on - 1))
                 fifo = simulate(placed, policy="fifo").makespan
                 prio = on.extra["priority_policy"]
+                f2[fam] = 100 * (1 - prio / fifo)
                 rows.append(["fig2", f"{fam} ({source})", "FastT placement: priority / fifo (ms)", prio, fifo,
                              f"priority {1 - prio / fifo:+.2%} faster (paper: up to 26.9%)"])
+    _bars(out / "table6.png", list(t6), [a for a, _ in t6.values()], [b for _, b in t6.values()],
+           "speed-up of splitting (%)", "FastT Table 6: OS-DPOS over DPOS, 2 GPUs (ours: simulation)")
+    _bars(out / "fig2.png", list(f2), list(f2.values()), [float("nan")] * len(f2),
+          "priority order over fifo (%)", "FastT Fig. 2: FastT's order vs TF fifo, 2 GPUs (paper: up to 26.9 %)")
     header = ["item", "model", "op / quantity", "ours (ms) / a", "paper split / b", "ours split / note"]
     return _write(out, header, rows, _notes(cfg), "FastT Table 5, Table 6, Fig. 2 (simulation, 2 GPUs)")
 
@@ -396,6 +426,11 @@ def _memory(cfg: dict, out: Path) -> Path:
             cells.append("OOM" if r.status == "memory_infeasible" else r.objective / 1e3)
         p = TABLE3.get(b, (None, None, None))
         rows.append([b] + cells + ["OOM" if x is None else x for x in p])
+    labels = [f"{name} b{r[0]}" for r in rows for name in ("1 GPU", "DP 2", "FastT 2")]
+    _bars(out / "table3.png", labels,
+          [x if isinstance(x, float) else float("nan") for r in rows for x in r[1:4]],
+          [x if isinstance(x, float) else float("nan") for r in rows for x in r[4:7]],
+          "s / step (missing bar: OOM)", "FastT Table 3: BERT-large step time by batch (ours: simulation)")
     largest = [_largest_batch(method, k, cfg) for method, k in (("dpos", 1), ("dp-baseline", 2), ("dpos", 2))]
     rows.append(["largest batch that fits"] + largest + [16, 32, 48])
     header = ["global batch", "1 GPU (s)", "DP 2 GPUs (s)", "FastT 2 GPUs (s)", "paper 1 GPU", "paper DP 2",
