@@ -130,6 +130,10 @@ def _ms(x: float | None) -> str:
     return "" if x is None else f"{x:.1f}"
 
 
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
 def _pardnn_ccr(g: OpGraph, cl: Cluster) -> float:
     """PARDNN's CCR: sum of nominal edge times / sum of node times (its code's definition)."""
     from dnnplace.heuristics.pardnn_slicing import target_costs, target_devices
@@ -154,43 +158,45 @@ def _speedup(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
             cl = _cluster(shared, k)
             inst = Instance(g, cl, f"{m.name} ({g.n} nodes)")
             recs = {}
-            for meth in doc["methods"]:
+            for spec in doc["methods"]:
+                meth, label = spec["method"], spec["label"]
+                params = dict(spec.get("params", {}))
                 limit = doc.get("lc_time_limit") if meth == "lc-glb" else None
-                params = {"max_nodes": g.n} if meth == "lc-glb" else None
+                if meth == "lc-glb":
+                    params["max_nodes"] = g.n
                 t0 = time.perf_counter()
-                recs[meth] = _run(inst, meth, runs, {"model": m.name, "gpus": k}, time_limit=limit, params=params)
+                recs[label] = _run(inst, meth, runs, {"model": m.name, "gpus": k, "label": label},
+                                   time_limit=limit, params=params)
                 if progress:
-                    print(f"[pardnn-speedup] {m.name} K={k} {meth}: {recs[meth]['objective']:.1f} "
-                          f"{recs[meth]['unit']} in {time.perf_counter() - t0:.1f} s", flush=True)
-            p = recs["pardnn"]["objective"]
+                    print(f"[pardnn-speedup] {m.name} K={k} {label}: {recs[label]['objective']:.1f} "
+                          f"{recs[label]['unit']} in {time.perf_counter() - t0:.1f} s", flush=True)
+            p = recs[doc["reference"]]["objective"]
             row = {"model": m.name, "source": source, "nodes": g.n, "edges": g.m, "dop": dop,
                    "ccr": _pardnn_ccr(g, cl), "paper_dop": m.paper.get("dop"), "paper_ccr": m.paper.get("ccr"),
                    "gpus": k, "unit": g.unit}
-            for meth, rec in recs.items():
-                key = meth.replace("-", "_")
-                row[f"{key}_ms"] = rec["objective"]
-                row[f"{key}_oom"] = _oom(rec)
-                row[f"{key}_s"] = rec["wall_seconds"]
-                if meth != "pardnn" and rec["objective"] and p:
-                    row[f"{key}_speedup"] = rec["objective"] / p
-            row["lc_limited"] = recs.get("lc-glb", {}).get("termination") == "time_limit"
-            row["moved_share"] = recs["pardnn"]["extra"].get("moved_share")
+            for label, rec in recs.items():
+                row[f"{label} ms"] = rec["objective"]
+                row[f"{label} OOM"] = _oom(rec)
+                row[f"{label} s"] = rec["wall_seconds"]
+                if not label.startswith("PARDNN") and rec["objective"] and p:
+                    row[f"{label} / PARDNN"] = rec["objective"] / p
+                if rec["method"] == "lc-glb":
+                    row["lc_limited"] = rec.get("termination") == "time_limit"
+                if rec["method"] == "pardnn":
+                    row[f"{label} moved"] = rec["extra"].get("moved_share")
             rows.append(row)
-    cols = [Column("model"), Column("nodes", numeric=True), Column("gpus", "GPUs", numeric=True),
-            Column("pardnn_ms", "PARDNN", _ms, True), Column("cp_mayer_ms", "CP", _ms, True),
-            Column("lc_glb_ms", "LC+GLB", _ms, True), Column("dsc_glb_ms", "DSC+GLB", _ms, True),
-            Column("cp_mayer_speedup", "CP / PARDNN", numeric=True),
-            Column("lc_glb_speedup", "LC / PARDNN", numeric=True),
-            Column("dsc_glb_speedup", "DSC / PARDNN", numeric=True),
-            Column("pardnn_oom", "OOM PARDNN"), Column("cp_mayer_oom", "OOM CP"), Column("lc_glb_oom", "OOM LC"),
-            Column("dsc_glb_oom", "OOM DSC"),
-            Column("pardnn_s", "PARDNN s", numeric=True), Column("lc_glb_s", "LC s", numeric=True),
-            Column("lc_limited", "LC time-limited"), Column("cp_mayer_s", "CP s", numeric=True),
-            Column("dsc_glb_s", "DSC s", numeric=True), Column("moved_share", "moved (heur. I)",
-                                                               lambda x: f"{100 * x:.1f}%", True),
-            Column("dop", "DoP", numeric=True), Column("paper_dop", "paper DoP", numeric=True),
-            Column("ccr", "CCR", numeric=True), Column("paper_ccr", "paper CCR", numeric=True),
-            Column("source")]
+    labels = [s["label"] for s in doc["methods"]]
+    cols = [Column("model"), Column("nodes", numeric=True), Column("gpus", "GPUs", numeric=True)]
+    cols += [Column(f"{lb} ms", lb, _ms, True) for lb in labels]
+    cols += [Column(f"{lb} / PARDNN", f"{lb} / {doc['reference']}", numeric=True) for lb in labels
+             if not lb.startswith("PARDNN")]
+    cols += [Column(f"{lb} OOM", f"OOM {lb}") for lb in labels]
+    cols += [Column(f"{lb} s", f"{lb} s", numeric=True) for lb in labels]
+    cols += [Column("lc_limited", "LC time-limited")]
+    cols += [Column(f"{lb} moved", f"moved by heur. I ({lb})", _pct, True)
+             for lb in labels if lb.startswith("PARDNN")]
+    cols += [Column("dop", "DoP", numeric=True), Column("paper_dop", "paper DoP", numeric=True),
+             Column("ccr", "CCR", numeric=True), Column("paper_ccr", "paper CCR", numeric=True), Column("source")]
     unit = rows[0]["unit"] if rows else "ms"
     pre = ["**Simulation** (the project's simulator, fifo with link congestion), not hardware. Makespans in "
            f"{unit} per training step; a ratio above 1 means PARDNN is faster (PARDNN Fig. 3 reports it faster "
