@@ -146,3 +146,118 @@ def test_memory_aware_schedulers_find_the_easy_feasible_placement():
                 repaired += res.extra["memory_repairs"] > 0
     assert compared >= 150, compared
     assert repaired >= 10, repaired  # the repair pass did the work on some of them
+
+
+# ---------------------------------------------------------------- the fast ETF == a full scan
+def _reference_etf_core(graph, cluster, name, *, insertion, congestion, memory, favourite=None):
+    """The full scan that ``_etf_core`` replaced (kept here as the reference only): every
+    step evaluates every (ready node, device) pair and commits the least
+    ``(start, -blevel, finish, topo position)``, the first device on ties."""
+    from dnnplace.graphs.levels import blevel
+    from dnnplace.heuristics.list_scheduling import _State
+    from dnnplace.heuristics.nominal import nominal_costs
+
+    st = _State(graph, cluster, congestion, insertion)
+    w, c = nominal_costs(graph, cluster, "mean")
+    bl = blevel(graph, kind=w, comm=c).tolist()
+    tp = graph.topo_position.tolist()
+    indeg = np.bincount(graph.dst, minlength=graph.n).tolist()
+    ready = [v for v in range(graph.n) if indeg[v] == 0]
+    optr, onbr = graph.out_ptr.tolist(), graph.out_nbr.tolist()
+    fav_parent = [-1] * graph.n
+    if favourite is not None:
+        for u, v in enumerate(favourite.tolist()):
+            if v >= 0:
+                fav_parent[v] = u
+    while ready:
+        best = None
+        for v in ready:
+            cands = st.candidates(v, memory)
+            fp = fav_parent[v]
+            if fp >= 0 and st.dev[fp] in cands:
+                cands = [st.dev[fp]]
+            for d in cands:
+                s, f, xf = st.evaluate(v, d)
+                key = (s, -bl[v], f, tp[v])
+                if best is None or key < best[0]:
+                    best = (key, v, d, s, xf)
+        _, v, d, s, xf = best
+        st.commit(v, d, s, xf)
+        ready.remove(v)
+        for k in range(optr[v], optr[v + 1]):
+            x = onbr[k]
+            indeg[x] -= 1
+            if indeg[x] == 0:
+                ready.append(x)
+    return st.result(name, memory, insertion=insertion)
+
+
+def _equivalence_cases(count: int):
+    """Seeded random instances in every regime the fast core distinguishes: 2-4 GPUs
+    (+ CPU), unsupported ops, colocated training graphs, memory that never binds, that
+    binds (nodes lose devices, m-SCT's favourite device fills) and that overflows
+    (every device full: the most-room device), colocation groups of independent nodes,
+    costs rounded to 0.1 so that start times and bottom levels tie, with and without
+    congestion and insertion."""
+    for seed in range(count):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(10, 90))
+        g = random_layered_dag(n, seed=seed, training=seed % 2 == 1, unsupported_frac=0.1 * (seed % 3 == 0),
+                               width=int(rng.integers(2, 12)))
+        if seed % 4 < 2:  # ties everywhere
+            g = g.with_(compute=np.round(g.compute * 10, 0) / 10 + 0.1 * np.isfinite(g.compute),
+                        memory=np.round(g.memory / g.memory.mean() * 2))
+        if seed % 6 == 4:  # colocation groups of independent nodes: a group binds its ready members
+            ok = np.flatnonzero(np.isfinite(g.compute).all(axis=1) & (g.colocation < 0))
+            pairs = rng.permutation(ok)[:2 * (len(ok) // 4)].reshape(-1, 2)
+            co = g.colocation.copy()
+            base = int(co.max()) + 1
+            co[pairs.ravel()] = base + np.repeat(np.arange(len(pairs)), 2)
+            g = g.with_(colocation=co, colocation_labels=tuple(f"c{i}" for i in range(int(co.max()) + 1)))
+        k = int(rng.integers(2, 5))
+        share = [np.inf, 1.4, 0.9, 0.5][seed % 4]
+        cl = Cluster.single_host(k, with_cpu=seed % 3 == 0)
+        cap = float(g.memory.sum()) * share / k
+        devs = tuple(Device(d.name, d.kind, cap if d.kind == "gpu" else d.memory, d.speed) for d in cl.devices)
+        cl = Cluster(devs, cl.beta0, cl.beta1, cl.cost_factor, name=cl.name)
+        yield seed, g, cl, bool(rng.random() < 0.8), bool(rng.random() < 0.5)
+
+
+def _assert_same_as_reference(count: int) -> int:
+    from dnnplace.heuristics import list_scheduling as lsm
+
+    def m_sct_favourite(g, cl):
+        captured = {}
+        real = lsm._etf_core
+        lsm._etf_core = lambda *a, **k: captured.setdefault("fav", k["favourite"])
+        try:
+            lsm.m_sct(g, cl)
+        finally:
+            lsm._etf_core = real
+        return captured["fav"]
+
+    checked = 0
+    for seed, g, cl, congestion, insertion in _equivalence_cases(count):
+        runs = [("etf", dict(insertion=insertion, congestion=congestion, memory=seed % 5 != 0), None),
+                ("m-etf", dict(insertion=False, congestion=congestion, memory=True), None),
+                ("m-sct", dict(insertion=False, congestion=congestion, memory=True), m_sct_favourite(g, cl))]
+        for name, kw, fav in runs:
+            fast = lsm._etf_core(g, cl, name, favourite=fav, **kw)
+            ref = _reference_etf_core(g, cl, name, favourite=fav, **kw)
+            where = (seed, name, kw)
+            assert np.array_equal(fast.placement.device, ref.placement.device), where
+            assert np.array_equal(fast.start, ref.start) and np.array_equal(fast.finish, ref.finish), where
+            checked += 1
+    return checked
+
+
+def test_fast_etf_core_equals_the_full_scan():
+    """ETF / m-ETF / m-SCT on 120 seeded instances: the lazy queues give bit-identical
+    placements, start and finish times as the full scan (360 schedules)."""
+    assert _assert_same_as_reference(120) == 360
+
+
+@pytest.mark.slow
+def test_fast_etf_core_equals_the_full_scan_many():
+    """As above on 600 instances (1800 schedules)."""
+    assert _assert_same_as_reference(600) == 1800
