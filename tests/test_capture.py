@@ -169,7 +169,7 @@ def test_tiling_repeats_block_exactly():
     t = tile(Block(h, x=(0,), g=(1,), y=(2,), gx=(3,)), 3)
     edges = {(t.ids[s], t.ids[d]) for s, d in zip(t.src, t.dst)}
     assert ("t0/f", "t1/f") in edges and ("t2/b", "t1/b") in edges and ("t1/f", "t2/b") in edges
-    assert ("seed/g0", "t2/b") in edges and ("input/t0/x0", "t0/f") in edges
+    assert ("seed/t2/g0", "t2/b") in edges and ("input/t0/x0", "t0/f") in edges
 
 
 def test_link_fit_recovers_known_parameters():

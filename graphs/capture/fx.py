@@ -147,12 +147,17 @@ def _wrapper(model: Any, loss_fn: Callable | None):
     return LossWrapper(model)
 
 
-def _joint(epm: Any, fake_inputs: tuple, *, training: bool, grad_inputs: bool):
+def _joint(epm: Any, fake_inputs: tuple, *, training: bool, wrt_inputs: Sequence[bool],
+           cotangents: Sequence[bool] | None, block: bool = False):
     """Trace ``epm`` (an exported module) and, for training, the gradients into one graph.
+
+    ``wrt_inputs[i]``: differentiate with respect to input ``i`` too (blocks);
+    ``cotangents``: per output, whether it gets a ``grad_out`` placeholder (blocks; None:
+    every output of a ``block``); none: the first output is the loss and autograd seeds it.
 
     Returns the GraphModule, the placeholder kinds and names, and the names of the
     output nodes: ``loss`` (or model outputs), ``grads`` per parameter (None if unused),
-    ``input_grads`` per input (when ``grad_inputs``).
+    then per input with ``wrt_inputs`` its gradient.
     """
     torch = require_torch()
     from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
@@ -170,7 +175,6 @@ def _joint(epm: Any, fake_inputs: tuple, *, training: bool, grad_inputs: bool):
                 cur = graph._root.prev
                 while cur is not last:
                     cur.meta["dnnplace_layer"] = layer
-                    cur.meta["dnnplace_forward"] = True
                     cur = cur.prev
             return out
 
@@ -186,9 +190,10 @@ def _joint(epm: Any, fake_inputs: tuple, *, training: bool, grad_inputs: bool):
         flat = [o for o in (outs if isinstance(outs, (tuple, list)) else (outs,))]
         if not training:
             return tuple(flat)
-        wrt = list(pvals) + (list(ins) if grad_inputs else [])
-        if grad_inputs:
-            grads = torch.autograd.grad(flat, wrt, grad_outputs=list(gouts), allow_unused=True)
+        wrt = list(pvals) + [x for x, w in zip(ins, wrt_inputs) if w]
+        if any(cotangents or ()):
+            grads = torch.autograd.grad([o for o, c in zip(flat, cotangents) if c], wrt, grad_outputs=list(gouts),
+                                        allow_unused=True)
         else:
             grads = torch.autograd.grad(flat[0], wrt, allow_unused=True)
         return tuple(flat), tuple(grads)
@@ -196,28 +201,32 @@ def _joint(epm: Any, fake_inputs: tuple, *, training: bool, grad_inputs: bool):
     with torch.enable_grad() if training else torch.no_grad():
         pv = [p.detach().requires_grad_(training and p.requires_grad) for p in params.values()]
         bv = [b.detach() for b in buffers.values()]
-        iv = [x.detach().requires_grad_(grad_inputs and x.is_floating_point()) if isinstance(x, torch.Tensor) else x
-              for x in fake_inputs]
+        iv = [x.detach().requires_grad_(bool(w)) if isinstance(x, torch.Tensor) else x
+              for x, w in zip(fake_inputs, wrt_inputs)]
         gv = []
-        if grad_inputs:
-            # one cotangent per block output, of the output's shape (found by a fake run)
+        if block:
+            # one cotangent per marked block output, of the output's shape (found by a fake run)
             with _reparametrize_module(epm, {**params, **buffers}):
                 outs = epm(*fake_inputs)
             outs = outs if isinstance(outs, (tuple, list)) else (outs,)
-            gv = [torch.empty_like(o) for o in outs]
+            cotangents = [True] * len(outs) if cotangents is None else list(cotangents)
+            if len(cotangents) != len(outs):
+                raise InputError(f"{len(cotangents)} cotangent flags for {len(outs)} block outputs")
+            gv = [torch.empty_like(o) for o, c in zip(outs, cotangents) if c]
         gm = make_fx(step)(pv, bv, iv, gv)
     kinds = ["param"] * len(pnames) + ["buffer"] * len(bnames) + ["input"] * n_in + ["grad_out"] * len(gv)
     names = pnames + bnames + [f"input{i}" for i in range(n_in)] + [f"grad_out{j}" for j in range(len(gv))]
     flat = list(next(n for n in gm.graph.nodes if n.op == "output").args[0])
     if not training:
-        return gm, kinds, names, flat
-    n_wrt = len(pnames) + (n_in if grad_inputs else 0)  # outputs first, then one gradient per wrt
-    return gm, kinds, names, (flat[:len(flat) - n_wrt], flat[len(flat) - n_wrt:])
+        return gm, kinds, names, flat, cotangents
+    n_wrt = len(pnames) + sum(map(bool, wrt_inputs))  # outputs first, then one gradient per wrt
+    return gm, kinds, names, (flat[:len(flat) - n_wrt], flat[len(flat) - n_wrt:]), cotangents
 
 
 # ---------------------------------------------------------------------------- tracing
 def trace(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = None, *,
-          training: bool = True, optimizer: str = "adam", grad_inputs: bool = False) -> Captured:
+          training: bool = True, optimizer: str = "adam", grad_inputs: bool | Sequence[bool] = False,
+          cotangents: Sequence[bool] | None = None) -> Captured:
     """Trace ``model`` into a :class:`Captured` table (no costs yet).
 
     Parameters
@@ -233,9 +242,14 @@ def trace(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = 
         Joint forward+backward graph with optimizer apply nodes; else the forward graph.
     optimizer : str
         Key of :data:`OPTIMIZER_STATE`: the state bytes on each apply node.
-    grad_inputs : bool
-        Blocks for tiling: differentiate every output against given cotangents
-        (``grad_out`` inputs) with respect to the parameters and the inputs.
+    grad_inputs : bool or sequence of bool
+        Blocks for tiling: differentiate with respect to the parameters and the inputs
+        (``True``: every floating point input; a sequence: the inputs marked), giving
+        ``ports`` (see :mod:`~dnnplace.graphs.capture.tiling`).
+    cotangents : sequence of bool, optional
+        Blocks: which outputs receive a cotangent (a ``grad_out`` input); default all.
+        With none, the block's first output is a scalar loss seeded by autograd (a
+        model's head).
     """
     torch = require_torch()
     if optimizer not in OPTIMIZER_STATE:
@@ -247,19 +261,30 @@ def trace(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = 
     model.train(training)
     restore, fake_inputs = _fakeify(model, example_inputs)
     t0 = time.perf_counter()
+    block = grad_inputs is not False
+    if grad_inputs is True:
+        wrt = [isinstance(x, torch.Tensor) and x.is_floating_point() for x in example_inputs]
+    elif block:
+        wrt = [bool(w) for w in grad_inputs]
+        if len(wrt) != len(example_inputs):
+            raise InputError(f"grad_inputs has {len(wrt)} flags for {len(example_inputs)} inputs")
+    else:
+        wrt = [False] * len(example_inputs)
     try:
-        wrapper = _wrapper(model, loss_fn if training and not grad_inputs else None)
+        wrapper = _wrapper(model, loss_fn if training and not block else None)
         ep = _export(wrapper, fake_inputs)
         t_export = time.perf_counter() - t0
         try:
-            gm, kinds, names, outs = _joint(ep.module(), fake_inputs, training=training, grad_inputs=grad_inputs)
+            gm, kinds, names, outs, cot = _joint(ep.module(), fake_inputs, training=training, wrt_inputs=wrt,
+                                                 cotangents=cotangents, block=block)
         except Exception as exc:  # noqa: BLE001
             raise InputError(f"the model exported but its {'joint ' if training else ''}graph could not be "
                              f"traced: {type(exc).__name__}: {str(exc).strip().splitlines()[0]}") from exc
     finally:
         restore()
         model.train(was_training)
-    cap = _merge(gm, kinds, names, outs, training=training, optimizer=optimizer, grad_inputs=grad_inputs)
+    cap = _merge(gm, kinds, names, outs, training=training, optimizer=optimizer, block=block, wrt=wrt,
+                 cotangents=cot)
     cap.meta.update({"torch": torch.__version__, "training": training, "optimizer": optimizer if training else None,
                      "export_s": round(t_export, 3), "trace_s": round(time.perf_counter() - t0, 3),
                      "fx_nodes": len(gm.graph.nodes),
@@ -268,7 +293,7 @@ def trace(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = 
 
 
 def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: bool, optimizer: str,
-           grad_inputs: bool) -> Captured:
+           block: bool = False, wrt: Sequence[bool] = (), cotangents: Sequence[bool] | None = None) -> Captured:
     """Merge views into producers, add apply nodes, derive roles, flags and bytes."""
     nodes = [nd for nd in gm.graph.nodes if nd.op in ("placeholder", "call_function")]
     ph = [nd for nd in nodes if nd.op == "placeholder"]
@@ -276,7 +301,6 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
     ph_name = {nd.name: names[j] for j, nd in enumerate(ph)}
     rep: dict[str, int] = {}
     ids, op_types, layers, roles, out_b, pers = [], [], [], [], [], []
-    fwd_flag: list[bool] = []
     for nd in nodes:
         if nd.op == "call_function" and is_view(nd):
             base = next(iter(nd.all_input_nodes), None)
@@ -294,7 +318,6 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
             b = storage_bytes(nd.meta.get("val"))
             out_b.append(0 if kind in ("param", "buffer") else b)
             pers.append(b if kind in ("param", "buffer") else 0)
-            fwd_flag.append(True)
         else:
             ids.append(nd.name)
             op_types.append(op_name(nd))
@@ -303,7 +326,6 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
             roles.append("compute")
             out_b.append(value_bytes(nd.meta.get("val")))
             pers.append(0)
-            fwd_flag.append(bool(nd.meta.get("dnnplace_forward")))
     n = len(ids)
     out_b_arr = np.array(out_b, dtype=np.float64)
     # edges: distinct tensors read by each consumer, grouped by producer
@@ -339,7 +361,7 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
         flat_outs, grads = outs
         grads = list(grads)
         pgrads, igrads = grads[:n_params], grads[n_params:]
-        if not grad_inputs:
+        if not block or not any(cotangents or ()):
             loss = rep_of(flat_outs[0])
         state = OPTIMIZER_STATE[optimizer]
         parent = list(range(n))
@@ -359,7 +381,6 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
             roles.append("apply")
             out_b.append(0)
             pers.append(pb * state)
-            fwd_flag.append(False)
             parent.append(a)
             apply_of[p] = a
             src.append(p)
@@ -381,24 +402,27 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
         codes = np.unique(roots[grouped[roots]])
         code_of = {int(r): j for j, r in enumerate(codes)}
         coloc = np.array([code_of.get(int(r), -1) for r in roots], dtype=np.int64)
-        if grad_inputs:
-            ports = {"x": input_nodes, "g": gout_nodes, "y": [rep_of(o) for o in flat_outs],
-                     "gx": [rep_of(g) if g is not None else -1 for g in igrads]}
+        if block:
+            it_g, it_gx = iter(gout_nodes), iter(igrads)
+            gx = [next(it_gx) if w else None for w in wrt]
+            ports = {"x": input_nodes, "g": [next(it_g) if c else -1 for c in cotangents],
+                     "y": [rep_of(o) for o in flat_outs], "gx": [rep_of(g) if g is not None else -1 for g in gx]}
     else:
-        if grad_inputs:
+        if block:
             ports = {"x": input_nodes, "g": [], "y": [rep_of(o) for o in outs], "gx": []}
     src_a = np.array(src, dtype=np.int64)
     dst_a = np.array(dst, dtype=np.int64)
     roles_a = np.array(roles)
     batch_scaled = ~((roles_a[src_a] == "param") | (roles_a[dst_a] == "apply")) if len(src) else np.zeros(0, bool)
-    # backward: not an ancestor of the loss (training); blocks: forward flag from the trace
-    if training and loss >= 0:
+    # backward: not an ancestor of the loss, or for a block of its outputs (training)
+    roots = [loss] if loss >= 0 else [y for y in ports.get("y", []) if y >= 0]
+    if training and roots:
         anc = np.zeros(n, dtype=bool)
-        anc[loss] = True
+        anc[roots] = True
         preds: list[list[int]] = [[] for _ in range(n)]
         for s, d in zip(src, dst):
             preds[d].append(s)
-        stack = [loss]
+        stack = list(roots)
         while stack:
             v = stack.pop()
             for u in preds[v]:
@@ -406,8 +430,6 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
                     anc[u] = True
                     stack.append(u)
         backward = ~anc
-    elif training:
-        backward = ~np.array(fwd_flag, dtype=bool)
     else:
         backward = np.zeros(n, dtype=bool)
     _backward_layers(layers, backward, src, dst)
