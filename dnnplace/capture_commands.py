@@ -24,40 +24,68 @@ def _overrides(pairs: list[str]) -> dict:
     return out
 
 
-def cmd_capture(args: argparse.Namespace) -> int:
-    """Capture a zoo model with costs and write its native graph JSON."""
+def _capture_one(args: argparse.Namespace, batch: int | None, over: dict):
+    """One capture (direct or ``--tiled``) at ``batch``: the instance and its name."""
     from dnnplace.graphs import zoo
+    from dnnplace.graphs.capture import capture
+    from dnnplace.graphs.instance import Instance
+    name = args.model + "".join(f"-{k[0]}{v}" for k, v in over.items() if k in ("layers", "cells")) \
+        + (f"-b{batch}" if batch else "") + (f"-s{args.seq}" if args.seq else "")
+    if args.tiled:
+        if args.inference:
+            raise InputError("--tiled builds training graphs; leave out --inference")
+        from dnnplace.graphs.zoo.parts import whole_model
+        g = whole_model(args.model, cost=args.cost, optimizer=args.optimizer, batch=batch, seq=args.seq, **over)
+        return Instance(g.with_(name=name), None, f"capture:{name}"), name
+    model, inputs, loss_fn = zoo.build(args.model, batch=batch, seq=args.seq, **over)
+    return capture(model, inputs, loss_fn, training=not args.inference, cost=args.cost, name=name,
+                   optimizer=args.optimizer), name
+
+
+def _batch_path(out: str, batch: int) -> str:
+    """``g.json`` -> ``g-b8.json``."""
+    from pathlib import Path
+    p = Path(out)
+    return str(p.with_name(f"{p.stem}-b{batch}{p.suffix or '.json'}"))
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    """Capture a zoo model with costs and write its native graph JSON (one per batch size
+    with ``--batches``: the profiles :class:`~dnnplace.graphs.batch_model.BatchModel` reads)."""
+    from dnnplace.graphs import zoo
+    from dnnplace.graphs.batch_model import check_profiles
     from dnnplace.graphs.capture.ops import require_torch
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import save_instance
     from dnnplace.graphs.presets import cluster_preset
     zoo.entry(args.model)  # an unknown name lists the zoo before torch is imported
+    if args.batches and args.batch:
+        raise InputError("give --batch or --batches, not both")
+    batches = [int(b) for b in args.batches.split(",")] if args.batches else [args.batch]
     require_torch()
-    from dnnplace.graphs.capture import capture
     over = _overrides(args.param)
     over.update({k: v for k, v in (("layers", args.layers), ("cells", args.cells)) if v is not None})
-    name = args.model + "".join(f"-{k[0]}{v}" for k, v in over.items() if k in ("layers", "cells")) \
-        + (f"-b{args.batch}" if args.batch else "") + (f"-s{args.seq}" if args.seq else "")
-    if args.tiled:
-        if args.inference:
-            raise InputError("--tiled builds training graphs; leave out --inference")
-        from dnnplace.graphs.zoo.parts import whole_model
-        g = whole_model(args.model, cost=args.cost, optimizer=args.optimizer, batch=args.batch, seq=args.seq, **over)
-        inst = Instance(g.with_(name=name), None, f"capture:{name}")
-    else:
-        model, inputs, loss_fn = zoo.build(args.model, batch=args.batch, seq=args.seq, **over)
-        inst = capture(model, inputs, loss_fn, training=not args.inference, cost=args.cost, name=name,
-                       optimizer=args.optimizer)
-    if args.cluster:
-        inst = Instance(inst.graph, cluster_preset(args.cluster, inst.graph), inst.source)
-    save_instance(inst, args.out)
-    g = inst.graph
-    cm = g.meta["cost"]
-    made = g.meta.get("assembled") or g.meta["capture"]
-    took = made["capture_s"] + made["assemble_s"] if args.tiled else made["trace_s"]
-    print(f"{name}: {g.n} nodes, {g.m} edges, {int(g.backward.sum())} backward, "
-          f"{made.get('flops', 0) / 1e9:.2f} GFLOP, compute {g.compute.sum():.3f} ms "
-          f"({cm.get('model', args.cost)}), {'assembled' if args.tiled else 'traced'} in {took:.1f} s -> {args.out}")
+    made_graphs = {}
+    for batch in batches:
+        inst, name = _capture_one(args, batch, over)
+        if args.cluster:
+            inst = Instance(inst.graph, cluster_preset(args.cluster, inst.graph), inst.source)
+        g = inst.graph
+        g.meta["batch"] = batch or zoo.entry(args.model).defaults.get("batch")
+        out = _batch_path(args.out, batch) if args.batches else args.out
+        if args.batches:
+            made_graphs[batch] = g
+            check_profiles(made_graphs)  # node correspondence across batch sizes, before writing
+        save_instance(inst, out)
+        made = g.meta.get("assembled") or g.meta["capture"]
+        took = made["capture_s"] + made["assemble_s"] if args.tiled else made["trace_s"]
+        print(f"{name}: {g.n} nodes, {g.m} edges, {int(g.backward.sum())} backward, "
+              f"{made.get('flops', 0) / 1e9:.2f} GFLOP, compute {g.compute.sum():.3f} ms "
+              f"({g.meta['cost'].get('model', args.cost)}), {'assembled' if args.tiled else 'traced'} in "
+              f"{took:.1f} s -> {out}")
+    if args.batches:
+        print(f"{len(batches)} batch profiles with the same nodes and edges: "
+              f"BatchModel(B, profiles={{b: load_instance(path).graph}})")
     return 0
 
 
@@ -97,6 +125,9 @@ def add_parsers(sub) -> None:
                        description="Needs the torch extra: pip install -e \".[torch]\".")
     p.add_argument("model", help="zoo name (dnnplace capture NAME with an unknown name lists the zoo)")
     p.add_argument("--batch", type=int)
+    p.add_argument("--batches", metavar="B1,B2,...",
+                   help="one capture per batch size, written as OUT-b<B>.json, nodes and edges checked equal "
+                        "(profiles for BatchModel)")
     p.add_argument("--seq", type=int)
     p.add_argument("--layers", type=int, help="Transformer/LSTM layers (zoo parameter 'layers')")
     p.add_argument("--cells", type=int, help="NASNet normal cells per stack (zoo parameter 'cells')")

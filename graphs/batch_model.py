@@ -43,10 +43,46 @@ import numpy as np
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 
-__all__ = ["BatchModel", "KERNEL_FLOOR_SECONDS"]
+__all__ = ["BatchModel", "KERNEL_FLOOR_SECONDS", "check_profiles"]
 
 KERNEL_FLOOR_SECONDS = 5e-6
 _SECONDS = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+
+
+def check_profiles(profiles: Mapping[int, OpGraph]) -> dict[int, OpGraph]:
+    """``profiles`` sorted by batch after checking that they are one graph: same node ids
+    in the same order, kinds, edges, roles and op types; an :class:`InputError` names the
+    first node or edge that differs.
+
+    >>> g = OpGraph(ids=["a", "b"], kinds=["gpu"], compute=[[1.0], [2.0]], memory=[0, 0], src=[0], dst=[1])
+    >>> sorted(check_profiles({32: g, 8: g}))
+    [8, 32]
+    >>> check_profiles({8: g, 16: g.with_(ids=["a", "c"])})
+    Traceback (most recent call last):
+    ...
+    dnnplace.graphs.errors.InputError: BatchModel profile at batch 16: node 1 has id 'c', at batch 8 'b'
+    """
+    out = {int(k): profiles[k] for k in sorted(profiles)}
+    if not out or min(out) <= 0:
+        raise InputError(f"BatchModel profiles need positive batch sizes, got {sorted(out)}")
+    (k0, g0), *rest = out.items()
+    for k, g in rest:
+        where = f"BatchModel profile at batch {k}"
+        if g.n != g0.n or g.m != g0.m or g.kinds != g0.kinds:
+            raise InputError(f"{where}: {g.n} nodes, {g.m} edges, kinds {g.kinds}; at batch {k0}: {g0.n}, {g0.m}, "
+                             f"{g0.kinds}")
+        for attr, what in (("ids", "id"), ("roles", "role"), ("op_types", "op type")):
+            a, b = list(getattr(g, attr) or []), list(getattr(g0, attr) or [])
+            if a != b:
+                i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)) - 1)
+                raise InputError(f"{where}: node {i} has {what} {a[i] if a else None!r}, at batch {k0} "
+                                 f"{b[i] if b else None!r}")
+        bad = np.flatnonzero((g.src != g0.src) | (g.dst != g0.dst))
+        if bad.size:
+            e = int(bad[0])
+            raise InputError(f"{where}: edge {e} is {g.ids[g.src[e]]!r} -> {g.ids[g.dst[e]]!r}, at batch {k0} "
+                             f"{g0.ids[g0.src[e]]!r} -> {g0.ids[g0.dst[e]]!r}")
+    return out
 
 
 def _roles(graph: OpGraph) -> np.ndarray:
@@ -96,6 +132,8 @@ class BatchModel:
             raise InputError(f"BatchModel: half_batch must be >= 0, got {self.half_batch}")
         if self.t0 is not None and self.t0 < 0:
             raise InputError(f"BatchModel: t0 must be >= 0, got {self.t0}")
+        if self.profiles:
+            check_profiles(self.profiles)
 
     def floor(self, graph: OpGraph) -> float:
         """The kernel floor ``t0`` in ``graph.unit``."""

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 if os.environ.get("DNNPLACE_REQUIRE_TORCH") == "1":
-    import torch  # noqa: F401  CI installs the extra: a missing torch must fail, not skip
+    import torch  # CI installs the extra: a missing torch must fail, not skip
 else:
-    pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
 
 from dnnplace.cli import main  # noqa: E402
 from dnnplace.graphs.capture import capture  # noqa: E402
@@ -70,6 +70,7 @@ def test_more_families_equal_direct_capture(name):
 
 
 # ---------------------------------------------------------------------------- CLI
+@pytest.mark.slow
 def test_capture_cli_writes_graph(tmp_path, capsys):
     args = ["capture", "bert-base", "--batch", "2", "--seq", "8", "--layers", "2"]
     args += [f"--param={k}={v}" for k, v in (("hidden", 32), ("heads", 4), ("ffn", 64), ("vocab", 50))]
@@ -105,3 +106,25 @@ def test_capture_cli_without_torch_names_the_extra(tmp_path, capsys, monkeypatch
 def test_capture_cli_tiled_refuses_other_families(tmp_path, capsys):
     assert main(["capture", "resnet-50", "--tiled", "--out", str(tmp_path / "g.json")]) == 2
     assert "no whole-model program" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- batch profiles
+def test_capture_cli_batches_feed_batch_model(tmp_path):
+    from dnnplace.graphs.batch_model import BatchModel, check_profiles
+    from dnnplace.graphs.errors import InputError
+    args = ["capture", "bert-base", "--seq", "8", "--layers", "1", "--batches", "2,4",
+            "--out", str(tmp_path / "g.json")]
+    args += [f"--param={k}={v}" for k, v in (("hidden", 32), ("heads", 4), ("ffn", 64), ("vocab", 50))]
+    assert main(args) == 0
+    prof = {b: load_instance(tmp_path / f"g-b{b}.json").graph for b in (2, 4)}
+    assert prof[2].meta["batch"] == 2 and prof[4].meta["batch"] == 4
+    bm = BatchModel(2, profiles=prof)
+    mid = bm.time(prof[2], 3)
+    assert np.allclose(mid, (prof[2].compute + prof[4].compute) / 2)
+    assert prof[4].edge_bytes.sum() > prof[2].edge_bytes.sum()  # activations grow with the batch
+    # a different graph is refused, naming the node that differs
+    with torch.device("meta"):
+        net, x = torch.nn.Linear(4, 4), torch.randn(2, 4)
+    other = capture(net, (x,), lambda out, x: out.sum()).graph
+    with pytest.raises(InputError, match="profile at batch 8"):
+        check_profiles({2: prof[2], 8: other})
