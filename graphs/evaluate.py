@@ -241,7 +241,9 @@ def validate(p: Placement, *, contiguity: str = "none", include_cpus: bool = Tru
         out.append(f"... {bad.size - 5} more unsupported node placements")
     for kind, limit in cl.meta.get("device_limit", {}).items():
         devs = cl.devices_of_kind(kind)
-        used = np.unique(p.device[np.isin(p.device, devs)])
+        held = p.device if p.replication is None else \
+            np.concatenate([p.device, [d for grp in p.replication.groups for d in grp[1:]]]).astype(np.int64)
+        used = np.unique(held[np.isin(held, devs)])
         if used.size > limit:
             out.append(f"uses {used.size} {kind} devices; the instance allows {limit}")
     grouped = g.colocation >= 0
@@ -283,17 +285,28 @@ def maxload(p: Placement, *, objective: str = "pipedream", contiguity: str = "no
         raise InputError(f"unknown max-load objective {objective!r}; use one of {MAXLOAD_OBJECTIVES}")
     viol = validate(p, contiguity=contiguity, include_cpus=include_cpus)
     loads = device_loads(p)
-    if objective == "pipedream":
-        value = float(loads["load"].max())
-    elif objective == "gpipe":
-        value = float(loads["fw"].max() + loads["bw"].max())
-    else:
-        value = float(np.maximum(loads["comm"], loads["compute"]).max())
     names = p.cluster.names
     per_dev = {n: {k: float(loads[k][d]) for k in ("load", "fw", "bw", "compute", "comm")}
                for d, n in enumerate(names)}
     details = {"objective_variant": objective, "contiguity": contiguity, "devices": per_dev,
                **_memory_details(p), "unit": p.graph.unit}
+    if p.replication is not None:  # Tarnawski App. C.2: replicated stages
+        from dnnplace.graphs.replication import replicated_loads, replication_violations
+
+        if objective == "gpipe":
+            raise InputError("replicated stages are scored for the pipedream or overlap objective, not gpipe")
+        viol += replication_violations(p)
+        one = loads["load"] if objective == "pipedream" else np.maximum(loads["comm"], loads["compute"])
+        stage = replicated_loads(p, one, objective)
+        details["replication"] = p.replication.to_json(names)
+        details["stage_time"] = {n: float(stage[d]) for d, n in enumerate(names)}
+        value = float(stage.max())
+    elif objective == "pipedream":
+        value = float(loads["load"].max())
+    elif objective == "gpipe":
+        value = float(loads["fw"].max() + loads["bw"].max())
+    else:
+        value = float(np.maximum(loads["comm"], loads["compute"]).max())
     obj = None if math.isnan(value) else value
     return Evaluation("maxload", obj, not viol and obj is not None, viol, details)
 

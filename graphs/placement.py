@@ -20,12 +20,16 @@ class Placement:
     """Device index of every node: ``device[i]`` indexes ``cluster.devices``.
 
     A placement is only a decision; whether it is feasible and what it costs is the
-    evaluator's business (:mod:`dnnplace.graphs.evaluate`).
+    evaluator's business (:mod:`dnnplace.graphs.evaluate`). ``replication`` (optional,
+    max-load only): stages that also run on extra devices, Tarnawski App. C.2
+    (:class:`dnnplace.graphs.replication.Replication`); ``device`` then names each
+    stage's primary device.
     """
 
     graph: OpGraph
     cluster: Cluster
     device: np.ndarray
+    replication: Any = None
 
     def __post_init__(self) -> None:
         dev = np.asarray(self.device, dtype=np.int64).ravel()

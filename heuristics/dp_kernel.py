@@ -85,27 +85,35 @@ def _bw_contiguous(path, depth, bmask, desc, anc, words):
     return True
 
 
-def new_tables(n_ideals: int, k: int, l: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # noqa: E741
-    """``(dp, parent, kind, stamp)`` for :func:`run_dp`: ``dp[0] = 0`` (the empty ideal),
-    every other entry ``inf``; 13 bytes per entry plus 8 per ideal."""
+def new_tables(n_ideals: int, k: int, l: int) -> tuple[np.ndarray, ...]:  # noqa: E741
+    """``(dp, parent, kind, rep, stamp)`` for :func:`run_dp`: ``dp[0] = 0`` (the empty
+    ideal), every other entry ``inf``; 14 bytes per entry plus 8 per ideal."""
     dp = np.full((n_ideals, k + 1, l + 1), np.inf)
     dp[0, :, :] = 0.0
     return (dp, np.full((n_ideals, k + 1, l + 1), -1, dtype=np.int32),
-            np.zeros((n_ideals, k + 1, l + 1), dtype=np.int8), np.full(n_ideals, -1, dtype=np.int64))
+            np.zeros((n_ideals, k + 1, l + 1), dtype=np.int8), np.ones((n_ideals, k + 1, l + 1), dtype=np.int8),
+            np.full(n_ideals, -1, dtype=np.int64))
 
 
 @njit(cache=True)
 def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c, cpu_ok_node, mem, mem_cap,
            owner, cost, ntarget, own_ptr, own_term, tgt_ptr, tgt_term,
            ideal_ok, bmask, desc, anc, check_bw, k, l, ub, overlap,  # noqa: E741 (the paper's k, l)
-           dp, parent, kind, stamp, src_lo, max_pairs):
+           dp, parent, kind, rep, stamp, src_lo, max_pairs, wgt, sync, rmax):
     """Push the sources from ``src_lo`` on into the DP table (from :func:`new_tables`;
     ``dp`` has shape ``(n_ideals, k+1, l+1)``, ``parent``/``kind`` the argmin ideal and
     device kind, 0 accelerator, 1 CPU) until all are done or ``max_pairs`` ideal pairs
     were visited (a source's walk is never cut: it visits each superset at most once).
-    Returns ``(pairs visited, next source)``. Sources are ideals in order of size, so after pushing every source below
-    ``s``, the entries of every ideal ``j <= s`` are final (all its subsets came
-    earlier): the caller can stop between chunks and still hold exact prefix values."""
+    Returns ``(pairs visited, next source)``. Sources are ideals in order of size, so
+    after pushing every source below ``s``, the entries of every ideal ``j <= s`` are
+    final (all its subsets came earlier): the caller can stop between chunks and still
+    hold exact prefix values.
+
+    Replication (Appendix C.2, ``rmax > 1``): a stage may also run on ``r <= rmax``
+    accelerators, at ``acc(S)/r`` plus (or, for ``overlap``, at least) the all-reduce
+    ``(r-1)/r * W(S) * sync`` of its weights ``W(S)`` (``wgt`` per DP node, summed along
+    the walk like memory); ``rep[j, a, b]`` records the ``r`` of the last stage. The walk
+    is pruned once ``acc(S) / rmax`` and the CPU time both exceed ``ub``."""
     inf = np.inf
     n_nodes = acc_c.shape[0]
     in_s = np.zeros(n_nodes, dtype=np.bool_)
@@ -132,6 +140,7 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
         acc = 0.0
         cpu = 0.0
         mm = 0.0
+        ww = 0.0
         bad = 0
         cbad = 0
         comm = 0.0
@@ -148,13 +157,14 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
                 acc += acc_c[x]
                 cpu += cpu_c[x]
                 mm += mem[x]
+                ww += wgt[x]
                 if not acc_ok_node[x]:
                     bad += 1
                 if not cpu_ok_node[x]:
                     cbad += 1
                 comm += _toggle(x, True, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr, tgt_term)
                 acc_feasible = bad == 0 and mm <= mem_cap
-                acc_lb = acc if acc_feasible else inf
+                acc_lb = acc / rmax if acc_feasible else inf
                 cpu_load = cpu if cbad == 0 else inf
                 if acc_lb > ub and cpu_load > ub:
                     comm += _toggle(x, False, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr,
@@ -162,6 +172,7 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
                     acc -= acc_c[x]
                     cpu -= cpu_c[x]
                     mm -= mem[x]
+                    ww -= wgt[x]
                     if not acc_ok_node[x]:
                         bad -= 1
                     if not cpu_ok_node[x]:
@@ -198,6 +209,31 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
                                 dp[j, a, b] = c
                                 parent[j, a, b] = src
                                 kind[j, a, b] = 0
+                                rep[j, a, b] = 1
+                        if checked == 2:
+                            break
+                if acc_feasible and checked != 2:
+                    for r in range(2, min(rmax, k) + 1):
+                        sync_t = (r - 1) / r * ww * sync
+                        lr = max(acc_load / r, sync_t) if overlap else acc_load / r + sync_t
+                        if lr > ub:
+                            continue
+                        for b in range(l + 1):
+                            for a in range(r, k + 1):
+                                c = dp[src, a - r, b]
+                                if lr > c:
+                                    c = lr
+                                if c < dp[j, a, b]:
+                                    if checked == 0:
+                                        checked = 1 if _bw_contiguous(path, depth, bmask, desc, anc, words) else 2
+                                    if checked == 2:
+                                        break
+                                    dp[j, a, b] = c
+                                    parent[j, a, b] = src
+                                    kind[j, a, b] = 0
+                                    rep[j, a, b] = r
+                            if checked == 2:
+                                break
                         if checked == 2:
                             break
                 if cpu_load <= ub and checked != 2:
@@ -226,6 +262,7 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
                     acc -= acc_c[x]
                     cpu -= cpu_c[x]
                     mm -= mem[x]
+                    ww -= wgt[x]
                     if not acc_ok_node[x]:
                         bad -= 1
                     if not cpu_ok_node[x]:

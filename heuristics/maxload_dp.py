@@ -44,6 +44,7 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.reach import closure_bits
+from dnnplace.graphs.replication import Replication, node_weights
 from dnnplace.heuristics.dp_kernel import ideal_sizes, new_tables, run_dp
 from dnnplace.heuristics.ideals import (
     DPGraph,
@@ -133,11 +134,26 @@ def _bitsets(rows: list[np.ndarray], nbits: int) -> np.ndarray:
     return out
 
 
-def load_lower_bound(inst: Instance) -> float:
+def _replication_settings(inst: Instance, replicas: int, sync_per_byte: float | None) -> float:
+    """Check the replication factor against the accelerators; the all-reduce time per byte."""
+    accs, _ = _devices(inst.require_cluster())
+    if replicas < 1 or (replicas > 1 and replicas > accs.size):
+        raise InputError(f"replication factor {replicas} needs between 1 and the {accs.size} accelerators "
+                         "of the cluster")
+    if sync_per_byte is not None:
+        if not np.isfinite(sync_per_byte) or sync_per_byte < 0:
+            raise InputError(f"sync_per_byte must be a finite number >= 0, got {sync_per_byte}")
+        return float(sync_per_byte)
+    cl = inst.require_cluster()
+    return float(cl.beta1[np.ix_(accs, accs)].max(initial=0.0)) if accs.size > 1 else 0.0
+
+
+def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
     """A lower bound on the max-load of every split (any contiguity, either objective):
     every node runs somewhere, and a device's load is at least its compute, so the
-    optimum is at least the largest ``min(p_acc(v), p_cpu(v))`` and at least the total
-    of these minima spread over all ``k + l`` devices.
+    optimum is at least the largest ``min(p_acc(v), p_cpu(v))`` (divided by ``replicas``,
+    the largest replication factor) and at least the total of these minima spread over
+    all ``k + l`` devices (a stage on ``r`` replicas takes ``r`` devices).
 
     >>> from dnnplace.graphs import OpGraph, Cluster
     >>> g = OpGraph(ids=[0, 1, 2], kinds=("acc", "cpu"), compute=[[2, 9], [2, 9], [5, 9]],
@@ -153,7 +169,7 @@ def load_lower_bound(inst: Instance) -> float:
     best = np.nanmin(np.where(np.isnan(np.stack(cols, axis=1)), np.inf, np.stack(cols, axis=1)), axis=1)
     if not np.isfinite(best).all():
         return float("inf")
-    return float(max(best.max(initial=0.0), best.sum() / max(1, accs.size + cpus.size)))
+    return float(max(best.max(initial=0.0) / replicas, best.sum() / max(1, accs.size + cpus.size)))
 
 
 def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 2_000_000) -> _Prepared:
@@ -174,6 +190,7 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: 
     acc_c = np.bincount(grp, weights=np.nan_to_num(acc_t), minlength=h.n)
     cpu_c = np.bincount(grp, weights=np.nan_to_num(cpu_t), minlength=h.n)
     mem = np.bincount(grp, weights=g.memory, minlength=h.n)
+    wgt = np.bincount(grp, weights=node_weights(g), minlength=h.n)
     # one transfer term per original node with an out-edge to another DP node
     c = node_transfer_cost(g, cl)
     gs, gd = grp[g.src], grp[g.dst]
@@ -210,7 +227,7 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: 
         bmask = np.zeros((h.n, 1), dtype=np.uint64)
         desc = anc = np.zeros((1, 1), dtype=np.uint64)
         ideal_ok = np.ones(lattice.size, dtype=np.bool_)
-    arrays = dict(acc_c=acc_c, acc_ok_node=acc_ok, cpu_c=cpu_c, cpu_ok_node=cpu_ok, mem=mem,
+    arrays = dict(acc_c=acc_c, acc_ok_node=acc_ok, cpu_c=cpu_c, cpu_ok_node=cpu_ok, mem=mem, wgt=wgt,
                   mem_cap=float(cl.memory[accs[0]]) if accs.size else 0.0,
                   owner=owner, cost=cost, ntarget=ntarget, own_ptr=own_ptr, own_term=own_order.astype(np.int64),
                   tgt_ptr=tgt_ptr, tgt_term=term_of[tgt_order].astype(np.int64),
@@ -248,12 +265,12 @@ def _is_filter(sets: np.ndarray, es: np.ndarray, ed: np.ndarray) -> np.ndarray:
 
 
 def _run(prep: _Prepared, ub: float, overlap: bool,
-         deadline: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+         deadline: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
     """Push the sources in chunks of about 0.25 s (by a budget of ideal pairs, adapted
     to the measured rate) until all are done or ``deadline`` (a ``perf_counter`` time)
-    passes. Returns ``(dp, parent, kind, pairs visited, sources done)``."""
+    passes. Returns ``(dp, parent, kind, rep, pairs visited, sources done)``."""
     a, lat = prep.arrays, prep.lattice
-    dp, parent, kind, stamp = new_tables(lat.size, a["k"], a["l"])
+    dp, parent, kind, rep, stamp = new_tables(lat.size, a["k"], a["l"])
     visited, done, budget = 0, 0, 100_000
     while done < lat.size - 1:
         t = time.perf_counter()
@@ -261,14 +278,15 @@ def _run(prep: _Prepared, ub: float, overlap: bool,
                              a["cpu_c"], a["cpu_ok_node"], a["mem"], a["mem_cap"], a["owner"], a["cost"],
                              a["ntarget"], a["own_ptr"], a["own_term"], a["tgt_ptr"], a["tgt_term"], a["ideal_ok"],
                              a["bmask"], a["desc"], a["anc"], a["check_bw"], a["k"], a["l"], float(ub), overlap,
-                             dp, parent, kind, stamp, done, budget)
+                             dp, parent, kind, rep, stamp, done, budget, a["wgt"], float(a.get("sync", 0.0)),
+                             int(a.get("rmax", 1)))
         visited += pairs
         now = time.perf_counter()
         if deadline is not None and now > deadline:
             break
         if pairs and now > t:
             budget = int(min(max(pairs * 0.25 / (now - t), 10_000), 1e9))
-    return dp, parent, kind, visited, done
+    return dp, parent, kind, rep, visited, done
 
 
 def _prefix_lower_bound(prep: _Prepared, dp: np.ndarray, done: int) -> float:
@@ -278,7 +296,8 @@ def _prefix_lower_bound(prep: _Prepared, dp: np.ndarray, done: int) -> float:
     ideal ``done + 1`` less one) has its exact entries. On an optimal chain of ideals let
     ``I`` be the last one of size ``<= L``, split over ``a`` accelerators and ``b``
     CPUs: the optimum is at least ``dp[I][a][b]``; at least the load of the next stage,
-    which holds ``>= L + 1 - |I|`` DP nodes, so at least the sum ``P`` of that many
+    which holds ``>= L + 1 - |I|`` DP nodes (its work divided by the largest
+    replication factor, Appendix C.2), so at least the sum ``P`` of that many
     smallest per-node minimum times, and at least the least work of an ideal of size
     ``L + 1`` less the work of ``I``; and at least the minimum work outside ``I``
     spread over the ``k + l - a - b`` devices left. The bound is the minimum of the
@@ -299,7 +318,7 @@ def _prefix_lower_bound(prep: _Prepared, dp: np.ndarray, done: int) -> float:
     # the next chain ideal J has size >= cut + 1, so work(J) >= the least work of an ideal
     # of size cut + 1 (work grows along inclusion), and the stage J \ I has work(J) - work(I)
     next_work = work[size == cut + 1].min(initial=np.inf) if cut + 1 <= lat.n_nodes else np.inf
-    stage = np.maximum(prefix[np.clip(cut + 1 - size[:m], 0, w.size)], next_work - work[:m])
+    stage = np.maximum(prefix[np.clip(cut + 1 - size[:m], 0, w.size)], next_work - work[:m]) / a.get("rmax", 1)
     left = (k + l) - np.add.outer(np.arange(k + 1), np.arange(l + 1))
     with np.errstate(divide="ignore", invalid="ignore"):
         rest = (w.sum() - work[:m])[:, None, None] / np.where(left > 0, left, np.nan)[None]
@@ -308,31 +327,38 @@ def _prefix_lower_bound(prep: _Prepared, dp: np.ndarray, done: int) -> float:
     return float(np.nan_to_num(cand, nan=np.inf).min(initial=np.inf))
 
 
-def _decode(inst: Instance, prep: _Prepared, parent: np.ndarray, kind: np.ndarray) -> Placement:
+def _decode(inst: Instance, prep: _Prepared, parent: np.ndarray, kind: np.ndarray, rep: np.ndarray) -> Placement:
+    """Follow the parents from the full ideal; a stage with ``rep = r > 1`` takes ``r``
+    accelerators (the first is its primary, the others its replica group)."""
     lat, h, a = prep.lattice, prep.h, prep.arrays
     dev_of_dp = np.full(h.n, -1, dtype=np.int64)
     cur, kk, ll = lat.size - 1, a["k"], a["l"]
     ia = ic = 0
+    groups = []
     while cur != 0:
         prev = int(parent[cur, kk, ll])
         if prev < 0:
             raise RuntimeError("DP backtracking hit an unset entry")
         nodes = np.setdiff1d(lat.nodes(cur), lat.nodes(prev))
         if kind[cur, kk, ll] == 0:
+            r = int(rep[cur, kk, ll])
             dev_of_dp[nodes] = a["accs"][ia]
-            ia += 1
-            kk -= 1
+            if r > 1:
+                groups.append(tuple(int(d) for d in a["accs"][ia:ia + r]))
+            ia += r
+            kk -= r
         else:
             dev_of_dp[nodes] = a["cpus"][ic]
             ic += 1
             ll -= 1
         cur = prev
-    return Placement(inst.graph, inst.require_cluster(), dev_of_dp[h.group])
+    replication = Replication(tuple(groups), float(a.get("sync", 0.0))) if a.get("rmax", 1) > 1 else None
+    return Placement(inst.graph, inst.require_cluster(), dev_of_dp[h.group], replication)
 
 
 def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pipedream",
                upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 2_000_000,
-               time_limit: float | None = None) -> DPResult:
+               time_limit: float | None = None, replicas: int = 1, sync_per_byte: float | None = None) -> DPResult:
     """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
 
     Parameters
@@ -351,6 +377,13 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     max_ideals : int
         Memory limit of the exact DP. With more ideals the result is DPL's split with
         ``complete=False`` and ``lower_bound`` from :func:`load_lower_bound`.
+    replicas : int
+        Largest replication factor of a stage (Appendix C.2; 1 = none): a stage may run on
+        up to this many accelerators (:mod:`dnnplace.graphs.replication`), and the
+        placement then carries its replica groups.
+    sync_per_byte : float, optional
+        All-reduce time per byte of a replicated stage's weights (the paper's ``1/B``);
+        default the cluster's accelerator-to-accelerator ``beta1`` (largest pair).
     time_limit : float, optional
         Seconds for the exact DP's table (checked between chunks of sources). When it
         runs out: the better of DPL's split and the best full split in the table so
@@ -379,41 +412,45 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     """
     if objective not in OBJECTIVES:
         raise InputError(f"the DP supports objectives {OBJECTIVES}, not {objective!r}")
+    sync = _replication_settings(inst, replicas, sync_per_byte)
     t0 = time.perf_counter()
     try:
         prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals)
     except TooManyIdeals:
         if linearized:
             raise
-        res = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial)
+        res = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial, replicas=replicas,
+                         sync_per_byte=sync)
         res.seconds = {"ideal_limit": time.perf_counter() - t0, **res.seconds}
         res.complete, res.linearized, res.stopped = False, False, "ideal_limit"
-        res.lower_bound = min(load_lower_bound(inst), res.value)
+        res.lower_bound = min(load_lower_bound(inst, replicas), res.value)
         res.ideals = max_ideals
         return res
+    prep.arrays.update(rmax=int(replicas), sync=sync)
     t1 = time.perf_counter()
     seconds = {"prepare": t1 - t0}
     ub = np.inf if upper_bound is None else float(upper_bound)
     if not linearized and upper_bound is None:
-        first = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial)
+        first = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial, replicas=replicas,
+                           sync_per_byte=sync)
         ub = first.value
         seconds["dpl_bound"] = sum(first.seconds.values())
     ub_slack = ub * (1 + 1e-9) + 1e-12 if np.isfinite(ub) else np.inf
     t2 = time.perf_counter()
     deadline = None if time_limit is None or linearized else t0 + float(time_limit)
-    dp, parent, kind, visited, done = _run(prep, ub_slack, objective == "overlap", deadline)
+    dp, parent, kind, rep, visited, done = _run(prep, ub_slack, objective == "overlap", deadline)
     t3 = time.perf_counter()
     seconds["dp"] = t3 - t2
     a = prep.arrays
     value = float(dp[-1, a["k"], a["l"]])
-    placement = _decode(inst, prep, parent, kind) if np.isfinite(value) else None
+    placement = _decode(inst, prep, parent, kind, rep) if np.isfinite(value) else None
     res = DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized,
                    lower_bound=None if linearized else value)
     if done < prep.lattice.size - 1:
         res.complete, res.stopped = False, "time_limit"
         if upper_bound is None and first.value < res.value:
             res.placement, res.value = first.placement, first.value
-        lb = max(_prefix_lower_bound(prep, dp, done), load_lower_bound(inst))
+        lb = max(_prefix_lower_bound(prep, dp, done), load_lower_bound(inst, replicas))
         res.lower_bound = min(lb, res.value)
         seconds["lower_bound"] = time.perf_counter() - t3
         seconds["sources_done"] = done

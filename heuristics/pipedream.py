@@ -77,13 +77,16 @@ def branch_labels(g: OpGraph) -> np.ndarray:
     return np.unique(lab, return_inverse=True)[1].astype(np.int64)
 
 
-def pipedream_split(inst: Instance) -> tuple[Placement, float]:
-    """PipeDream-style split (see the module docstring) and its max-load."""
+def pipedream_split(inst: Instance, *, replicas: int = 1,
+                    sync_per_byte: float | None = None) -> tuple[Placement, float]:
+    """PipeDream-style split (see the module docstring) and its max-load; with
+    ``replicas > 1`` PipeDream's replicated stages (its DP over the chain with the
+    replication dimension, Tarnawski App. C.2), the replica groups on the placement."""
     g = inst.graph
     lab = branch_labels(g)
     coarse = Instance(g.with_(colocation=lab, colocation_labels=tuple(range(int(lab.max()) + 1))),
                       inst.cluster, inst.source)
-    res = maxload_dp(coarse, linearized=True)
+    res = maxload_dp(coarse, linearized=True, replicas=replicas, sync_per_byte=sync_per_byte)
     if res.placement is None:
         raise RuntimeError("PipeDream partitioner found no feasible split")
-    return Placement(g, inst.require_cluster(), res.placement.device), res.value
+    return Placement(g, inst.require_cluster(), res.placement.device, res.placement.replication), res.value

@@ -22,10 +22,15 @@ __all__ = ["DPOptions", "LocalSearchOptions", "IPOptions", "LatencySearchOptions
 @dataclass(frozen=True)
 class DPOptions(Options):
     max_ideals: int = option(2_000_000, "memory limit of the exact DP; past it: DPL's split with a lower bound")
+    replicas: int = option(1, "App. C.2: a stage may run on up to this many accelerators (1 = no replication)")
+    sync_per_byte: float | None = option(None, "App. C.2: all-reduce time per byte of a replicated stage's "
+                                               "weights; default the cluster's accelerator-to-accelerator beta1")
 
     def __post_init__(self):
         if self.max_ideals < 1:
             raise ValueError(f"option 'max_ideals' must be >= 1, got {self.max_ideals}")
+        if self.replicas < 1:
+            raise ValueError(f"option 'replicas' must be >= 1, got {self.replicas}")
 
 
 @dataclass(frozen=True)
@@ -54,16 +59,22 @@ class LatencySearchOptions(Options):
     eject_within: float = option(0.02, "ejection pairs are tried for moves within this relative loss")
 
 
-def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 2_000_000) -> MethodOutput:
+def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 2_000_000, replicas: int = 1,
+        sync_per_byte: float | None = None) -> MethodOutput:
     from dnnplace.heuristics.maxload_dp import maxload_dp
 
     if req.contiguity not in (None, "both"):
         raise InputError(f"the DP finds pipeline-realisable splits, contiguous per part (contiguity 'both'), "
                          f"not {req.contiguity!r}")
+    if replicas > 1 and req.problem != "maxload":
+        raise InputError("replicated stages (option replicas) are a max-load model (Tarnawski App. C.2)")
     res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream",
-                     max_ideals=max_ideals, time_limit=req.solver.time_limit)
+                     max_ideals=max_ideals, time_limit=req.solver.time_limit, replicas=replicas,
+                     sync_per_byte=sync_per_byte)
     extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
              "seconds": res.seconds}
+    if res.placement is not None and res.placement.replication is not None:
+        extra["replication"] = res.placement.replication.to_json(inst.require_cluster().names)
     why = {"ideal_limit": f"more than {res.ideals} ideals", "time_limit": "time limit in the DP table"}.get(res.stopped)
     if res.placement is None and not res.complete:
         return MethodOutput(None, status="no_solution", bound=res.lower_bound, contiguity="both",
@@ -87,7 +98,8 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 2_000_000) 
 
 
 def run_dp(inst, req: SolveRequest, opts: DPOptions) -> MethodOutput:
-    return _dp(inst, req, linearized=False, max_ideals=opts.max_ideals)
+    return _dp(inst, req, linearized=False, max_ideals=opts.max_ideals, replicas=opts.replicas,
+               sync_per_byte=opts.sync_per_byte)
 
 
 def run_dpl(inst, req: SolveRequest, opts: Options) -> MethodOutput:
