@@ -104,12 +104,13 @@ class Call:
 
 def capture_block(module, inputs: Sequence, *, cost="roofline:v100", optimizer: str = "adam",
                   name: str = "block", grad_inputs: bool | Sequence[bool] = True,
-                  cotangents: Sequence[bool] | None = None) -> Block:
+                  cotangents: Sequence[bool] | None = None, acc_cache: dict | None = None) -> Block:
     """Trace one block's joint forward+backward graph with input gradients, with costs.
 
     ``grad_inputs`` and ``cotangents`` are those of :func:`~.fx.trace`: which inputs get a
     gradient (default: every floating point one) and which outputs a cotangent (default
-    all; none: a head whose first output is the loss).
+    all; none: a head whose first output is the loss). ``acc_cache`` keeps the costs of
+    gradient-accumulation adds by shape and dtype across calls with the same cost model.
     """
     from dnnplace.graphs.capture.costs import cost_model
     from dnnplace.graphs.capture.fx import to_graph, trace
@@ -121,18 +122,18 @@ def capture_block(module, inputs: Sequence, *, cost="roofline:v100", optimizer: 
     p = cap.ports
     vals = [nd.meta.get("val") for nd, k in zip((nd for nd in cap.gm.graph.nodes if nd.op == "placeholder"),
                                                  cap.arg_kinds) if k == "grad_out"]
+    rows = {} if acc_cache is None else acc_cache
+
+    def row(val):
+        sig = (tuple(val.shape), str(val.dtype))
+        if sig not in rows:
+            rows[sig] = _accumulation_row(val, cm, f"{name}/acc{len(rows)}")
+        return rows[sig]
+
     it = iter(vals)
-    acc = tuple(_accumulation_row(next(it), cm, f"{name}/acc{j}") if gj >= 0 else None
-                for j, gj in enumerate(p["g"]))
+    acc = tuple(row(next(it)) if gj >= 0 else None for gj in p["g"])
     ph = [nd for nd in cap.gm.graph.nodes if nd.op == "placeholder"]
-    param_acc, rows = {}, {}
-    for nd, k in zip(ph, cap.arg_kinds):
-        if k == "param":
-            val = nd.meta.get("val")
-            sig = (tuple(val.shape), str(val.dtype))
-            if sig not in rows:
-                rows[sig] = _accumulation_row(val, cm, f"{name}/pacc{len(rows)}")
-            param_acc[cap.rep[nd.name]] = rows[sig]
+    param_acc = {cap.rep[nd.name]: row(nd.meta.get("val")) for nd, k in zip(ph, cap.arg_kinds) if k == "param"}
     return Block(g, tuple(p["x"]), tuple(p["g"]), tuple(p["y"]), tuple(p["gx"]), float(cap.meta.get("flops", 0.0)),
                  acc, param_acc)
 

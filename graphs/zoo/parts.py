@@ -168,6 +168,10 @@ PROGRAMS = {"bert": stack_program, "gpt2": stack_program, "rnnlm": rnnlm_program
 
 
 # ---------------------------------------------------------------------------- assembly
+def _sig(x) -> tuple:
+    return (tuple(x.shape), x.dtype, x.requires_grad) if isinstance(x, torch.Tensor) else (repr(x),)
+
+
 def _flat(out) -> tuple:
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
@@ -179,6 +183,7 @@ def whole_model(name: str, *, cost="roofline:v100", optimizer: str = "adam", **o
     Returns an :class:`~dnnplace.graphs.OpGraph`; ``meta["assembled"]`` says how many
     parts were captured and how long capture and assembly took.
     """
+    from dnnplace.graphs.capture.costs import cost_model
     from dnnplace.graphs.capture.tiling import Call, assemble, capture_block
     from dnnplace.graphs.zoo import build, entry
     e = entry(name)
@@ -188,28 +193,39 @@ def whole_model(name: str, *, cost="roofline:v100", optimizer: str = "adam", **o
     t0 = time.perf_counter()
     model, inputs, loss_fn = build(name, **overrides)
     steps = PROGRAMS[e.family](model, inputs, loss_fn)
-    # a meta run: every value's shape and whether autograd differentiates it
+    # a meta run: every value's shape and whether autograd differentiates it (a part with
+    # the structure and inputs of one already run gives outputs like that one's)
     vals: list[tuple] = []
     args: list[tuple] = []
+    seen: dict[tuple, list] = {}
     with torch.enable_grad():
         for st in steps:
             a = tuple(inputs[s] if isinstance(s, int) else vals[s[0]][s[1]] for s in st.inputs)
             args.append(a)
-            vals.append(_flat(st.module(*a)))
+            sig = (repr(st.module), tuple(_sig(x) for x in a))
+            if sig not in seen:
+                out = _flat(st.module(*a))
+                seen[sig] = [_sig(o) for o in out]
+                vals.append(out)
+            else:
+                vals.append(tuple(torch.empty(shape, dtype=dt, device="meta").requires_grad_(rg)
+                                  for shape, dt, rg in seen[sig]))
     wants = [[isinstance(x, torch.Tensor) and x.requires_grad for x in a] for a in args]
     read: set[tuple[int, int]] = set()
     for st, w in zip(steps, wants):
         read.update(s for s, flag in zip(st.inputs, w) if flag and not isinstance(s, int))
     blocks: dict[tuple, object] = {}
     calls = []
+    cm, acc_cache = cost_model(cost), {}
     t1 = time.perf_counter()
     for k, (st, a, w) in enumerate(zip(steps, args, wants)):
         cot = tuple((k, j) in read for j in range(len(vals[k])))
         detached = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in a)
         key = (repr(st.module), tuple((tuple(x.shape), str(x.dtype)) for x in detached), tuple(w), cot)
         if key not in blocks:
-            blocks[key] = capture_block(st.module, detached, cost=cost, optimizer=optimizer,
-                                        name=f"{name}:{st.prefix or k}", grad_inputs=list(w), cotangents=list(cot))
+            blocks[key] = capture_block(st.module, detached, cost=cm, optimizer=optimizer,
+                                        name=f"{name}:{st.prefix or k}", grad_inputs=list(w), cotangents=list(cot),
+                                        acc_cache=acc_cache)
         src = tuple(f"input:input{s}" if isinstance(s, int) else s for s in st.inputs)
         calls.append(Call(blocks[key], src, st.prefix, st.share))
     t2 = time.perf_counter()
