@@ -90,12 +90,21 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_links(args: argparse.Namespace) -> int:
-    """Time copies and send/recv over sizes, fit the linear model, write a cluster file."""
+    """Time copies and send/recv over sizes, fit the linear model, write a cluster file
+    (``--nvml``: the data-sheet links of the local GPU topology instead, no timing)."""
+    from dnnplace.graphs.io import write_json
+    from dnnplace.graphs.io.native import cluster_to_dict
+    if args.nvml:
+        from dnnplace.graphs.capture.topology import cluster_from_nvml
+        cl = cluster_from_nvml()
+        for pair, link in cl.meta["links"].items():
+            print(f"{pair:<12} {link}")
+        write_json(args.out, {"format": "dnnplace.cluster/1", **cluster_to_dict(cl)})
+        print(f"cluster with {cl.size} devices from NVML ({', '.join(cl.meta['gpus'])}) -> {args.out}")
+        return 0
     from dnnplace.graphs.capture.ops import require_torch
     torch = require_torch()
     from dnnplace.graphs.capture.links import DEFAULT_SIZES, cluster_from_fits, time_copies, time_p2p
-    from dnnplace.graphs.io import write_json
-    from dnnplace.graphs.io.native import cluster_to_dict
     sizes = [int(float(s)) for s in args.sizes.split(",")] if args.sizes else list(DEFAULT_SIZES)
     n_gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     profiles = []
@@ -149,5 +158,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--gpus", type=int, default=2, help="GPUs in the written cluster when none is visible")
     p.add_argument("--no-p2p", action="store_true", help="skip the torch.distributed send/recv")
+    p.add_argument("--nvml", action="store_true",
+                   help="no timing: NVLink/PCIe per GPU pair from NVML (pip install nvidia-ml-py) mapped to the "
+                        "interconnect presets")
     p.add_argument("--out", required=True, metavar="CLUSTER.json")
     p.set_defaults(func=cmd_profile_links)
