@@ -55,8 +55,6 @@ QUICK_MAX_NODES = 7000
 FIG6_ORDERS = {"M-TOPO": "m-topo", "DFS-TOPO": "dfs-topo", "CPD-TOPO": "cpd-topo"}
 FIG6_PAPER = {"M-TOPO": "m-TOPO", "DFS-TOPO": "DFS-TOPO", "Celeritas": "Celeritas"}
 PLACEMENT_ONLY = ("celeritas", "order-place", "metis")  # scored under the request's policy (fifo)
-ETF_LIKE = ("m-etf", "m-sct")
-SKIPPED = {"status": "skipped"}  # a cell the config's max_etf_nodes leaves out
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,6 @@ class Config:
     cluster: dict
     out_dir: str
     methods: dict = field(default_factory=dict)
-    max_etf_nodes: int | None = None  # m-ETF / m-SCT are not run on larger graphs (their cost here)
 
     @classmethod
     def load(cls, name: str) -> Config:
@@ -90,8 +87,7 @@ class Config:
         shared = tomllib.loads(experiment_config(doc["models"]).read_text())
         models = tuple(Model(m["name"], dict(m.get("capture", {})), dict(m["generator"]), float(m["gpu_share"]),
                              m["paper"]) for m in shared["models"])
-        return cls(name, doc["kind"], models, dict(shared["cluster"]), shared["out_dir"], dict(doc.get("methods", {})),
-                   doc.get("max_etf_nodes"))
+        return cls(name, doc["kind"], models, dict(shared["cluster"]), shared["out_dir"], dict(doc.get("methods", {})))
 
 
 def model_graph(m: Model, cache: Path, *, captured: bool = True) -> tuple[OpGraph, str]:
@@ -148,14 +144,13 @@ def _specs(kind: str, cfg: Config, v: Variant) -> dict[str, Any]:
     if kind == "fig6":
         cols = {col: run_spec(v, "order-place", {"R": 1, "order": o}) for col, o in FIG6_ORDERS.items()}
         return {**cols, "Celeritas": run_spec(v, "celeritas")}
-    return {col: (SKIPPED if method in ETF_LIKE and cfg.max_etf_nodes and v.n > cfg.max_etf_nodes
-                  else run_spec(v, method)) for col, method in cfg.methods.items()}
+    return {col: run_spec(v, method) for col, method in cfg.methods.items()}
 
 
 def _fifo(rec: dict | None, v: Variant) -> float | None:
     """The record's placement simulated under ``fifo`` with congestion: its evaluation for
     a placement-only method, else (a list scheduler, scored in its own order) a re-simulation."""
-    if not rec or rec.get("status") in ("error", "skipped"):
+    if not rec or rec.get("status") == "error":
         return None
     if rec["method"] in PLACEMENT_ONLY:
         return makespan_of(rec)
@@ -164,7 +159,7 @@ def _fifo(rec: dict | None, v: Variant) -> float | None:
 
 
 def _cut(rec: dict | None, v: Variant) -> int | None:
-    if not rec or rec.get("status") in ("error", "skipped"):
+    if not rec or rec.get("status") == "error":
         return None
     inst = load_instance(v.path)
     dev = placement_from_doc(rec["placement"], inst).device
@@ -173,8 +168,6 @@ def _cut(rec: dict | None, v: Variant) -> int | None:
 
 def _cell(rec: dict | None, value: Any) -> Any:
     """What a table shows for a run: its value, OOM, or why there is none."""
-    if rec is SKIPPED:
-        return "not run (m-ETF / m-SCT capped by max_etf_nodes)"
     if rec is None or rec.get("status") == "error":
         return "error"
     return "OOM" if _oom(rec) else value
@@ -203,9 +196,9 @@ def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None,
     variants = _variants(cfg, out, quick)
     _warm_up()
     specs = {m: _specs(cfg.kind, cfg, v) for m, (v, _) in variants.items()}
-    done = execute([s for cols in specs.values() for s in cols.values() if s is not SKIPPED], out / "runs.jsonl",
+    done = execute([s for cols in specs.values() for s in cols.values()], out / "runs.jsonl",
                    name=name, fresh=fresh, progress=progress)
-    recs = {m: {col: SKIPPED if s is SKIPPED else done.get(s.key) for col, s in cols.items()}
+    recs = {m: {col: done.get(s.key) for col, s in cols.items()}
             for m, cols in specs.items()}
     models = {m.name: m for m in cfg.models}
     writer = {"table2": _table2, "table3": _table3, "table4": _table4, "fig6": _fig6}[cfg.kind]
@@ -312,7 +305,7 @@ def _table4(out: Path, variants, recs, models) -> Path:
             rec = recs[m].get(col)
             ours = "not run (quoted)" if col == "HRL" else _cell(rec, (rec or {}).get("wall_seconds"))
             ex = (rec or {}).get("extra", {})
-            note = "includes one simulation of its schedule" if col == "m-SCT" and rec is not SKIPPED else ""
+            note = "includes one simulation of its schedule" if col == "m-SCT" else ""
             if "fusion_seconds" in ex:
                 note = f"fusion {ex['fusion_seconds']:.2f} s + placement {ex['placement_seconds']:.2f} s"
             rows.append({"model": m, "nodes": v.n, "method": col, "paper": p.get(col), "ours": ours, "note": note})
