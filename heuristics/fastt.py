@@ -114,6 +114,7 @@ class FastTSchedule:
     critical_path: np.ndarray
     cp_device: np.ndarray
     extra: dict = field(default_factory=dict)
+    link_priorities: np.ndarray | None = None
 
     @property
     def graph(self) -> OpGraph:
@@ -196,8 +197,10 @@ def _follow(g: OpGraph, start: int, key: np.ndarray) -> list[int]:
 
 # ---------------------------------------------------------------------------- the list placer
 def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[int, int], *, on_oom: str,
-           name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
-    """Place and time every op of ``t.graph`` in ``order``; CP ops on their ``cp_dev``."""
+           name: str, congestion: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """Place and time every op of ``t.graph`` in ``order``; CP ops on their ``cp_dev``.
+    With ``congestion``, transfers queue on their link in the order they are committed;
+    ``extra["link_order"]`` is that order (one value per edge, ``NaN`` for none)."""
     g = t.graph
     D = cluster.size
     comp = cluster.compute_matrix(g)
@@ -242,6 +245,9 @@ def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[in
     fin = [0.0] * g.n
     tl = Timeline(D, insertion=True)
     points: list[list[float]] = [[] for _ in range(D)]  # start times of zero-time ops
+    link_free = [[0.0] * D for _ in range(D)]
+    link_order = [math.nan] * g.m
+    seq = 0
     oom = 0
 
     def slot(d: int, ready: float, dur: float) -> float:
@@ -267,8 +273,12 @@ def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[in
                 devs = [best_effort_device(np.asarray(free), np.asarray(allowed[o]), on_oom=on_oom,
                                            what=f"{name}: {g._node(o)}", need=need[o])]
                 oom += 1
-        ready = dict.fromkeys(devs, 0.0)
-        for k in range(in_ptr[o], in_ptr[o + 1]):
+        if congestion:
+            ready, xfers = _queued_ready(o, devs, t.n, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf,
+                                         link_free)
+        else:
+            ready = dict.fromkeys(devs, 0.0)
+        for k in (range(in_ptr[o], in_ptr[o + 1]) if not congestion else ()):
             u = in_nbr[k]
             a, fu, e = dev[u], fin[u], in_eid[k]
             cost = ecost[e]
@@ -291,6 +301,11 @@ def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[in
             if f < best_f:
                 best_d, best_s, best_f = d, s, f
         dev[o], start[o], fin[o] = best_d, best_s, best_f
+        if congestion:
+            for a, e, _s, end in xfers[best_d]:
+                link_free[a][best_d] = end
+                link_order[e] = seq
+                seq += 1
         if best_f > best_s:
             tl.reserve(best_d, best_s, best_f)
         else:
@@ -302,7 +317,35 @@ def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[in
                 group_dev[c] = best_d
                 free[best_d] -= need[o]
     return (np.asarray(dev, dtype=np.int64), np.asarray(start), np.asarray(fin),
-            {"oom_nodes": oom})
+            {"oom_nodes": oom, "link_order": np.asarray(link_order) if congestion else None})
+
+
+def _queued_ready(o, devs, n_real, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf, link_free):
+    """Data-ready time of ``o`` on each candidate device when its inbound transfers queue
+    behind the committed ones on their links (one at a time, in the order of their
+    sources' finish); and, per device, the transfers ``(link source, edge, start, end)``."""
+    ready = dict.fromkeys(devs, 0.0)
+    xfers: dict[int, list] = {d: [] for d in devs}
+    ks = sorted(range(in_ptr[o], in_ptr[o + 1]), key=lambda k: fin[in_nbr[k]])
+    for d in devs:
+        local: dict[int, float] = {}
+        r = 0.0
+        for k in ks:
+            u = in_nbr[k]
+            a, fu, e = dev[u], fin[u], in_eid[k]
+            if a == d or u >= n_real or o >= n_real:  # same device, or a virtual terminal's free edge
+                x = fu
+            else:
+                cost = ecost[e]
+                dur = b0[a][d] + b1[a][d] * ebytes[e] if cost != cost else cf[a][d] * cost
+                s0 = max(fu, local.get(a, link_free[a][d]))
+                x = s0 + dur
+                local[a] = x
+                xfers[d].append((a, e, s0, x))
+            if x > r:
+                r = x
+        ready[d] = r
+    return ready, xfers
 
 
 def _finish(graph: OpGraph, cluster: Cluster, dev, start, fin, cp: list[int], cp_dev: dict[int, int], name: str,
@@ -310,14 +353,19 @@ def _finish(graph: OpGraph, cluster: Cluster, dev, start, fin, cp: list[int], cp
     n = graph.n
     dev = dev[:n]
     extra["memory_repairs"] = 0
+    links = extra.pop("link_order")
     used = np.bincount(dev, weights=graph.memory, minlength=cluster.size)
     if (used > cluster.memory * (1 + 1e-12)).any():  # best effort left overflow: move whole units where they fit
         dev, extra["memory_repairs"] = repair_static_memory(graph, cluster, dev)
+    if links is not None and extra["memory_repairs"] == 0:
+        links = links[:graph.m]  # the virtual terminals' edges come last
+    else:
+        links = None
     cp_orig = np.array([v for v in cp if v < n], dtype=np.int64)
     cpd = np.array([cp_dev.get(v, -1) for v in cp_orig.tolist()], dtype=np.int64)
     est = float(fin[:n].max()) if n else 0.0
     return FastTSchedule(Placement(graph, cluster, dev), start[:n], fin[:n], est, name, cp_orig, cpd,
-                         {"cp_length": int(cp_orig.size), **extra})
+                         {"cp_length": int(cp_orig.size), **extra}, links)
 
 
 def _prepare(graph: OpGraph, cluster: Cluster, nominal: str, on_oom: str) -> tuple[Terminals, np.ndarray, np.ndarray]:
@@ -334,7 +382,8 @@ def _prepare(graph: OpGraph, cluster: Cluster, nominal: str, on_oom: str) -> tup
     return t, w, c
 
 
-def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str = "best_effort") -> FastTSchedule:
+def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str = "best_effort",
+         congestion: bool = False) -> FastTSchedule:
     """FastT's DPOS (Alg. 1): critical path on its devices, insertion-EFT for the rest.
 
     Parameters
@@ -345,6 +394,11 @@ def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str 
         Nominal costs of the upward rank (FastT: ``max``, A11).
     on_oom : {"best_effort", "raise"}
         What to do with an op no device has memory left for (module docstring).
+    congestion : bool
+        Our extension (the paper's planner has none): model link congestion, transfers
+        queueing on their link in the order the planner commits them; the schedule then
+        carries that link order (``link_priorities``), and replaying both orders with
+        congestion gives ``planner_estimate`` exactly.
 
     Examples
     --------
@@ -368,12 +422,14 @@ def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str 
     real = [v for v in cp if v < t.n]
     comp = cluster.compute_matrix(g)
     cp_dev = _prefix_rule(real, comp, _cp_memory(g, real), cluster.memory)
-    dev, start, fin, extra = _place(t, cluster, order.tolist(), cp_dev, on_oom=on_oom, name="dpos")
+    dev, start, fin, extra = _place(t, cluster, order.tolist(), cp_dev, on_oom=on_oom, name="dpos",
+                                    congestion=congestion)
     extra["cp_unplaced"] = len(real) - len(cp_dev)
     return _finish(graph, cluster, dev, start, fin, real, cp_dev, "dpos", extra)
 
 
-def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str = "best_effort") -> FastTSchedule:
+def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str = "best_effort",
+         congestion: bool = False) -> FastTSchedule:
     """CPOP (Topcuoglu et al. 2002): priority ``rank_u + rank_d`` (mean nominal costs), the
     critical path on the one device of least summed time, the rest by insertion-EFT from
     a priority-ordered ready queue (module docstring).
@@ -406,7 +462,7 @@ def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str
             indeg[x] -= 1
             if indeg[x] == 0:
                 heapq.heappush(heap, (pl[x], tp[x], x))
-    dev, start, fin, extra = _place(t, cluster, order, cp_dev, on_oom=on_oom, name="cpop")
+    dev, start, fin, extra = _place(t, cluster, order, cp_dev, on_oom=on_oom, name="cpop", congestion=congestion)
     extra["cp_unplaced"] = len(real) - len(cp_dev)
     return _finish(graph, cluster, dev, start, fin, real, cp_dev, "cpop", extra)
 
@@ -453,7 +509,7 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
             parts: Sequence[int] | None = None, recompute_cp: bool = False, max_candidates: int | None = None,
             kappa: float | None = None, aux_cost_per_byte: float = 0.0, time_limit: float | None = None,
             nominal: str = "max", on_oom: str = "best_effort",
-            score: Callable[[FastTSchedule], float] | None = None) -> OSDPOSResult:
+            score: Callable[[FastTSchedule], float] | None = None, congestion: bool = False) -> OSDPOSResult:
     """FastT's OS-DPOS (Alg. 2): DPOS, then split critical-path ops while it helps.
 
     Parameters
@@ -478,6 +534,8 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
     score : callable, optional
         The makespan a split must lower: default the planner's estimate (the paper's
         ``T``); e.g. a simulation with link congestion, which the planner ignores.
+    congestion : bool
+        Run DPOS with its congestion-aware planner (:func:`dpos`).
 
     Examples
     --------
@@ -500,7 +558,7 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
         if bad:
             raise InputError(f"OS-DPOS parts: every part count must be >= 2, got {bad[0]}")
     kap = BatchModel(1).floor(graph) if kappa is None else float(kappa)
-    best = dpos(graph, cluster, nominal=nominal, on_oom=on_oom)
+    best = dpos(graph, cluster, nominal=nominal, on_oom=on_oom, congestion=congestion)
     value = score if score is not None else (lambda sched: sched.planner_estimate)
     first = best.planner_estimate
     best_value = value(best)
@@ -541,7 +599,7 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
                     timed_out = True
                     break
                 s = dpos(split_operation(g, v, dim, n, kappa=kap, aux_cost_per_byte=aux_cost_per_byte), cluster,
-                         nominal=nominal, on_oom=on_oom)
+                         nominal=nominal, on_oom=on_oom, congestion=congestion)
                 trials += 1
                 v_s = value(s)
                 if found is None or v_s < found[3] - 1e-12:

@@ -6,6 +6,9 @@ simulator replaying that order strictly (``policy="order"``) under the request's
 congestion, and ``extra`` keeps the planner's own estimate (``planner_estimate``, which
 equals the congestion-free replay), the replay without congestion and the makespan under
 the non-delay ``priority`` policy (what FastT's TensorFlow patch enforces, A10).
+``planner_congestion`` (our extension) lets the planner queue transfers on their links;
+it then also hands over its link order, and with congestion on the objective equals its
+``planner_estimate``.
 
 ``start="data-parallel"`` solves FastT's start deployment instead of the given graph: the
 graph replicated once per GPU with the batch split (:func:`~dnnplace.graphs.data_parallel.data_parallel`,
@@ -42,6 +45,8 @@ _START = option("graph", "graph: the given graph; data-parallel: FastT's start, 
 _HALF = option(0.0, "data-parallel start: the batch at which a GPU reaches half its throughput (BatchModel; 0 = "
                     "linear scaling)")
 _KEEP = option(True, "data-parallel start: keep the DP deployment when it simulates faster than the planner's schedule")
+_CONG = option(False, "our extension: the planner models link congestion (transfers queue on their link) and hands its "
+                      "link order to the evaluator")
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class DPOSOptions(Options):
     start: Literal["graph", "data-parallel", "auto"] = _START
     half_batch: float = _HALF
     keep_start: bool = _KEEP
+    planner_congestion: bool = _CONG
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class CPOPOptions(Options):
     start: Literal["graph", "data-parallel", "auto"] = _START
     half_batch: float = _HALF
     keep_start: bool = _KEEP
+    planner_congestion: bool = _CONG
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,7 @@ class OSDPOSOptions(Options):
     start: Literal["graph", "data-parallel", "auto"] = _START
     half_batch: float = _HALF
     keep_start: bool = _KEEP
+    planner_congestion: bool = _CONG
 
 
 @dataclass(frozen=True)
@@ -130,7 +138,8 @@ def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, d
     from dnnplace.graphs.simulate import simulate
 
     p, prio = sched.placement, sched.priorities
-    ms = simulate(p, policy="order", priorities=prio, congestion=req.congestion).makespan
+    links = sched.link_priorities if req.congestion else None
+    ms = simulate(p, policy="order", priorities=prio, congestion=req.congestion, link_priorities=links).makespan
     free = simulate(p, policy="order", priorities=prio, congestion=False).makespan
     nondelay = simulate(p, policy="priority", priorities=prio, congestion=req.congestion).makespan
     ex = {"planner_estimate": sched.planner_estimate, "planner_makespan": ms, "order_no_congestion": free,
@@ -144,11 +153,11 @@ def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, d
         fits_start, fits_plan = not validate(start_p, memory=True), not validate(p, memory=True)
         ex["kept_start"] = fits_start and (start_ms < ms or not fits_plan)
         if ex["kept_start"]:
-            p, prio, ms, graph = start_p, start_prio, start_ms, dp.graph
+            p, prio, ms, graph, links = start_p, start_prio, start_ms, dp.graph, None
     scored = graph if graph is not None and graph is not original else None
     if scored is not None:
         ex["solved_graph"] = f"{scored.name}: {scored.n} nodes, {scored.m} edges (the input has {original.n})"
-    return MethodOutput(p, objective=ms, priorities=prio, graph=scored, extra=ex)
+    return MethodOutput(p, objective=ms, priorities=prio, link_priorities=links, graph=scored, extra=ex)
 
 
 def _start_deployment(dp, cl, req: SolveRequest):
@@ -167,7 +176,7 @@ def run_dpos(inst, req: SolveRequest, opts: DPOSOptions) -> MethodOutput:
     from dnnplace.heuristics.fastt import dpos
 
     g, dp = _instance_graph(inst, opts.start, half_batch=opts.half_batch)
-    s = dpos(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom)
+    s = dpos(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom, congestion=opts.planner_congestion)
     return _output(s, inst.cluster, req, inst.graph, graph=g, dp=dp, keep_start=opts.keep_start)
 
 
@@ -175,7 +184,7 @@ def run_cpop(inst, req: SolveRequest, opts: CPOPOptions) -> MethodOutput:
     from dnnplace.heuristics.fastt import cpop
 
     g, dp = _instance_graph(inst, opts.start, half_batch=opts.half_batch)
-    s = cpop(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom)
+    s = cpop(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom, congestion=opts.planner_congestion)
     return _output(s, inst.cluster, req, inst.graph, graph=g, dp=dp, keep_start=opts.keep_start)
 
 
@@ -197,12 +206,13 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
         from dnnplace.graphs.simulate import simulate
 
         def score(sched):
+            links = sched.link_priorities if req.congestion else None
             return simulate(sched.placement, policy="order", priorities=sched.priorities,
-                            congestion=req.congestion).makespan
+                            congestion=req.congestion, link_priorities=links).makespan
 
     r = os_dpos(g, inst.require_cluster(), rules=parse_rules(opts.rules), parts=parts, recompute_cp=opts.recompute_cp,
                 max_candidates=opts.max_candidates, kappa=opts.kappa, time_limit=limit, nominal=opts.nominal,
-                on_oom=opts.on_oom, score=score)
+                on_oom=opts.on_oom, score=score, congestion=opts.planner_congestion)
     extra = {"splits": [list(s) for s in r.splits], "dpos_estimate": r.dpos_estimate, "score": opts.score,
              "score_value": r.score, "trials": r.trials, "time_to_first_improvement": r.time_to_first_improvement,
              "timed_out": r.timed_out,
