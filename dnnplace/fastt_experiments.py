@@ -300,14 +300,37 @@ def _speedup(one: float, dp: list[float], ft: list[float]) -> float:
     return max(ft) / max([one] + dp) - 1.0
 
 
-def _scaling(cfg: dict, out: Path) -> Path:
+def scaling_plot(rows: list[list], path: Path) -> None:
+    """FastT/DP throughput against GPUs from the rows of the scaling table: FastT (solid),
+    OS-DPOS's own schedule (dotted) and the paper (dashed), one colour per model."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, mode in zip(axes, ("strong", "weak")):
+        fams = list(dict.fromkeys(r[1] for r in rows if r[0] == mode and str(r[2]) != "speedup"))
+        for i, fam in enumerate(fams):
+            mine = [r for r in rows if r[0] == mode and r[1] == fam and str(r[2]) != "speedup"]
+            k = [int(r[2]) for r in mine]
+            color = f"C{i % 10}"
+            ax.plot(k, [float(r[7]) for r in mine], marker="o", color=color, label=f"{fam}")
+            ax.plot(k, [float(r[5]) / float(r[3]) for r in mine], linestyle=":", color=color)
+            ax.plot(k, [float(r[10]) for r in mine], linestyle="--", marker="x", color=color)
+        ax.set_title(f"{mode} scaling, FastT / DP throughput\nours solid (simulation), OS-DPOS own schedule dotted, "
+                     "paper dashed", fontsize=8)
+        ax.set_xlabel("GPUs")
+        ax.set_xscale("log", base=2)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _scaling(cfg: dict, out: Path) -> Path:
     rows, counts = [], [int(k) for k in cfg["gpus"]]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, mode, table in ((axes[0], "strong", TABLE1), (axes[1], "weak", TABLE2)):
+    for mode, table in (("strong", TABLE1), ("weak", TABLE2)):
         for fam in cfg["families"]:
             batch = int(cfg["batch"][fam])
             thr, oom = {}, {}
@@ -335,16 +358,7 @@ def _scaling(cfg: dict, out: Path) -> Path:
                              p_ft, p_ft / p_dp, oom[k]])
             rows.append([mode, f"{fam}: {source}; paper: {PAPER_MODEL[fam]}", "speedup", None, None, None, None,
                          ours, None, None, paper, ""])
-            ax.plot(counts, [thr[k][1] / thr[k][0] for k in counts], marker="o", label=f"{fam} (ours)")
-            ax.plot(counts, [(1.0 if k == 1 else pub[counts.index(k)][1] / pub[counts.index(k)][0]) for k in counts],
-                    linestyle="--", marker="x", label=f"{fam} (paper)")
-        ax.set_title(f"{mode} scaling: FastT / DP throughput (simulation)")
-        ax.set_xlabel("GPUs")
-        ax.set_xscale("log", base=2)
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out / "scaling.png", dpi=120)
+    scaling_plot(rows, out / "scaling.png")
     header = ["scaling", "model", "GPUs", "DP samples/s (ours)", "FastT samples/s (ours)",
               "OS-DPOS schedule, strict", "OS-DPOS schedule, priority", "FastT/DP (ours)", "DP (paper)",
               "FastT (paper)", "FastT/DP (paper)", "static memory"]
