@@ -307,6 +307,17 @@ def maxload(p: Placement, *, objective: str = "pipedream", contiguity: str = "no
         value = float(loads["fw"].max() + loads["bw"].max())
     else:
         value = float(np.maximum(loads["comm"], loads["compute"]).max())
+    if p.cluster.meta.get("hierarchy"):  # Tarnawski App. C.3: servers' network interfaces
+        from dnnplace.graphs.hierarchy import network_loads
+
+        if objective == "gpipe":
+            raise InputError("hierarchical clusters are scored for the pipedream or overlap objective, not gpipe")
+        g = p.graph
+        c = np.zeros(g.n)
+        np.maximum.at(c, g.src, np.nan_to_num(g.edge_cost))
+        net = network_loads(p, c)
+        details["network"] = [float(x) for x in net]
+        value = max(value, float(net.max(initial=0.0)))
     obj = None if math.isnan(value) else value
     return Evaluation("maxload", obj, not viol and obj is not None, viol, details)
 

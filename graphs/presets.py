@@ -16,6 +16,8 @@ CLUSTER_PRESETS = {
         "the same with one interconnect generation's per-direction bandwidth (INTERCONNECTS)",
     "tarnawski-<K>-<L>-<memory>": "Tarnawski et al.: K accelerators of <memory> each and L CPUs, "
                                   "all transfers through host RAM",
+    "hierarchy-<S>x<G>[-<memory>]": "Tarnawski App. C.3: S servers of G accelerators (e.g. hierarchy-2x4, "
+                                    "hierarchy-4x8-16GB), a network 4x slower than the host copy between servers",
 }
 
 INTERCONNECTS = {
@@ -85,5 +87,13 @@ def cluster_preset(spec: str, graph=None) -> Cluster:
         if kinds and "acc" not in kinds:
             acc = next((k_ for k_ in kinds if k_ != "cpu"), "acc")
         return Cluster.tarnawski(k, l_cpus, parse_bytes(m.group(3)), acc_kind=acc)
+    m = re.fullmatch(r"hierarchy-(\d+)x(\d+)(?:-(.+))?", s)
+    if m:
+        from dnnplace.graphs.hierarchy import hierarchical_cluster
+
+        kinds = tuple(getattr(graph, "kinds", ()) or ())
+        acc = next((k_ for k_ in kinds if k_ != "cpu"), "acc")
+        mem = parse_bytes(m.group(3)) if m.group(3) else float("inf")
+        return hierarchical_cluster((int(m.group(1)), int(m.group(2))), memory=mem, kind=acc)
     raise InputError(f"unknown cluster preset {s!r}; use one of {list(CLUSTER_PRESETS)} "
                      "(e.g. single-host-4-nvlink, single-host-2-pcie-32GB, tarnawski-4-1-16GB)")

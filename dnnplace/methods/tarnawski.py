@@ -66,6 +66,8 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 2_000_000, 
     if req.contiguity not in (None, "both"):
         raise InputError(f"the DP finds pipeline-realisable splits, contiguous per part (contiguity 'both'), "
                          f"not {req.contiguity!r}")
+    if inst.require_cluster().meta.get("hierarchy") and not linearized:
+        return _dp_hierarchy(inst, req)
     if replicas > 1 and req.problem != "maxload":
         raise InputError("replicated stages (option replicas) are a max-load model (Tarnawski App. C.2)")
     res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream",
@@ -94,6 +96,21 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 2_000_000, 
     status = "feasible" if linearized else "optimal"
     bound = None if linearized else res.value
     return MethodOutput(res.placement, status=status, objective=res.value, bound=bound, contiguity="both",
+                        termination="completed", extra=extra)
+
+
+def _dp_hierarchy(inst, req: SolveRequest) -> MethodOutput:
+    """App. C.3: the level-by-level DP on a cluster of servers (graphs.hierarchy)."""
+    from dnnplace.heuristics.hierarchy_dp import hierarchical_dp
+
+    if req.problem != "maxload" or req.objective != "pipedream":
+        raise InputError("the hierarchical DP optimises the max-load with the pipedream objective")
+    res = hierarchical_dp(inst)
+    extra = {"ideals": res.ideals, "server_blocks": res.blocks}
+    if res.placement is None:
+        return MethodOutput(None, status="infeasible", contiguity="both", extra=extra,
+                            message="no split fits the servers")
+    return MethodOutput(res.placement, status="optimal", objective=res.value, bound=res.value, contiguity="both",
                         termination="completed", extra=extra)
 
 
