@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ROWS = ["OperatorGraphs/bert_l-3", "OperatorGraphs/bert_l-6", "OperatorGraphs/bert_l-12",
         "OperatorGraphs/resnet50", "LayerGraphs/bert24", "LayerGraphs/resnet50", "LayerGraphs/inceptionv3",
         "LayerGraphs/gnmt"]
-VARIANTS = {"paper": dict(acyclic=False, finish_bounds=False, symmetry_breaking=False), "strong": {}}
+VARIANTS = {"paper": dict(acyclic=False), "strong": dict(finish_bounds=True, symmetry_breaking=True)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,7 +47,9 @@ zero-duration slot holds only nodes of zero time on it; so the rows
 ``p_acc(v) = 0`` on ``b``: the node by which a cycle enters a zero-duration slot is one.
 A model without such nodes gets no order rows at all (the timing rows suffice).
 
-Strengthening (valid inequalities, each kept to the optimum of every split):
+Strengthening (valid inequalities that keep the optimum; off by default: with HiGHS and
+60 s per Table 4 row they changed no certified gap by more than 5 points and once
+left a worse incumbent, ``results/bench-latency-cert.txt``):
 
 - ``finish_bounds``: ``Total >= Finish_j`` for every slot. A non-empty slot finishes no
   later than its nodes' ``Lat_v`` (10); an empty slot can take ``Start = Finish`` equal
@@ -122,8 +124,8 @@ class LatencyOptions:
     colocation: bool = True
     contiguity: bool = True
     acyclic: bool = True
-    finish_bounds: bool = True
-    symmetry_breaking: bool = True
+    finish_bounds: bool = False
+    symmetry_breaking: bool = False
 
     def __post_init__(self) -> None:
         if int(self.subgraphs_per_device) < 1:
