@@ -242,7 +242,7 @@ class IdealLattice:
         return np.flatnonzero(bits[: self.n_nodes])
 
 
-def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: int = 2_000_000) -> IdealLattice:
+def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: int = 6_000_000) -> IdealLattice:
     """Breadth-first enumeration of the ideals of the DAG ``(n, src->dst)``.
 
     Every ideal is reached from a smaller one by adding one node all of whose

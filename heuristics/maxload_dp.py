@@ -25,7 +25,8 @@ DP, whose superset walks stop as soon as a set's compute exceeds that bound
 (:mod:`dnnplace.heuristics.dp_kernel`).
 
 Size limit: the ideals are held as bitsets with their cover relation, so memory grows
-with the number of ideals (``max_ideals``, default 2 million). Past it the DP does not
+with the number of ideals (``max_ideals``, default 6 million: about 2.4 GB, measured 1.7 GB at
+4.3 million in ``results/bench-dp-scale.txt``). Past it the DP does not
 give up silently: it returns DPL's split as the incumbent with ``complete=False`` and a
 valid lower bound (:func:`load_lower_bound`), so the caller reports a gap.
 """
@@ -172,7 +173,7 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
     return float(max(best.max(initial=0.0) / replicas, best.sum() / max(1, accs.size + cpus.size)))
 
 
-def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 2_000_000) -> _Prepared:
+def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 6_000_000) -> _Prepared:
     g, cl = inst.graph, inst.require_cluster()
     accs, cpus = _devices(cl)
     h = build_dp_graph(g, trivial=trivial)
@@ -357,7 +358,7 @@ def _decode(inst: Instance, prep: _Prepared, parent: np.ndarray, kind: np.ndarra
 
 
 def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pipedream",
-               upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 2_000_000,
+               upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 6_000_000,
                time_limit: float | None = None, replicas: int = 1, sync_per_byte: float | None = None) -> DPResult:
     """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
 

@@ -21,7 +21,8 @@ __all__ = ["DPOptions", "LocalSearchOptions", "IPOptions", "LatencySearchOptions
 
 @dataclass(frozen=True)
 class DPOptions(Options):
-    max_ideals: int = option(2_000_000, "memory limit of the exact DP; past it: DPL's split with a lower bound")
+    max_ideals: int = option(6_000_000, "memory limit of the exact DP (~2.4 GB at the default); past it: "
+                                        "DPL's split with a lower bound")
     replicas: int = option(1, "App. C.2: a stage may run on up to this many accelerators (1 = no replication)")
     sync_per_byte: float | None = option(None, "App. C.2: all-reduce time per byte of a replicated stage's "
                                                "weights; default the cluster's accelerator-to-accelerator beta1")
@@ -59,7 +60,7 @@ class LatencySearchOptions(Options):
     eject_within: float = option(0.02, "ejection pairs are tried for moves within this relative loss")
 
 
-def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 2_000_000, replicas: int = 1,
+def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, replicas: int = 1,
         sync_per_byte: float | None = None) -> MethodOutput:
     from dnnplace.heuristics.maxload_dp import maxload_dp
 
