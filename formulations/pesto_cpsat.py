@@ -18,7 +18,8 @@ CP-SAT's scheduling constraints instead of big-M disjunctions:
   :math:`y_{eab}` on the directed link :math:`(a, b)`, whose intervals are in one
   ``NoOverlap`` (7); a zero-length transfer therefore never waits for its link here
   (the MIP orders it like any other);
-- memory (8) :math:`\sum_i m_i x_{id} \le M_d` (bytes rounded to integers), colocation
+- memory (8) :math:`\sum_i m_i x_{id} \le M_d` (fractional bytes rounded up, capacities
+  down, so every solution fits; the bound is then dropped as below), colocation
   :math:`x_{id} = x_{rd}`, the optional load cut :math:`C_{\max} \ge \sum_i p_{id} x_{id}`,
   and the same symmetry breaking as the MIP (a device of an identical class is used
   only after the previous one was, in topological order of first use), stated with a
@@ -193,11 +194,15 @@ def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, optio
             m.AddNoOverlap(ivs)
 
     if options.memory:
-        mem = np.round(g.memory).astype(np.int64)
+        # bytes up, capacities down: every solution fits; with fractional bytes (not with
+        # a fractional capacity alone) the model is stricter than the instance, so its
+        # bound is dropped like that of rounded times
+        mem = np.ceil(g.memory).astype(np.int64)
         for d in range(D):
             ops = [i for i in range(n) if d in data.allowed[i]]
             cap = cl.memory[d]
             if math.isfinite(cap) and int(mem[ops].sum()) > cap:
+                exact = exact and bool(np.all(mem[ops] == g.memory[ops]))  # integer sums: <= cap iff <= floor
                 m.Add(sum(int(mem[i]) * x[i, d] for i in ops) <= int(math.floor(cap)))
     if options.colocation:
         for i in range(n):
@@ -352,8 +357,8 @@ def _solve(m, cp_model, sopts: SolverOptions, scale: float, exact: bool, build: 
     trace.append((seconds, inc, bnd))
     proven = code == cp_model.OPTIMAL
     gap = abs(inc - bnd) / max(abs(inc), 1e-12)
-    msg = None if exact else (f"durations rounded to 1/{scale:g} of the time unit: the CP-SAT bound is not a bound "
-                              "of the true problem (dropped)")
+    msg = None if exact else (f"durations rounded to 1/{scale:g} of the time unit or fractional memory bytes "
+                              "rounded: the CP-SAT bound is not a bound of the true problem (dropped)")
     out = SolveOutcome("optimal" if proven and exact else "feasible",
                        "convergenceCriteriaSatisfied" if proven else "maxTimeLimit",
                        incumbent=inc, bound=bnd if exact else None, gap=gap, message=msg, **base)

@@ -136,3 +136,17 @@ def test_engine_option_is_checked():
     inst = Instance(*pesto_tiny_instance(1), "tiny1")
     with pytest.raises((InputError, ValueError), match="engine"):
         solve(inst, "pesto", SolveRequest(problem="makespan", params={"engine": "gecode"}))
+
+
+def test_fractional_memory_is_rounded_safely():
+    """Two independent unit-time nodes of 1.5 bytes, GPUs of 2.5 bytes: they cannot
+    share a GPU (makespan 1). Bytes are rounded up and capacities down, so the answer
+    fits, but the stricter model's bound is dropped and ``feasible`` reported."""
+    from dnnplace.graphs.cluster import Device
+
+    g = OpGraph.from_ids(["a", "b"], [], kinds=["gpu"], compute=[[1.0], [1.0]], memory=[1.5, 1.5])
+    cl = Cluster((Device("g0", "gpu", 2.5), Device("g1", "gpu", 2.5)), np.zeros((2, 2)), np.ones((2, 2)),
+                 np.ones((2, 2)))
+    out, times = solve_pesto_cpsat(g, cl, horizon=2.0, solver=CP)
+    assert out.status == "feasible" and out.bound is None and out.incumbent == 1.0
+    assert times.placement.device[0] != times.placement.device[1]
