@@ -1,22 +1,32 @@
 """Capture benchmark: per zoo model, capture time, nodes and edges after merging views,
 FLOPs, total bytes, CCR (Celeritas Eq. 1 on a 2-GPU NVLink-2 host) and the op-time shape
-(Pesto Table 1 classes: < 10 us, 10-100 us, > 100 us, roofline V100); then the time to tile
-one block of each tileable family to 200k operators.
+(Pesto Table 1 classes: < 10 us, 10-100 us, > 100 us, roofline V100); then the time to
+tile one block of each tileable family to 200k operators, and to assemble whole models
+of about 200k operators from their parts.
 
-    .venv/bin/python benchmarks/bench_capture.py [--models resnet-50,bert-large] [--quick]
+    .venv/bin/python benchmarks/bench_capture.py [--models all|resnet-50,bert-large] [--quick] [--tiled]
+        [--rows results/capture/zoo.jsonl] [--skip-tiling]
 
 ``--quick`` captures small variants (fewer layers) so the table finishes in about a minute.
+``--tiled`` assembles the families with a whole-model program (bert, gpt2, rnnlm, nasnet)
+from their parts (equal to a direct capture, ``tests/test_whole.py``) instead of
+capturing them whole. ``--rows`` appends one JSON row per model as it finishes (a long
+run can be stopped and its rows kept); ``--markdown`` renders such a file as a table.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import numpy as np
 
 SMALL = {"resnet-50": {}, "inception-v3": {"batch": 8}, "bert-large": {"layers": 2}, "gnmt-4": {"seq": 8},
          "rnnlm-2x2048": {"seq": 8}, "transformer-base": {"layers": 2}, "nasnet-4x44": {"batch": 8}}
+WHOLE_200K = {"bert-large": {"layers": 1800}, "gpt2": {"layers": 1800}, "rnnlm-16x1024": {"seq": 340},
+              "nasnet-4x212": {"cells": 48}}
+"""Whole models assembled at about 200k operators."""
 
 
 def shape_row(g, cluster) -> dict:
@@ -30,28 +40,66 @@ def shape_row(g, cluster) -> dict:
             "ccr": float(ccr(g, comm=cluster)), "compute_ms": float(g.compute.sum())}
 
 
+HEADER = (f"{'model':<26} {'how':<8} {'capture s':>9} {'nodes':>7} {'edges':>7} {'GFLOP':>10} {'edge GB':>8} "
+          f"{'CCR':>7} {'<10us':>6} {'10-100':>6} {'>100us':>6}")
+
+
+def line(r: dict) -> str:
+    return (f"{r['model']:<26} {r['how']:<8} {r['seconds']:>9.1f} {r['nodes']:>7} {r['edges']:>7} "
+            f"{r['gflop']:>10.1f} {r['bytes_GB']:>8.2f} {r['ccr']:>7.3f} {r['lt10']:>6.0%} {r['10to100']:>6.0%} "
+            f"{r['gt100']:>6.0%}")
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| model | built by | seconds | nodes | edges | GFLOP | edge GB | CCR | <10us | 10-100us | >100us |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['model']} | {r['how']} | {r['seconds']:.1f} | {r['nodes']} | {r['edges']} | "
+                   f"{r['gflop']:.1f} | {r['bytes_GB']:.2f} | {r['ccr']:.3f} | {r['lt10']:.0%} | "
+                   f"{r['10to100']:.0%} | {r['gt100']:.0%} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default=",".join(SMALL))
+    ap.add_argument("--models", default=",".join(SMALL), help="comma-separated zoo names, or 'all'")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--tiled", action="store_true")
+    ap.add_argument("--rows", help="append one JSON row per model to this file")
+    ap.add_argument("--markdown", help="print the rows file as a Markdown table and exit")
+    ap.add_argument("--skip-tiling", action="store_true")
     ap.add_argument("--tile-to", type=int, default=200_000)
     args = ap.parse_args()
+    if args.markdown:
+        with open(args.markdown) as fh:
+            print(markdown([json.loads(x) for x in fh if x.strip()]))
+        return
     from dnnplace.graphs import zoo
     from dnnplace.graphs.capture import capture
     from dnnplace.graphs.capture.tiling import capture_block, tile
     from dnnplace.graphs.presets import cluster_preset
+    from dnnplace.graphs.zoo.parts import PROGRAMS, whole_model
     cl = cluster_preset("single-host-2-nvlink2")
-    print(f"{'model':<22} {'capture s':>9} {'nodes':>7} {'edges':>7} {'GFLOP':>9} {'edge GB':>8} {'CCR':>7} "
-          f"{'<10us':>6} {'10-100':>6} {'>100us':>6}")
-    for name in args.models.split(","):
+    names = sorted(zoo.ZOO) if args.models == "all" else args.models.split(",")
+    print(HEADER)
+    for name in names:
         kw = SMALL.get(name, {}) if args.quick else {}
-        model, inputs, loss = zoo.build(name, **kw)
         t0 = time.perf_counter()
-        g = capture(model, inputs, loss, name=name).graph
-        dt = time.perf_counter() - t0
-        r = shape_row(g, cl)
-        print(f"{name:<22} {dt:>9.1f} {r['nodes']:>7} {r['edges']:>7} {g.meta['capture']['flops'] / 1e9:>9.1f} "
-              f"{r['bytes_GB']:>8.2f} {r['ccr']:>7.3f} {r['lt10']:>6.0%} {r['10to100']:>6.0%} {r['gt100']:>6.0%}")
+        if args.tiled and zoo.entry(name).family in PROGRAMS:
+            g, how = whole_model(name, **kw), "parts"
+            flops = g.meta["assembled"]["flops"]
+        else:
+            model, inputs, loss = zoo.build(name, **kw)
+            g, how = capture(model, inputs, loss, name=name).graph, "capture"
+            flops = g.meta["capture"]["flops"]
+        r = {"model": name, "how": how, "seconds": time.perf_counter() - t0, "gflop": flops / 1e9,
+             **shape_row(g, cl)}
+        print(line(r), flush=True)
+        if args.rows:
+            with open(args.rows, "a") as fh:
+                fh.write(json.dumps(r) + "\n")
+    if args.skip_tiling:
+        return
     print()
     print(f"{'block':<16} {'block nodes':>11} {'repeats':>8} {'tiled nodes':>11} {'edges':>8} {'tile s':>7}")
     for fam in ("bert-large", "gpt2", "transformer-base", "rnnlm-16x1024", "nasnet-6x168"):
@@ -62,6 +110,15 @@ def main() -> None:
         g = tile(b, reps, family=zoo.entry(fam).family)
         dt = time.perf_counter() - t0
         print(f"{fam:<16} {len(b.body):>11} {reps:>8} {g.n:>11} {g.m:>8} {dt:>7.2f}")
+    print()
+    print(f"{'whole model':<30} {'nodes':>8} {'edges':>8} {'parts':>6} {'total s':>8} {'capture s':>9} "
+          f"{'assemble s':>10}")
+    for name, kw in WHOLE_200K.items():
+        t0 = time.perf_counter()
+        g = whole_model(name, **kw)
+        a = g.meta["assembled"]
+        print(f"{name + ' ' + str(kw):<30} {g.n:>8} {g.m:>8} {a['parts']:>6} {time.perf_counter() - t0:>8.1f} "
+              f"{a['capture_s']:>9.1f} {a['assemble_s']:>10.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,13 @@
   against V100/A100/H100 data-sheet peaks), ``calibrated`` (roofline times per-op-type
   efficiency fitted from one measured run); a JSON profile cache.
 * :mod:`~dnnplace.graphs.capture.tiling` — capture one repeating block once and tile it
-  with numpy into 10k-200k-operator training graphs.
+  with numpy, or :func:`~.tiling.assemble` captured parts (stem, blocks, head) into the
+  training graph a direct capture would give (:func:`dnnplace.graphs.zoo.parts.whole_model`):
+  10k-200k-operator graphs in seconds.
 * :mod:`~dnnplace.graphs.capture.links` — time device-to-device, host-device and
   ``torch.distributed`` transfers and fit ``beta0 + beta1 * bytes``.
+* :mod:`~dnnplace.graphs.capture.topology` — a cluster from the local GPUs' NVLink/PCIe
+  topology read through NVML (optional ``nvidia-ml-py``).
 
 ``torch`` is an optional extra (``pip install -e ".[torch]"``): this package imports it
 only inside the modules that need it; :func:`require_torch` says how to install it.

@@ -1,6 +1,6 @@
 """Regenerate the bundled captured graphs (roofline V100 costs) and results/capture/table.md.
 
-    .venv/bin/python graphs/workloads/captured/regenerate.py [--only NAME,...]
+    .venv/bin/python graphs/workloads/captured/regenerate.py [--only NAME,...] [--table-only]
 
 Needs the torch extra. Each graph is ``dnnplace capture NAME`` with the arguments below
 (recurrent models at a shorter sequence to keep the bundle a few MB); the table compares
@@ -11,6 +11,7 @@ nodes and CCR with Celeritas Table 2.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -39,16 +40,17 @@ CELERITAS = {"inception-v3": ("Inception_V3", 6332, 33.118), "gnmt-4": ("NMT", 2
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only")
+    ap.add_argument("--table-only", action="store_true", help="rewrite results/capture/table.md, capture nothing")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_capture import shape_row
+    from bench_capture import markdown, shape_row
 
     from dnnplace.graphs import zoo
     from dnnplace.graphs.capture import capture
     from dnnplace.graphs.io import load_instance, save_instance
     from dnnplace.graphs.presets import cluster_preset
     cl = cluster_preset("single-host-2-nvlink2")
-    names = args.only.split(",") if args.only else list(BUNDLE)
+    names = [] if args.table_only else args.only.split(",") if args.only else list(BUNDLE)
     for name in names:
         out = HERE / f"{name}.json"
         t0 = time.perf_counter()
@@ -80,6 +82,18 @@ def main() -> None:
             "Op-time shares count operators (parameters excluded). Papers: Pesto Table 1 (TF r1.15 ops on "
             "V100, measured), Celeritas Table 2 (TF graphs, their CCR). Regenerate with "
             "`graphs/workloads/captured/regenerate.py`.\n\n" + "\n".join(rows) + "\n")
+    rows_file = ROOT / "results/capture/zoo.jsonl"
+    if rows_file.exists():  # written by benchmarks/bench_capture.py --models all --tiled --rows ...
+        rows = [json.loads(x) for x in rows_file.read_text().splitlines() if x.strip()]
+        text += ("\n## Every zoo model at its default size\n\n"
+                 "`benchmarks/bench_capture.py --models all --tiled --skip-tiling --rows results/capture/zoo.jsonl`: "
+                 "roofline V100 costs, CCR on 2x V100 NVLink2; 'parts' = assembled from captured parts "
+                 "(equal to a direct capture, tests/test_whole.py), 'capture' = one direct capture. Seconds on a "
+                 "shared, loaded 2-core CPU machine (load average 10 falling to 5 during the run): rough.\n\n"
+                 + markdown(rows) + "\n")
+        extra = ROOT / "results/capture/tiling.md"
+        if extra.exists():
+            text += "\n" + extra.read_text()
     (ROOT / "results/capture").mkdir(parents=True, exist_ok=True)
     (ROOT / "results/capture/table.md").write_text(text)
     print(text)
