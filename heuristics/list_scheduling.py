@@ -278,6 +278,29 @@ def _etf_core(graph: OpGraph, cluster: Cluster, name: str, *, insertion: bool, c
     return st.result(name, memory, insertion=insertion)
 
 
+def _finish_twins(st: _State, bl: np.ndarray) -> set[int]:
+    """Pairs ``v * D + d`` whose finish time ``T + p[v][d]`` may round to another node's
+    with the same bottom level and a different duration on ``d`` (``T`` is at most the
+    sum of all node and transfer times, so such durations differ by at most 4 ulp of it);
+    only for these does :meth:`_EtfQueues._best_s` search the tied entries."""
+    g, D = st.g, st.D
+    comp = np.asarray(st.p, dtype=float).reshape(g.n, D)
+    b1 = float(np.max(st.cl.beta1)) if g.m else 0.0
+    tt = np.where(np.isnan(g.edge_cost), float(np.max(st.cl.beta0)) + b1 * g.edge_bytes,
+                  float(np.max(st.cl.cost_factor)) * g.edge_cost) if g.m else np.zeros(0)
+    horizon = float(np.nansum(np.nanmax(comp, axis=1)) + tt.sum())
+    delta = 4 * np.finfo(float).eps * 2 * max(horizon, 1.0)
+    twins: set[int] = set()
+    for d in range(D):
+        ok = np.flatnonzero(~np.isnan(comp[:, d]))
+        o = ok[np.lexsort((comp[ok, d], -bl[ok]))]
+        p, b = comp[o, d], bl[o]
+        near = (b[1:] == b[:-1]) & (p[1:] != p[:-1]) & (p[1:] - p[:-1] <= delta)
+        for i in np.flatnonzero(near).tolist():
+            twins.update((int(o[i]) * D + d, int(o[i + 1]) * D + d))
+    return twins
+
+
 class _EtfQueues:
     """The (ready node, device) pair with the least key ``(start, -blevel, finish,
     topo position, device)`` in near-linear time, with exactly the choices of a full scan.
@@ -319,6 +342,7 @@ class _EtfQueues:
         self.phase = [""] * n
         self.fitcount = [0] * n
         self.placed = [False] * n
+        self.twins = _finish_twins(st, bl)
         self.version = [0] * D  # bumped whenever a key on device d may change
         self.links = [0] * D  # bumped whenever a link into device d gets busier
         # main queues per device, "full" queues per (class, device); a queue = [E, S, cache]
@@ -386,9 +410,9 @@ class _EtfQueues:
         else:
             return None
         # S is ordered by duration, the key by tail + duration: where rounding makes two
-        # finish times equal, the smaller topological position decides, as in a full scan
+        # finish times equal (only for twins), the smaller topological position decides
         f = tail + p
-        if not any(i < len(S) and S[i][0] == nbl and tail + S[i][1] == f for i in (1, 2)):
+        if v * st.D + d not in self.twins:
             return (tail, nbl, f, tp, d, v)
         tied = []
         while S and S[0][0] == nbl and tail + S[0][1] == f:

@@ -261,3 +261,19 @@ def test_fast_etf_core_equals_the_full_scan():
 def test_fast_etf_core_equals_the_full_scan_many():
     """As above on 600 instances (1800 schedules)."""
     assert _assert_same_as_reference(600) == 1800
+
+
+def test_finish_times_that_round_equal_go_by_topological_position():
+    """b (1 + 1e-12 on the GPU) and a (1.0) share the bottom level 2 and, after z's 1e6 on
+    the GPU, the finish time 1e6 + 1 (rounded): the full scan takes b, the earlier node,
+    although a is shorter; the fast core does too (b on the GPU, a on the CPU)."""
+    eps = 1e-12
+    assert 1e6 + 1 == 1e6 + 1 + eps and (1 + eps) + (3 - eps) == 4.0
+    g = OpGraph(ids=["z", "y", "b", "a"], kinds=["gpu", "cpu"], memory=[0] * 4, src=[], dst=[],
+                compute=[[1e6, 1e9], [np.nan, 1e6], [1 + eps, 3 - eps], [1.0, 3.0]])
+    cl = Cluster((Device("g", "gpu"), Device("c", "cpu")), np.zeros((2, 2)), np.ones((2, 2)), np.ones((2, 2)))
+    for algo in ("etf", "m-etf"):
+        fast = ALGORITHMS[algo](g, cl)
+        ref = _reference_etf_core(g, cl, algo, insertion=algo == "etf", congestion=True, memory=True)
+        assert fast.placement.device.tolist() == ref.placement.device.tolist() == [0, 1, 0, 1]
+        assert np.array_equal(fast.start, ref.start)
