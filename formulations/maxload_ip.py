@@ -60,7 +60,15 @@ first ``t`` devices of a topological order of an acyclic quotient form an ideal:
 5.2 applied stage by stage). Without ``symmetry_breaking``, interchangeable devices
 (:func:`dnnplace.formulations.device_symmetry.identical_devices`) are fixed in index
 order (relabelling them along any pipeline order keeps the loads), so only pairs of
-devices of different classes (an accelerator and a CPU) keep a free ``order``.
+devices of different classes (an accelerator and a CPU) keep a free ``order``, and
+inside a class ``c_0 < c_1 < ...`` the pairwise rows give way to tighter prefix rows,
+for every arc ``(u,v)`` and cut ``t``::
+
+    sum_{i<t} x[v,c_i] <= sum_{i<t} x[u,c_i] + sum_{d not in c} x[u,d]   pipeline_order_prefix
+
+(if ``v`` sits on one of the first ``t`` devices, ``u`` sits on one of them too or
+outside the class; with ``u`` on ``c_a`` and ``v`` on ``c_b``, ``b < a``, the cut
+``t = a`` is violated, and no arc that goes forward violates any cut).
 
 Structure exploited for size: one ``x`` per colocation group instead of per node (the
 colocation equalities substituted), no comm variable for an edge inside a group or a
@@ -307,12 +315,30 @@ def _add_pipeline_order(m: pyo.ConcreteModel, data: _Data) -> None:
     src, dst, _ = pipeline_edges(g, data.opts.contiguity)
     lu, lv = data.label[src], data.label[dst]
     arcs = np.unique(np.stack([lu, lv], axis=1)[lu != lv], axis=0) if src.size else np.empty((0, 2), np.int64)
+    same = {(a, b) for c in data.order_classes for a in c for b in c}
     rows = [(int(a), int(b), da, db) for a, b in arcs.tolist() for da in devs for db in devs
-            if da != db and data.supported[a, da] and data.supported[b, db] and (da, db) not in fixed]
+            if da != db and (da, db) not in same and data.supported[a, da] and data.supported[b, db]]
+    # inside a class fixed in index order: prefix rows (one per arc and cut t), tighter
+    # than the pairwise rows they replace
+    prefix = [(int(a), int(b), ci, t) for a, b in arcs.tolist() for ci, c in enumerate(data.order_classes)
+              for t in range(1, len(c))]
 
     @m.Constraint(rows, doc="pipeline_order: an arc from group a on da to group b on db puts da before db")
     def pipeline_order(m, a, b, da, db):
         return m.x[a, da] + m.x[b, db] <= 1 + before(m, da, db)
+
+    def xs(grp: int, ds: Any) -> Any:
+        return sum(m.x[grp, d] for d in ds if data.supported[grp, d])
+
+    @m.Constraint(prefix, doc="pipeline_order_prefix: b on the first t devices of a class => a on them too, "
+                              "or on a device outside the class")
+    def pipeline_order_prefix(m, a, b, ci, t):
+        c = data.order_classes[ci]
+        lhs = xs(b, c[:t])
+        if isinstance(lhs, int):
+            return pyo.Constraint.Skip
+        outside = [d for d in range(data.cluster.size) if d not in c]
+        return lhs <= xs(a, c[:t]) + xs(a, outside)
 
 
 def _add_symmetry_breaking(m: pyo.ConcreteModel, data: _Data) -> None:

@@ -64,7 +64,10 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
         sync_per_byte: float | None = None) -> MethodOutput:
     from dnnplace.heuristics.maxload_dp import maxload_dp
 
-    if req.contiguity not in (None, "both"):
+    # DPL's split (a heuristic) also serves the weaker modes, e.g. as a warm start of the
+    # convex-only IP; the exact DP is optimal for the pipeline-realisable mode only
+    weaker = ("convex-both", "forward", "convex-forward") if linearized else ()
+    if req.contiguity not in (None, "both", *weaker):
         raise InputError(f"the DP finds pipeline-realisable splits, contiguous per part (contiguity 'both'), "
                          f"not {req.contiguity!r}")
     if inst.require_cluster().meta.get("hierarchy") and not linearized:
