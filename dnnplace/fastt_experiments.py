@@ -7,6 +7,17 @@ a plot). Every number is a registered method's result re-scored by
 hardware measurement; published numbers stand beside ours for the *relative* comparison
 (SPEC 5).
 
+How an experiment runs (as Pesto's, :mod:`dnnplace.pesto_experiments`): each graph is
+written with the clusters it runs on as native instance files under
+``<out>/instances/<family>-b<batch>/`` (:func:`~dnnplace.pesto_runs.write_variants`: a name
+ends in a digest of the file's content, so a changed graph or cluster never resumes from
+another's runs), every cell is a :class:`~dnnplace.config.RunSpec` of a registered method
+on such a file, and the one sweep driver, :func:`dnnplace.runner.execute`, appends each
+run's record to ``<out>/runs.jsonl`` as it finishes: a rerun skips the recorded runs
+(``fresh`` starts over). The tables, ratios and the largest batch that fits are computed
+from the records (the bisection's probes are runs too). Any cell can be repeated by hand
+with ``dnnplace solve INSTANCE --problem makespan --method M``.
+
 Model graphs (:func:`family_graph`): the bundled captured PyTorch training graphs with
 roofline V100 costs (``graphs/workloads/captured``: Inception-V3, ResNet-50 standing in for
 ResNet-200, GNMT-4, RNNLM-2x2048, Transformer-base, BERT-large), scaled to other batch sizes
@@ -42,9 +53,10 @@ import numpy as np
 from dnnplace.data import experiment_config
 from dnnplace.graphs import Cluster, OpGraph
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.instance import Instance
+from dnnplace.pesto_runs import Variant, run_spec, write_variants
+from dnnplace.runner import execute
 
-__all__ = ["model_graph", "reproduce", "FAMILIES", "EXPERIMENTS"]
+__all__ = ["model_graph", "family_graph", "largest_batch", "reproduce", "FAMILIES", "EXPERIMENTS"]
 
 PEAK_FLOPS = 14e12   # V100 fp32 (FLOP/s)
 PEAK_BW = 900e9      # HBM2 (bytes/s)
@@ -246,15 +258,46 @@ def _cluster(k: int, cfg: dict) -> Cluster:
                                interconnect=cfg.get("interconnect", "nvlink"))
 
 
-def _solve(g: OpGraph, k: int, method: str, cfg: dict, **req):
-    return _run(g, k, method, cfg, **req)[0]
+def _variants(folder: Path, g: OpGraph, source: str, ks, cfg: dict) -> dict[int, Variant]:
+    """``g`` on ``k`` GPUs for each ``k`` in ``ks``, written as instance files in ``folder``
+    (:func:`~dnnplace.pesto_runs.write_variants`: each name ends in a digest of the content)."""
+    vs = write_variants(g, {f"gpus{k}": (_cluster(k, cfg), k, 1.0, 1.0) for k in ks}, folder, f"fastt: {source}")
+    return {k: vs[f"gpus{k}"] for k in ks}
 
 
-def _run(g: OpGraph, k: int, method: str, cfg: dict, **req):
-    """A registered method's re-scored result and its placement (of the graph it solved)."""
-    from dnnplace.registry import SolveRequest, run_method
+def _family(out: Path, fam: str, batch: int, ks, cfg: dict) -> tuple[dict[int, Variant], str]:
+    """The instance files of ``fam`` at global ``batch`` (:func:`family_graph`) on each of ``ks``
+    GPUs, in ``<out>/instances/<fam>-b<batch>/``, and the graph's source."""
+    g, source = family_graph(fam, batch, half_batch=float(cfg.get("half_batch", 0.0)))
+    return _variants(out / "instances" / f"{fam}-b{batch}", g, source, ks, cfg), source
 
-    return run_method(Instance(g, _cluster(k, cfg), g.name), method, SolveRequest(problem="makespan", **req))
+
+def _solver(cfg: dict) -> dict:
+    return {"time_limit": float(cfg.get("time_limit", 60.0))}
+
+
+def _checked(rec: dict, runs: Path, *, oom_ok: bool = False) -> dict:
+    """A record that is not an ``error`` (with ``oom_ok``: or an OOM); an error stops the
+    reproduction (it stays recorded)."""
+    if rec.get("status") == "error" and not (oom_ok and _oom(rec)):
+        raise InputError(f"{runs}: run {rec['run_key']} failed: {rec.get('message')}; rerun with --fresh once fixed")
+    return rec
+
+
+def _execute(specs: dict, out: Path, name: str, fresh: bool, progress: bool) -> dict:
+    """Run (or resume) ``{cell: {column: RunSpec}}`` through :func:`dnnplace.runner.execute` into
+    ``<out>/runs.jsonl``; return ``{cell: {column: record}}``."""
+    runs = out / "runs.jsonl"
+    done = execute([s for cols in specs.values() for s in cols.values()], runs, name=name, fresh=fresh,
+                   progress=progress)
+    return {cell: {col: _checked(done[s.key], runs) for col, s in cols.items()} for cell, cols in specs.items()}
+
+
+def _oom(rec: dict) -> bool:
+    """OOM: the evaluator's static-memory violation, or the runner's check before the solve
+    proved that no placement fits (an ``InfeasibleError`` record: the graph's static memory
+    exceeds the GPUs' total; these graphs run on GPUs only, so it is memory)."""
+    return rec["status"] == "memory_infeasible" or str(rec.get("message")).startswith("InfeasibleError:")
 
 
 def _bars(path: Path, labels: list[str], ours: list[float], paper: list[float], ylabel: str, title: str) -> None:
@@ -328,26 +371,38 @@ def scaling_plot(rows: list[list], path: Path) -> None:
     plt.close(fig)
 
 
-def _scaling(cfg: dict, out: Path) -> Path:
-    rows, counts = [], [int(k) for k in cfg["gpus"]]
+def _scaling(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) -> Path:
+    counts = [int(k) for k in cfg["gpus"]]
+    hb = {"half_batch": float(cfg["half_batch"])}
+    cells = [(mode, fam, k, int(cfg["batch"][fam]) * (k if mode == "weak" else 1))
+             for mode in ("strong", "weak") for fam in cfg["families"] for k in counts]
+    gpus_of: dict[tuple[str, int], list[int]] = {}  # one instance folder per graph, all its GPU counts
+    for _, fam, k, b in cells:
+        gpus_of.setdefault((fam, b), []).append(k)
+    variants, source = {}, {}
+    for (fam, b), ks in gpus_of.items():
+        vs, source[fam, b] = _family(out, fam, b, sorted(set(ks)), cfg)
+        variants.update({(fam, b, k): v for k, v in vs.items()})
+    specs = {(mode, fam, k): {"one": run_spec(variants[fam, b, k], "dpos")} if k == 1 else
+             {"dp": run_spec(variants[fam, b, k], "dp-baseline", hb),
+              "ft": run_spec(variants[fam, b, k], "os-dpos", {"start": "data-parallel", **hb}, _solver(cfg))}
+             for mode, fam, k, b in cells}
+    recs = _execute(specs, out, name, fresh, progress)
+    rows = []
     for mode, table in (("strong", TABLE1), ("weak", TABLE2)):
         for fam in cfg["families"]:
-            batch = int(cfg["batch"][fam])
             thr, oom = {}, {}
             for k in counts:
-                global_b = batch if mode == "strong" else batch * k
-                g, source = family_graph(fam, global_b, half_batch=float(cfg["half_batch"]))
+                r, global_b = recs[mode, fam, k], int(cfg["batch"][fam]) * (k if mode == "weak" else 1)
                 if k == 1:
-                    r = _solve(g, 1, "dpos", cfg)
-                    thr[k] = (global_b / r.objective * 1e3,) * 4
-                    oom[k] = "OOM" if r.status == "memory_infeasible" else ""
+                    thr[k] = (global_b / r["one"]["objective"] * 1e3,) * 4
+                    oom[k] = "OOM" if _oom(r["one"]) else ""
                     continue
-                hb = {"half_batch": float(cfg["half_batch"])}
-                dp = _solve(g, k, "dp-baseline", cfg, params=hb)
-                ft = _solve(g, k, "os-dpos", cfg, solver=_limit(cfg), params={"start": "data-parallel", **hb})
-                thr[k] = (global_b / dp.objective * 1e3, global_b / ft.objective * 1e3,
-                          global_b / ft.extra["planner_makespan"] * 1e3, global_b / ft.extra["priority_policy"] * 1e3)
-                oom[k] = " ".join(f"{m} OOM" for m, r in (("DP", dp), ("FastT", ft)) if r.status == "memory_infeasible")
+                dp, ft = r["dp"], r["ft"]
+                thr[k] = (global_b / dp["objective"] * 1e3, global_b / ft["objective"] * 1e3,
+                          global_b / ft["extra"]["planner_makespan"] * 1e3,
+                          global_b / ft["extra"]["priority_policy"] * 1e3)
+                oom[k] = " ".join(f"{m} OOM" for m, rec in (("DP", dp), ("FastT", ft)) if _oom(rec))
             ours = _speedup(thr[1][0], [thr[k][0] for k in counts[1:]], [thr[k][1] for k in counts[1:]])
             pub = table[fam]
             paper = _speedup(pub[0], [p[0] for p in pub[1:]], [p[1] for p in pub[1:]])
@@ -356,7 +411,8 @@ def _scaling(cfg: dict, out: Path) -> Path:
                 p_dp, p_ft = (pub[0], pub[0]) if k == 1 else pub[pi]
                 rows.append([mode, fam, k, thr[k][0], thr[k][1], thr[k][2], thr[k][3], thr[k][1] / thr[k][0], p_dp,
                              p_ft, p_ft / p_dp, oom[k]])
-            rows.append([mode, f"{fam}: {source}; paper: {PAPER_MODEL[fam]}", "speedup", None, None, None, None,
+            src = source[fam, int(cfg["batch"][fam]) * (counts[-1] if mode == "weak" else 1)]
+            rows.append([mode, f"{fam}: {src}; paper: {PAPER_MODEL[fam]}", "speedup", None, None, None, None,
                          ours, None, None, paper, ""])
     scaling_plot(rows, out / "scaling.png")
     header = ["scaling", "model", "GPUs", "DP samples/s (ours)", "FastT samples/s (ours)",
@@ -370,102 +426,123 @@ def _scaling(cfg: dict, out: Path) -> Path:
     return _write(out, header, rows, notes, "FastT Tables 1-2: DP vs FastT throughput (simulation)")
 
 
-def _limit(cfg: dict):
-    from dnnplace.formulations.solver_options import SolverOptions
-
-    return SolverOptions(time_limit=float(cfg.get("time_limit", 60.0)))
-
-
 def _notes(cfg: dict) -> list[str]:
     return ["Simulation, not hardware: captured PyTorch graphs with roofline V100 costs where bundled "
             "(graphs/workloads/captured), generated roofline graphs for LeNet, AlexNet and VGG-19 "
-            "(dnnplace/fastt_experiments.py); published numbers beside ours for the relative comparison.",
+            "(dnnplace/fastt_experiments.py); published numbers beside ours for the relative comparison. "
+            "Every run is a record of runs.jsonl beside this table (instance files in instances/).",
             cfg.get("description", "")]
 
 
-def _splits(cfg: dict, out: Path) -> Path:
-    from dnnplace.graphs.simulate import simulate
-
-    rows = []
+def _splits(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) -> Path:
     k = int(cfg.get("split_gpus", 2))
     # the graph carries Table 5's op times; the paper's conv1_2bp is our input- plus weight-gradient op
     times = {n: t for n, (t, _, _) in TABLE5.items() if not n.endswith("bp")}
     times["conv1_2_bp"] = times["conv1_2_bpf"] = TABLE5["conv1_2bp"][0] / 2
-    g = model_graph("vgg19", int(cfg["batch"]["vgg19"]), times)
-    r = _solve(g, k, "os-dpos", cfg, solver=_limit(cfg))
-    split = {op for op, _, _ in r.extra["splits"]}
-    for name, (t, _wkb, yes) in TABLE5.items():
-        ours = [name.replace("bp", "_bp"), name.replace("bp", "_bpf")] if name.endswith("bp") else [name]
-        t_ours = float(sum(g.compute[g.index_of(o), 0] for o in ours))
-        rows.append(["table5", "vgg19", name, t_ours, f"{t} ms, split: {'yes' if yes else 'no'}",
+    g5 = model_graph("vgg19", int(cfg["batch"]["vgg19"]), times)
+    v5 = _variants(out / "instances" / "vgg19-table5", g5, "vgg19 generated (roofline V100), Table 5's op times",
+                   [k], cfg)[k]
+    start = {"start": "data-parallel", "keep_start": False, "half_batch": float(cfg.get("half_batch", 0.0))}
+    specs = {"table5": {"on": run_spec(v5, "os-dpos", solver=_solver(cfg))}}
+    source = {}
+    for fam in cfg["families"]:
+        vs, source[fam] = _family(out, fam, int(cfg["batch"][fam]), [k], cfg)
+        specs[fam] = {"off": run_spec(vs[k], "dpos", start)}
+        specs[fam].update({score: run_spec(vs[k], "os-dpos", {"score": score, **start}, _solver(cfg))
+                           for score in ("planner", "simulation")})
+    recs = _execute(specs, out, name, fresh, progress)
+    rows = []
+    accepted = recs["table5"]["on"]["extra"]["splits"]
+    split = {op for op, _, _ in accepted}
+    for op, (t, _wkb, yes) in TABLE5.items():
+        ours = [op.replace("bp", "_bp"), op.replace("bp", "_bpf")] if op.endswith("bp") else [op]
+        t_ours = float(sum(g5.compute[g5.index_of(o), 0] for o in ours))
+        rows.append(["table5", "vgg19", op, t_ours, f"{t} ms, split: {'yes' if yes else 'no'}",
                      f"split: {'yes' if any(o in split for o in ours) else 'no'}"])
     rows.append(["table5", "vgg19", "all accepted splits", None, None,
-                 ", ".join(f"{op} {dim} x{n}" for op, dim, n in r.extra["splits"]) or "none"])
-    start = {"start": "data-parallel", "keep_start": False, "half_batch": float(cfg.get("half_batch", 0.0))}
+                 ", ".join(f"{op} {dim} x{n}" for op, dim, n in accepted) or "none"])
     t6: dict[str, tuple[float, float]] = {}
     f2: dict[str, float] = {}
     for fam in cfg["families"]:
-        g, source = family_graph(fam, int(cfg["batch"][fam]), half_batch=float(cfg.get("half_batch", 0.0)))
-        off = _solve(g, k, "dpos", cfg, params=start)
+        off = recs[fam]["off"]
         p_off, p_on = TABLE6[fam]
         for score in ("planner", "simulation"):
-            on, placed = _run(g, k, "os-dpos", cfg, solver=_limit(cfg), params={"score": score, **start})
-            rows.append(["table6", f"{fam} ({source})", f"no split / split (ms), splits accepted by the {score}",
-                         off.objective,
-                         on.objective, f"ours {off.objective / on.objective - 1:+.2%} ({len(on.extra['splits'])} "
-                                       f"splits; planner without congestion {off.extra['planner_estimate']:.4g} -> "
-                                       f"{on.extra['planner_estimate']:.4g}); paper {p_off / p_on - 1:+.2%}"])
+            on = recs[fam][score]
+            ms_off, ms_on = off["objective"], on["objective"]
+            rows.append(["table6", f"{fam} ({source[fam]})", f"no split / split (ms), splits accepted by the {score}",
+                         ms_off, ms_on, f"ours {ms_off / ms_on - 1:+.2%} ({len(on['extra']['splits'])} "
+                                        f"splits; planner without congestion {off['extra']['planner_estimate']:.4g} "
+                                        f"-> {on['extra']['planner_estimate']:.4g}); paper {p_off / p_on - 1:+.2%}"])
             if score == "planner":
-                t6[fam] = (100 * (off.objective / on.objective - 1), 100 * (p_off / p_on - 1))
-                fifo = simulate(placed, policy="fifo").makespan
-                prio = on.extra["priority_policy"]
+                t6[fam] = (100 * (ms_off / ms_on - 1), 100 * (p_off / p_on - 1))
+                prio, fifo = on["extra"]["priority_policy"], on["extra"]["fifo_policy"]
                 f2[fam] = 100 * (1 - prio / fifo)
-                rows.append(["fig2", f"{fam} ({source})", "FastT placement: priority / fifo (ms)", prio, fifo,
+                rows.append(["fig2", f"{fam} ({source[fam]})", "FastT placement: priority / fifo (ms)", prio, fifo,
                              f"priority {1 - prio / fifo:+.2%} faster (paper: up to 26.9%)"])
     _bars(out / "table6.png", list(t6), [a for a, _ in t6.values()], [b for _, b in t6.values()],
-           "speed-up of splitting (%)", "FastT Table 6: OS-DPOS over DPOS, 2 GPUs (ours: simulation)")
+          "speed-up of splitting (%)", "FastT Table 6: OS-DPOS over DPOS, 2 GPUs (ours: simulation)")
     _bars(out / "fig2.png", list(f2), list(f2.values()), [float("nan")] * len(f2),
           "priority order over fifo (%)", "FastT Fig. 2: FastT's order vs TF fifo, 2 GPUs (paper: up to 26.9 %)")
     header = ["item", "model", "op / quantity", "ours (ms) / a", "paper split / b", "ours split / note"]
     return _write(out, header, rows, _notes(cfg), "FastT Table 5, Table 6, Fig. 2 (simulation, 2 GPUs)")
 
 
-def _memory(cfg: dict, out: Path) -> Path:
+MEMORY_RUNS = (("dpos", 1, {}), ("dp-baseline", 2, {}), ("dpos", 2, {"start": "auto"}))  # 1 GPU, DP 2, FastT 2
+
+
+def _memory(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) -> Path:
+    runs = out / "runs.jsonl"
+    at: dict[int, tuple[list, str]] = {}
+
+    def specs_at(b: int) -> tuple[list, str]:
+        """The three runs of Table 3 at global batch ``b`` and the graph's source."""
+        if b not in at:
+            vs, source = _family(out, "bert-large", b, (1, 2), cfg)
+            at[b] = ([run_spec(vs[k], method, params) for method, k, params in MEMORY_RUNS], source)
+        return at[b]
+
+    batches = [int(x) for x in cfg["batches"]]
+    done = execute([s for b in batches for s in specs_at(b)[0]], runs, name=name, fresh=fresh, progress=progress)
+
+    def record(b: int, i: int) -> dict:
+        s = specs_at(b)[0][i]
+        if s.key not in done:  # a probe of the bisection: run (or find) it now
+            done.update(execute([s], runs, name=name, progress=progress))
+        return _checked(done[s.key], runs, oom_ok=True)
+
     rows = []
-    for b in [int(x) for x in cfg["batches"]]:
-        g, source = family_graph("bert-large", b, half_batch=float(cfg.get("half_batch", 0.0)))
-        cells = []
-        for method, k in (("dpos", 1), ("dp-baseline", 2), ("dpos", 2)):
-            r = _solve(g, k, method, cfg, params={"start": "auto"} if k > 1 and method == "dpos" else {})
-            cells.append("OOM" if r.status == "memory_infeasible" else r.objective / 1e3)
+    for b in batches:
         p = TABLE3.get(b, (None, None, None))
+        cells = ["OOM" if _oom(r) else r["objective"] / 1e3 for r in (record(b, i) for i in range(3))]
         rows.append([b] + cells + ["OOM" if x is None else x for x in p])
-    labels = [f"{name} b{r[0]}" for r in rows for name in ("1 GPU", "DP 2", "FastT 2")]
+    labels = [f"{col} b{r[0]}" for r in rows for col in ("1 GPU", "DP 2", "FastT 2")]
     _bars(out / "table3.png", labels,
           [x if isinstance(x, float) else float("nan") for r in rows for x in r[1:4]],
           [x if isinstance(x, float) else float("nan") for r in rows for x in r[4:7]],
           "s / step (missing bar: OOM)", "FastT Table 3: BERT-large step time by batch (ours: simulation)")
-    largest = [_largest_batch(method, k, cfg) for method, k in (("dpos", 1), ("dp-baseline", 2), ("dpos", 2))]
+    top = int(cfg.get("max_batch", 4096))
+    largest = [largest_batch(lambda b, i=i: not _oom(record(b, i)), top) for i in range(3)]
     rows.append(["largest batch that fits"] + largest + [16, 32, 48])
     header = ["global batch", "1 GPU (s)", "DP 2 GPUs (s)", "FastT 2 GPUs (s)", "paper 1 GPU", "paper DP 2",
               "paper FastT 2"]
     notes = ["OOM: static memory (SPEC 2.1) exceeds a GPU. Largest batch: bisection over multiples of 8 up to "
-             f"{int(cfg.get('max_batch', 4096))} (the paper's: the largest batch of its Table 3 that ran)."]
-    return _write(out, header, rows, _notes(cfg) + notes + [f"Graph: bert-large, {source}."],
+             f"{top} (the paper's: the largest batch of its Table 3 that ran)."]
+    source = specs_at(batches[-1])[1].split(", scaled")[0]
+    notes.append(f"Graph: bert-large, {source}, scaled to each row's batch by the batch model.")
+    return _write(out, header, rows, _notes(cfg) + notes,
                   "FastT Table 3: BERT-large step time by batch under static memory (simulation)")
 
 
-def _largest_batch(method: str, k: int, cfg: dict) -> int | None:
-    """The largest multiple of 8 at which ``method`` on ``k`` GPUs is memory-feasible (bisection)."""
-    def fits(b: int) -> bool:
-        params = {"start": "auto"} if k > 1 and method == "dpos" else {}
-        g, _ = family_graph("bert-large", b, half_batch=float(cfg.get("half_batch", 0.0)))
-        return _solve(g, k, method, cfg, params=params).status != "memory_infeasible"
+def largest_batch(fits, max_batch: int) -> int | None:
+    """The largest multiple of 8 up to ``max_batch`` at which ``fits(batch)`` holds
+    (bisection; ``fits`` is monotone: true up to some batch, false beyond), ``None`` if 8 does not fit.
 
-    lo, hi = 0, int(cfg.get("max_batch", 4096)) // 8
+    >>> largest_batch(lambda b: b <= 44, 4096)
+    40
+    """
     if not fits(8):
         return None
-    lo = 1
+    lo, hi = 1, max_batch // 8
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if fits(8 * mid):
@@ -480,12 +557,17 @@ _RUNNERS = {"scaling": _scaling, "splits": _splits, "memory": _memory}
 
 def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None, fresh: bool = False,
               progress: bool = True) -> Path:
-    """Run ``experiments/<name>.toml`` and write ``results/fastt/<name>/table.md`` (and plots).
-    Every cell is recomputed (``fresh`` and ``progress`` are accepted for the common interface)."""
+    """Run (or resume) ``experiments/<name>.toml`` and write ``results/fastt/<name>/table.md``
+    (and plots); every run is appended to ``runs.jsonl`` beside it as it finishes, so a rerun
+    skips the runs recorded there (``fresh``: start over, the old files kept as ``.bak``).
+    ``quick`` caps each time limit at 5 s and uses the config's ``quick_*`` values (e.g.
+    ``quick_batches`` for ``batches``); outputs go to ``<name>-quick``."""
     with open(experiment_config(name), "rb") as f:
         cfg = tomllib.load(f)
     if quick:
+        cfg.update({key.removeprefix("quick_"): cfg[key] for key in list(cfg) if key.startswith("quick_")})
         cfg["time_limit"] = min(float(cfg.get("time_limit", 60.0)), 5.0)
     out = (Path(out_dir) if out_dir is not None else Path(cfg.get("out_dir", "results/fastt"))) / (
         name + ("-quick" if quick else ""))
-    return _RUNNERS[cfg["kind"]](cfg, out)
+    out.mkdir(parents=True, exist_ok=True)
+    return _RUNNERS[cfg["kind"]](cfg, out, name=out.name, fresh=fresh, progress=progress)

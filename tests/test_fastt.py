@@ -403,17 +403,50 @@ def test_start_auto_and_keep_start():
     assert kept.extra["start_makespan"] == pytest.approx(dp.objective)  # the start replays the DP baseline's fifo
 
 
-def test_fastt_memory_reproduction_on_the_captured_bert(tmp_path):
+def test_fastt_memory_reproduction_on_the_captured_bert_resumes_from_its_records(tmp_path):
     from dnnplace import fastt_experiments as fx
 
     g = fx.model_graph("vgg19", 64)
     i = g.index_of("conv1_2")  # 2 * 64 * 224^2 * 64 * 64 * 9 FLOP at 14 TFLOP/s, plus the 5 us floor
     assert g.compute[i, 0] == pytest.approx(2 * 64 * 224 ** 2 * 64 * 64 * 9 / 14e12 * 1e3 + 5e-3)
-    cfg = {"batches": [16, 32], "max_batch": 32, "gpu_memory": 16e9, "half_batch": 8.0}
-    text = fx._memory(cfg, tmp_path).read_text()
+    # --quick: batches 16 and 32, largest batch bisected up to 32
+    md = fx.reproduce("fastt-memory", quick=True, out_dir=tmp_path, progress=False)
+    text = md.read_text()
     # batch 16 fits one 16 GB GPU, 32 does not; DP and FastT on two GPUs fit 32 (the paper's Table 3)
     assert "| 32 | OOM | " in text and "| largest batch that fits | 16 | 32 | 32 |" in text
-    assert "simulation" in text.lower() and (tmp_path / "table3.png").is_file()
+    assert "simulation" in text.lower() and (md.parent / "table3.png").is_file()
+    runs = md.parent / "runs.jsonl"
+    lines = runs.read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    # one line per run key: the 3 runs at each of the 2 batches, plus the bisection's probes at other batches
+    assert len({r["run_key"] for r in recs}) == len(recs) > 6
+    assert all(Path(r["run"]["graph"]).parent.parent == md.parent / "instances" for r in recs)
+    # a rerun executes nothing: the same records (timestamps included) and the same table
+    assert fx.reproduce("fastt-memory", quick=True, out_dir=tmp_path, progress=False).read_text() == text
+    assert runs.read_text().splitlines() == lines
+    # fresh: the old records are kept aside and every run is executed again
+    fx.reproduce("fastt-memory", quick=True, out_dir=tmp_path, progress=False, fresh=True)
+    assert [p.name.startswith("runs.jsonl.") for p in md.parent.glob("runs.jsonl.*.bak")] == [True]
+    again = [json.loads(x) for x in runs.read_text().splitlines()]
+    assert [r["run_key"] for r in again] == [r["run_key"] for r in recs]
+    assert [r["objective"] for r in again] == [r["objective"] for r in recs]
+
+
+def test_largest_batch_bisection_probes():
+    from dnnplace.fastt_experiments import largest_batch
+
+    checked = 0
+    for limit in (0, 7, 8, 9, 40, 47, 48, 4095, 4096, 5000):  # fits up to limit, not beyond
+        probes: list[int] = []
+
+        def fits(b: int, limit: int = limit, probes: list[int] = probes) -> bool:
+            probes.append(b)
+            return b <= limit
+
+        assert largest_batch(fits, 4096) == (None if limit < 8 else min(limit, 4096) // 8 * 8)
+        assert len(probes) <= 11 and all(b % 8 == 0 for b in probes)  # 1 + log2(512) probes at most
+        checked += 1
+    assert checked == 10
 
 
 def test_congestion_aware_planner_equals_the_replay_of_both_orders():

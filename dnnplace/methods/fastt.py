@@ -5,7 +5,8 @@ DPOS, OS-DPOS and CPOP output a placement and a per-device order; the objective 
 simulator replaying that order strictly (``policy="order"``) under the request's
 congestion, and ``extra`` keeps the planner's own estimate (``planner_estimate``, which
 equals the congestion-free replay), the replay without congestion and the makespan under
-the non-delay ``priority`` policy (what FastT's TensorFlow patch enforces, A10).
+the non-delay ``priority`` policy (what FastT's TensorFlow patch enforces, A10) and under
+TensorFlow's ``fifo`` (``fifo_policy``; FastT Fig. 2 compares the two).
 ``planner_congestion`` (our extension) lets the planner queue transfers on their links;
 it then also hands over its link order, and with congestion on the objective equals its
 ``planner_estimate``.
@@ -24,7 +25,7 @@ start deployment (the DP baseline's placement, replaying the order its fifo simu
 followed) when it fits in memory and simulates faster than the planner's schedule (or the
 planner's schedule does not fit) (*paper*: no such guard is written; *we*: FastT only ever accepts
 improvements over its start), and says so in ``extra["kept_start"]``; the planner's own
-schedule stays in ``extra`` (``planner_makespan``, ``priority_policy`` are always the
+schedule stays in ``extra`` (``planner_makespan``, ``priority_policy``, ``fifo_policy`` are always the
 planner's schedule's).
 """
 
@@ -142,8 +143,10 @@ def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, d
     ms = simulate(p, policy="order", priorities=prio, congestion=req.congestion, link_priorities=links).makespan
     free = simulate(p, policy="order", priorities=prio, congestion=False).makespan
     nondelay = simulate(p, policy="priority", priorities=prio, congestion=req.congestion).makespan
+    fifo = simulate(p, policy="fifo", congestion=req.congestion).makespan
     ex = {"planner_estimate": sched.planner_estimate, "planner_makespan": ms, "order_no_congestion": free,
-          "priority_policy": nondelay, "memory_model": "static", **sched.extra, **(extra or {})}
+          "priority_policy": nondelay, "fifo_policy": fifo, "memory_model": "static", **sched.extra,
+          **(extra or {})}
     if dp is not None and keep_start:
         from dnnplace.graphs.evaluate import validate
 
