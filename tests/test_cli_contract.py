@@ -19,6 +19,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -301,6 +302,7 @@ def test_bad_input_exits_2_with_one_line_and_no_file(name, bad_input_runs):
 def test_model_over_the_gurobi_licence_is_bad_input(tmp_path):
     proc = dnnplace("solve", GNMT, "--method", "ip", "--solver", "gurobi", "--out", "r.json", cwd=tmp_path)
     line = one_error_line(proc)
-    assert "--solver gurobi" in line and "2149 variables" in line and "3713 constraints" in line
+    size = re.search(r"--solver gurobi: model has (\d+) variables / (\d+) constraints, over the restricted", line)
+    assert size and max(int(size[1]), int(size[2])) > 2000, line
     assert "at most 2000 variables and 2000 constraints" in line and "--solver highs" in line
     assert not (tmp_path / "r.json").exists()
