@@ -90,23 +90,86 @@ def greedy_fill(graph: OpGraph, cluster: Cluster, *, order: str = "dfs") -> Plac
     return Placement(graph, cluster, dev)
 
 
+def _layer_ranks(graph: OpGraph) -> tuple[np.ndarray, int]:
+    """Rank ``0 .. L-1`` (input side to output side) of the layer of each node, ``-1``
+    where the node has none of its own; and ``L``. See :func:`layer_split`."""
+    raw = [None if x is None or x == "" else x for x in graph.layers]
+    ints = [x for x in raw if x is not None]
+    if not ints:
+        raise InputError(f"graph {graph.name!r} has no layer ids; the layer-wise split needs them")
+    if all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in ints):
+        n_layers = max(1, int(max(ints)))
+        return np.array([-1 if x is None else min(max(int(x), 0), n_layers - 1) for x in raw],
+                        dtype=np.int64), n_layers
+    roles = graph.roles or ("compute",) * graph.n
+    param = np.array([r == "param" for r in roles])
+    layers = {x for x, is_p in zip(raw, param) if is_p and x is not None} or set(ints)
+    # program order where the node order is topological (captured graphs), else by level
+    pos = np.arange(graph.n) if (graph.src < graph.dst).all() else graph.topo_position
+    first: dict = {}  # label -> (first forward non-parameter position, first position)
+    for i, x in enumerate(raw):
+        if x in layers:
+            fwd = pos[i] if not (graph.backward[i] or param[i]) else graph.n
+            a, b = first.get(x, (graph.n, graph.n))
+            first[x] = (min(a, fwd), min(b, pos[i]))
+    rank = {x: r for r, x in enumerate(sorted(first, key=first.__getitem__))}
+    return np.array([rank.get(x, -1) for x in raw], dtype=np.int64), len(rank)
+
+
+def _colocate(graph: OpGraph, rank: np.ndarray) -> None:
+    """Every ranked colocation group takes the smallest rank of its ranked forward
+    members (else of its ranked members), in place."""
+    grp = graph.colocation
+    if not (grp >= 0).any():
+        return
+    big = np.iinfo(np.int64).max
+    for members in (rank >= 0) & ~graph.backward & (grp >= 0), (rank >= 0) & (grp >= 0):
+        best = np.full(len(graph.colocation_labels), big, dtype=np.int64)
+        np.minimum.at(best, grp[members], rank[members])
+        hit = (grp >= 0) & (best[np.maximum(grp, 0)] < big)
+        rank[hit] = best[grp[hit]]
+
+
 def layer_split(graph: OpGraph, cluster: Cluster) -> Placement:
     """Pesto's layer-wise expert placement for RNN models (Pesto Sec. 5.2).
 
-    The ``L`` model layers are split evenly over the accelerators in order (layer ``l``
-    on accelerator ``(l * k) // L`` of ``k``); the input layer (embedding) goes with the
-    first model layer and the output layer (projection, softmax, loss) with the last;
-    gradients and weight updates carry their forward layer's id, so they go with it.
-    Layer ids follow the :mod:`dnnplace.graphs.generators.lstm` convention: ``-1`` below
-    the first model layer, ``0 .. L-1`` the model layers, ``L`` above the last (``L`` is
-    the largest id; a graph without an output layer loses its last layer to the one
-    below). Memory is not considered (the evaluator flags an overflow); a node the
-    chosen accelerator cannot run goes to the first CPU.
+    The ``L`` model layers are split evenly over the accelerators in order (layer of
+    rank ``l`` on accelerator ``(l * k) // L`` of ``k``), so each accelerator holds a
+    contiguous range of layers. The layers and their order come from ``graph.layers``:
+
+    - **Integer ids** (the :mod:`dnnplace.graphs.generators.lstm` convention): ``-1``
+      below the first model layer, ``0 .. L-1`` the model layers, ``L`` above the last
+      (``L`` is the largest id; a graph without an output layer loses its last layer to
+      the one below). The input layer (embedding) goes with the first model layer and
+      the output layer (projection, softmax, loss) with the last; gradients and weight
+      updates carry their forward layer's id, so they go with it.
+    - **Labels** (module names of captured graphs: ``embed``, ``layers.0.cell``, ...):
+      where the graph marks parameter nodes (role ``param``) the layers are the labels
+      that hold a parameter (``drop``, ``loss`` or a container's own ops are not layers:
+      the expert splits the model's weighted layers); otherwise every label is one. They
+      are ordered by the topological position of their first forward, non-parameter
+      node (ties: first node of any kind): the first is the input side. The position is
+      the node's index where the node order is topological (captured graphs list their
+      operations in execution order, so a Transformer's encoder layers precede its
+      decoder layers), else its place in :attr:`OpGraph.topo_order` (level by level).
+
+    A node with no layer (no label, ``""``, or a label that is not a layer) takes one
+    from the graph, in this order: (1) its colocation group's (the smallest rank among
+    the group's forward members with a layer, else among its members with one); (2) a
+    forward node, the deepest (largest) rank among its forward predecessors: the layer
+    whose output it continues (residual adds, dropout, the loss); a backward node, the
+    deepest rank among its forward predecessors (the activations of the forward
+    operation it differentiates), else the smallest among its predecessors (the
+    gradient it continues); (3) in reverse topological order, the smallest rank among
+    its successors (sources such as initial states); (4) rank 0. Colocation groups are
+    then made whole again by rule (1), so a group is never split. Memory is not
+    considered (the evaluator flags an overflow); a node the chosen accelerator cannot
+    run goes to the first CPU.
 
     Parameters
     ----------
     graph : OpGraph
-        A graph with integer layer ids (``graph.layers``).
+        A graph with layer ids or labels (``graph.layers``).
     cluster : Cluster
         The accelerators (every non-CPU device, in cluster order) take the layers.
 
@@ -117,8 +180,7 @@ def layer_split(graph: OpGraph, cluster: Cluster) -> Placement:
     Raises
     ------
     InputError
-        The graph has no layer ids, or they are not integers; the cluster has no
-        accelerator.
+        The graph has no layer ids; the cluster has no accelerator.
 
     References
     ----------
@@ -139,18 +201,31 @@ def layer_split(graph: OpGraph, cluster: Cluster) -> Placement:
     """
     if graph.layers is None:
         raise InputError(f"graph {graph.name!r} has no layer ids; the layer-wise split needs them")
-    try:
-        layers = np.array([int(x) for x in graph.layers], dtype=np.int64)
-    except (TypeError, ValueError):
-        bad = next(x for x in graph.layers if not isinstance(x, (int, np.integer)))
-        raise InputError(f"graph {graph.name!r}: layer id {bad!r} is not an integer; the layer-wise split "
-                         "needs the ids -1 (input), 0..L-1 (model layers), L (output)") from None
     accs = _accelerators(cluster)
     if accs.size == 0:
         raise InputError(f"cluster {cluster.name!r} has no accelerator for the layer-wise split")
-    n_layers = max(1, int(layers.max(initial=0)))
-    lay = np.clip(layers, 0, n_layers - 1)
-    dev = accs[(lay * accs.size) // n_layers]
+    rank, n_layers = _layer_ranks(graph)
+    if (rank < 0).any():
+        _colocate(graph, rank)
+        bw = graph.backward
+        for v in graph.topo_order.tolist():
+            if rank[v] < 0:
+                pred = graph.in_nbr[graph.in_ptr[v]:graph.in_ptr[v + 1]]
+                pred = pred[rank[pred] >= 0]
+                fwd = pred[~bw[pred]]
+                if fwd.size:
+                    rank[v] = rank[fwd].max()
+                elif bw[v] and pred.size:
+                    rank[v] = rank[pred].min()
+        for v in graph.topo_order[::-1].tolist():
+            if rank[v] < 0:
+                succ = graph.out_nbr[graph.out_ptr[v]:graph.out_ptr[v + 1]]
+                succ = succ[rank[succ] >= 0]
+                if succ.size:
+                    rank[v] = rank[succ].min()
+        rank[rank < 0] = 0
+        _colocate(graph, rank)
+    dev = accs[(rank * accs.size) // n_layers]
     unsupported = np.isnan(cluster.compute_matrix(graph)[np.arange(graph.n), dev])
     if unsupported.any():
         dev[unsupported] = _fallback(graph, cluster)

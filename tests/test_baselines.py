@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +20,8 @@ from dnnplace.heuristics.maxload_dp import maxload_dp
 from dnnplace.heuristics.partitioner import partition_split
 from dnnplace.heuristics.pipedream import branch_labels, pipedream_split
 from dnnplace.registry import SolveRequest, solve
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _acc_instance(seed: int) -> Instance:
@@ -107,3 +110,83 @@ def test_latency_baselines_paper_row(tarnawski_dir):
     inst = load_instance(tarnawski_dir / "latency-inputs/LayerGraphs/bert24_inference.json")
     assert f"{solve(inst, 'greedy', SolveRequest('latency')).objective:.2f}" == "100.22"
     assert f"{solve(inst, 'dp', SolveRequest('latency')).objective:.2f}" == "108.03"
+
+
+# ---------------------------------------------------------------- Pesto's layer-wise split
+# A training graph whose layers are module names, as captured graphs carry them: the
+# weighted layers emb < l0 < l1 < head; "drop" and "loss" hold no parameter (not layers),
+# "add" and one backward node have no label; param / grad / apply of each weight form a
+# colocation group, and the apply of l0 has no label.
+_FWD = [("in", None, []), ("emb", "emb", ["in", "p_emb"]), ("drop", "drop", ["emb"]),
+        ("l0", "l0", ["drop", "p_l0"]), ("add", "", ["l0", "drop"]), ("l1", "l1", ["add", "p_l1"]),
+        ("head", "head", ["l1", "p_head"]), ("loss", "loss", ["head"])]
+_BWD = [("d_loss", "loss", ["loss"]), ("d_head", "head", ["d_loss", "l1"]), ("d_l1", None, ["d_head", "l1"]),
+        ("d_add", "drop", ["d_l1", "add"]), ("d_l0", "l0", ["d_add", "drop"]), ("d_emb", "emb", ["d_l0", "in"])]
+_WEIGHTS = ("emb", "l0", "l1", "head")
+
+
+def _string_layer_graph(perm: np.ndarray | None = None) -> OpGraph:
+    nodes = [(f"p_{w}", w, [], "param", False, w) for w in _WEIGHTS]
+    nodes += [(v, lay, ins, "compute", False, None) for v, lay, ins in _FWD]
+    nodes += [(v, lay, ins, "compute", True, None) for v, lay, ins in _BWD]
+    grad_of = {"emb": "d_emb", "l0": "d_l0", "l1": "d_l1", "head": "d_head"}
+    nodes += [(f"g_{w}", w, [grad_of[w]], "grad", True, w) for w in _WEIGHTS]
+    nodes += [(f"a_{w}", None if w == "l0" else w, [f"g_{w}", f"p_{w}"], "apply", True, w) for w in _WEIGHTS]
+    if perm is not None:
+        nodes = [nodes[i] for i in perm]
+    idx = {v[0]: i for i, v in enumerate(nodes)}
+    src = [idx[u] for v in nodes for u in v[2]]
+    dst = [idx[v[0]] for v in nodes for _ in v[2]]
+    groups = {w: i for i, w in enumerate(_WEIGHTS)}
+    return OpGraph(ids=[v[0] for v in nodes], kinds=("gpu",), compute=[[1.0]] * len(nodes),
+                   memory=[0] * len(nodes), src=src, dst=dst, layers=[v[1] for v in nodes],
+                   roles=[v[3] for v in nodes], backward=[v[4] for v in nodes],
+                   colocation=[-1 if v[5] is None else groups[v[5]] for v in nodes],
+                   colocation_labels=_WEIGHTS)
+
+
+@pytest.mark.parametrize("seed", [None, 0, 1, 2])
+def test_layer_split_on_module_names(seed):
+    from dnnplace.heuristics.baselines import layer_split
+
+    perm = None if seed is None else np.random.default_rng(seed).permutation(26)
+    g = _string_layer_graph(perm)
+    if seed is not None:
+        assert not (g.src < g.dst).all()  # the node order is not topological: level order used
+    for k, want in ((2, {"emb": 0, "l0": 0, "l1": 1, "head": 1}), (4, {"emb": 0, "l0": 1, "l1": 2, "head": 3})):
+        p = layer_split(g, Cluster.single_host(k, with_cpu=False)).to_mapping()
+        dev = {v: int(d.removeprefix("gpu")) for v, d in p.items()}
+        for w, d in want.items():  # each weighted layer, its forward, backward, param, grad, apply
+            assert {dev[v] for v in (w, f"p_{w}", f"g_{w}", f"a_{w}")} == {d}
+        assert dev["d_emb"] == want["emb"] and dev["d_l0"] == want["l0"] and dev["d_head"] == want["head"]
+        assert dev["in"] == dev["drop"] == want["emb"]  # source / non-layer label: the layer it feeds / follows
+        assert dev["add"] == want["l0"]  # unlabelled: its deepest forward predecessor
+        assert dev["loss"] == dev["d_loss"] == want["head"]
+        assert dev["d_l1"] == want["l1"]  # unlabelled backward: the forward layer it differentiates
+        assert dev["d_add"] == want["l0"]  # non-layer label, backward: its forward input "add"
+
+
+def test_layer_split_on_a_captured_rnnlm():
+    from dnnplace.heuristics.baselines import _layer_ranks, layer_split
+
+    g = load_instance(REPO / "graphs/workloads/captured/rnnlm-2x2048.json").graph
+    rank, n_layers = _layer_ranks(g)
+    order = sorted({(int(r), g.layers[i]) for i, r in enumerate(rank) if r >= 0})
+    assert [lay for _, lay in order] == ["embed", "layers.0.cell", "layers.1.cell", "softmax"] and n_layers == 4
+    for k in (2, 4):
+        dev = layer_split(g, Cluster.single_host(k, with_cpu=False)).device
+        lay_dev = {lay: sorted(set(dev[[i for i in range(g.n) if g.layers[i] == lay]].tolist())) for _, lay in order}
+        assert list(lay_dev.values()) == ([[0], [0], [1], [1]] if k == 2 else [[0], [1], [2], [3]])
+        # every device a contiguous range of layers; colocation groups whole
+        assert np.all(np.diff([d for (d,) in lay_dev.values()]) >= 0)
+        groups = g.colocation[g.colocation >= 0]
+        assert len(groups) == 33 and all(len(set(dev[g.colocation == c].tolist())) == 1 for c in set(groups.tolist()))
+
+
+def test_layer_split_needs_layers():
+    from dnnplace.graphs.errors import InputError
+    from dnnplace.heuristics.baselines import layer_split
+
+    g = OpGraph(ids=[0, 1], kinds=("gpu",), compute=[[1.0]] * 2, memory=[0, 0], src=[0], dst=[1], layers=[None, ""])
+    with pytest.raises(InputError, match="no layer ids"):
+        layer_split(g, Cluster.single_host(2, with_cpu=False))
