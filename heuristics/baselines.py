@@ -130,6 +130,38 @@ def _colocate(graph: OpGraph, rank: np.ndarray) -> None:
         rank[hit] = best[grp[hit]]
 
 
+def _fill_ranks(graph: OpGraph, rank: np.ndarray) -> None:
+    """Give every node of rank ``-1`` one, in place, by the rules of :func:`layer_split`."""
+    _colocate(graph, rank)
+    bw, order = graph.backward, graph.topo_order.tolist()
+    lo = np.full(graph.n, -1, dtype=np.int64)  # backward: deepest layer among its nearest ranked backward successors
+    for v in order[::-1]:
+        if bw[v] and rank[v] < 0:
+            succ = graph.out_nbr[graph.out_ptr[v]:graph.out_ptr[v + 1]]
+            succ = succ[bw[succ]]
+            if succ.size:
+                lo[v] = np.where(rank[succ] >= 0, rank[succ], lo[succ]).max()
+    for v in order:
+        if rank[v] < 0:
+            pred = graph.in_nbr[graph.in_ptr[v]:graph.in_ptr[v + 1]]
+            pred = pred[rank[pred] >= 0]
+            fwd, back = pred[~bw[pred]], pred[bw[pred]]
+            hint = int(rank[fwd].max()) if fwd.size else -1
+            if bw[v]:
+                hi = int(rank[back].min()) if back.size else -1
+                hint = max(hint, int(lo[v]))
+                hint = hi if hint < 0 else (min(hint, hi) if hi >= 0 else hint)
+            rank[v] = hint
+    for v in order[::-1]:
+        if rank[v] < 0:
+            succ = graph.out_nbr[graph.out_ptr[v]:graph.out_ptr[v + 1]]
+            succ = succ[rank[succ] >= 0]
+            if succ.size:
+                rank[v] = rank[succ].min()
+    rank[rank < 0] = 0
+    _colocate(graph, rank)
+
+
 def layer_split(graph: OpGraph, cluster: Cluster) -> Placement:
     """Pesto's layer-wise expert placement for RNN models (Pesto Sec. 5.2).
 
@@ -155,14 +187,18 @@ def layer_split(graph: OpGraph, cluster: Cluster) -> Placement:
 
     A node with no layer (no label, ``""``, or a label that is not a layer) takes one
     from the graph, in this order: (1) its colocation group's (the smallest rank among
-    the group's forward members with a layer, else among its members with one); (2) a
-    forward node, the deepest (largest) rank among its forward predecessors: the layer
-    whose output it continues (residual adds, dropout, the loss); a backward node, the
-    deepest rank among its forward predecessors (the activations of the forward
-    operation it differentiates), else the smallest among its predecessors (the
-    gradient it continues); (3) in reverse topological order, the smallest rank among
-    its successors (sources such as initial states); (4) rank 0. Colocation groups are
-    then made whole again by rule (1), so a group is never split. Memory is not
+    the group's forward members with a layer, else among its members with one); (2) in
+    topological order, a forward node: the deepest (largest) rank ``f`` among its forward
+    predecessors, the layer whose output it continues (residual adds, dropout, the
+    loss); a backward node: the forward layer it differentiates, which lies between the
+    layers of the gradients it continues and those it feeds, so ``min(max(f, lo), hi)``
+    with ``hi`` the smallest rank among its backward predecessors (the gradient comes
+    from that layer or a deeper one) and ``lo`` the deepest among its nearest backward
+    successors with a layer (a weight gradient of layer ``l`` reads the activations of
+    layer ``l - 1`` but feeds layer ``l``'s parameter update); (3) in reverse topological
+    order, the smallest rank among its successors (sources such as initial states);
+    (4) rank 0. Colocation groups are then made whole again by rule (1), so a group is
+    never split. Memory is not
     considered (the evaluator flags an overflow); a node the chosen accelerator cannot
     run goes to the first CPU.
 
@@ -206,25 +242,7 @@ def layer_split(graph: OpGraph, cluster: Cluster) -> Placement:
         raise InputError(f"cluster {cluster.name!r} has no accelerator for the layer-wise split")
     rank, n_layers = _layer_ranks(graph)
     if (rank < 0).any():
-        _colocate(graph, rank)
-        bw = graph.backward
-        for v in graph.topo_order.tolist():
-            if rank[v] < 0:
-                pred = graph.in_nbr[graph.in_ptr[v]:graph.in_ptr[v + 1]]
-                pred = pred[rank[pred] >= 0]
-                fwd = pred[~bw[pred]]
-                if fwd.size:
-                    rank[v] = rank[fwd].max()
-                elif bw[v] and pred.size:
-                    rank[v] = rank[pred].min()
-        for v in graph.topo_order[::-1].tolist():
-            if rank[v] < 0:
-                succ = graph.out_nbr[graph.out_ptr[v]:graph.out_ptr[v + 1]]
-                succ = succ[rank[succ] >= 0]
-                if succ.size:
-                    rank[v] = rank[succ].min()
-        rank[rank < 0] = 0
-        _colocate(graph, rank)
+        _fill_ranks(graph, rank)
     dev = accs[(rank * accs.size) // n_layers]
     unsupported = np.isnan(cluster.compute_matrix(graph)[np.arange(graph.n), dev])
     if unsupported.any():

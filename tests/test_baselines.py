@@ -116,11 +116,13 @@ def test_latency_baselines_paper_row(tarnawski_dir):
 # A training graph whose layers are module names, as captured graphs carry them: the
 # weighted layers emb < l0 < l1 < head; "drop" and "loss" hold no parameter (not layers),
 # "add" and one backward node have no label; param / grad / apply of each weight form a
-# colocation group, and the apply of l0 has no label.
+# colocation group, and the apply of l0 has no label. "dw_l1" (l1's weight gradient, as
+# captured graphs mislabel it) reads l1's input "add" (layer l0) and feeds l1's update.
 _FWD = [("in", None, []), ("emb", "emb", ["in", "p_emb"]), ("drop", "drop", ["emb"]),
         ("l0", "l0", ["drop", "p_l0"]), ("add", "", ["l0", "drop"]), ("l1", "l1", ["add", "p_l1"]),
         ("head", "head", ["l1", "p_head"]), ("loss", "loss", ["head"])]
 _BWD = [("d_loss", "loss", ["loss"]), ("d_head", "head", ["d_loss", "l1"]), ("d_l1", None, ["d_head", "l1"]),
+        ("dw_l1", "drop", ["d_l1", "add"]),
         ("d_add", "drop", ["d_l1", "add"]), ("d_l0", "l0", ["d_add", "drop"]), ("d_emb", "emb", ["d_l0", "in"])]
 _WEIGHTS = ("emb", "l0", "l1", "head")
 
@@ -129,7 +131,7 @@ def _string_layer_graph(perm: np.ndarray | None = None) -> OpGraph:
     nodes = [(f"p_{w}", w, [], "param", False, w) for w in _WEIGHTS]
     nodes += [(v, lay, ins, "compute", False, None) for v, lay, ins in _FWD]
     nodes += [(v, lay, ins, "compute", True, None) for v, lay, ins in _BWD]
-    grad_of = {"emb": "d_emb", "l0": "d_l0", "l1": "d_l1", "head": "d_head"}
+    grad_of = {"emb": "d_emb", "l0": "d_l0", "l1": "dw_l1", "head": "d_head"}
     nodes += [(f"g_{w}", w, [grad_of[w]], "grad", True, w) for w in _WEIGHTS]
     nodes += [(f"a_{w}", None if w == "l0" else w, [f"g_{w}", f"p_{w}"], "apply", True, w) for w in _WEIGHTS]
     if perm is not None:
@@ -149,7 +151,7 @@ def _string_layer_graph(perm: np.ndarray | None = None) -> OpGraph:
 def test_layer_split_on_module_names(seed):
     from dnnplace.heuristics.baselines import layer_split
 
-    perm = None if seed is None else np.random.default_rng(seed).permutation(26)
+    perm = None if seed is None else np.random.default_rng(seed).permutation(27)
     g = _string_layer_graph(perm)
     if seed is not None:
         assert not (g.src < g.dst).all()  # the node order is not topological: level order used
@@ -164,6 +166,7 @@ def test_layer_split_on_module_names(seed):
         assert dev["loss"] == dev["d_loss"] == want["head"]
         assert dev["d_l1"] == want["l1"]  # unlabelled backward: the forward layer it differentiates
         assert dev["d_add"] == want["l0"]  # non-layer label, backward: its forward input "add"
+        assert dev["dw_l1"] == want["l1"]  # ... unless it feeds a later layer's gradient
 
 
 def test_layer_split_on_a_captured_rnnlm():
@@ -179,6 +182,10 @@ def test_layer_split_on_a_captured_rnnlm():
         assert list(lay_dev.values()) == ([[0], [0], [1], [1]] if k == 2 else [[0], [1], [2], [3]])
         # every device a contiguous range of layers; colocation groups whole
         assert np.all(np.diff([d for (d,) in lay_dev.values()]) >= 0)
+        if k == 4:  # the two LSTM layers, forward and backward, hold the same memory and work
+            mem = np.bincount(dev, weights=g.memory, minlength=4)
+            work = np.bincount(dev, weights=g.compute[:, 0], minlength=4)
+            assert mem[1] == pytest.approx(mem[2], rel=1e-12) and work[1] == pytest.approx(work[2], rel=1e-9)
         groups = g.colocation[g.colocation >= 0]
         assert len(groups) == 33 and all(len(set(dev[g.colocation == c].tolist())) == 1 for c in set(groups.tolist()))
 
