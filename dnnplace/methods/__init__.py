@@ -29,7 +29,7 @@ METHODS: tuple[Method, ...] = (
            options=baselines.ExpertOptions, kind="baseline"),
     Method("layer-split", ALL, baselines.run_layer_split,
            "Pesto Sec. 5.2 expert: the model's layers split evenly over the accelerators in order (integer layer "
-           "ids, as the lstm generator writes them)", kind="baseline"),
+           "ids, or the parameter-holding modules of a captured graph in program order)", kind="baseline"),
     # Tarnawski et al. (NeurIPS 2020)
     Method("dp", ("maxload", "latency"), tarnawski.run_dp,
            "exact max-load DP over ideals (Tarnawski Sec. 5.1, App. B); for latency: the max-load split (Sec. 7)",
