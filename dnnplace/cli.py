@@ -211,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a fast subset (CI)")
     p.add_argument("--fresh", action="store_true",
                    help="start over (the old runs.jsonl is kept as a timestamped runs.jsonl.<UTC time>.bak)")
-    p.add_argument("--out", metavar="DIR", help="output folder (default results/; Pesto experiments: results/pesto/)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default results/; the papers' experiments: "
+                   "results/pesto/, results/fastt/, results/celeritas/, results/pardnn/)")
     p.set_defaults(func=commands.cmd_reproduce)
 
     from dnnplace.capture_commands import add_parsers as add_capture_parsers
