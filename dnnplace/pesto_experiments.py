@@ -5,11 +5,15 @@
     dnnplace reproduce pesto-coarsening      # experiments/pesto-coarsening.toml
 
 (``pesto-congestion-wide`` and ``pesto-hardware-100`` are variants on a wider graph and
-with 100 coarse nodes.) Every number is a *simulation* (graphs/simulate.py, SPEC 2.1) of
-generated operator graphs on a modelled cluster, not a hardware measurement.
+with 100 coarse nodes; ``pesto-hardware-captured`` and ``pesto-coarsening-captured`` run
+Fig. 8 and the coarsening trade-off on the captured RNNLM-2x2048 graph with CP-SAT.) Every
+number is a *simulation* (graphs/simulate.py, SPEC 2.1) of generated or captured operator
+graphs (roofline costs) on a modelled cluster, not a hardware measurement.
 
 How an experiment runs: it generates its graph deterministically
-(:func:`dnnplace.graphs.generators.generate` with the config's ``graph`` table) and the
+(:func:`dnnplace.graphs.generators.generate` with the config's ``graph`` table) or loads
+the bundled workload file a ``graph`` string names (``"captured/rnnlm-2x2048.json"``,
+:func:`~dnnplace.pesto_runs.experiment_graph`), and the
 cluster variants it needs (GPU counts; compute and link speeds scaled by
 :func:`~dnnplace.pesto_runs.scaled_cluster`), writes each variant as a native instance
 file under ``<out>/<name>/instances/`` (the file name ends in a digest of its content,
@@ -26,7 +30,8 @@ link congestion). Tables go through :func:`dnnplace.tables.write_table`
 writes to ``<out>/<name>-quick/``.
 
 Methods: ``pesto`` (the coarsened ILP; options ``coarsen_to``, ``ilp_congestion``,
-``fallback``), the list schedulers ``heft``, ``etf``, ``m-topo``, ``m-etf`` and ``m-sct``
+``fallback``, and ``engine`` where the config names one), the list schedulers ``heft``,
+``etf``, ``m-topo``, ``m-etf`` and ``m-sct``
 (the *best list scheduler* is the best of their re-scored makespans; ETF-like ones only
 up to :data:`~dnnplace.pesto_runs.MAX_ETF_NODES` nodes, as
 :func:`dnnplace.heuristics.list_scheduling.best_list_schedule`) and ``layer-split``,

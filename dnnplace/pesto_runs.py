@@ -18,18 +18,20 @@ from typing import Any
 import numpy as np
 
 from dnnplace.config import RunSpec, graph_label_of
+from dnnplace.data import workloads_dir
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.generators import generate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
-from dnnplace.graphs.io import jsonable, placement_from_doc, save_instance
+from dnnplace.graphs.io import jsonable, load_instance, placement_from_doc, save_instance
 from dnnplace.graphs.io.native import instance_to_native
 from dnnplace.graphs.link_orders import link_priorities_from_doc
 from dnnplace.graphs.simulate import SimResult, simulate
 
 __all__ = ["Config", "Variant", "LIST_SCHEDULERS", "MAX_ETF_NODES", "EXPERT", "scaled_cluster", "write_variants",
-           "run_spec", "list_specs", "pesto_spec", "makespan_of", "best_list", "extra_of", "ilp_gap",
-           "pesto_source", "replay"]
+           "experiment_graph", "run_spec", "list_specs", "pesto_spec", "makespan_of", "best_list", "extra_of",
+           "ilp_gap", "pesto_source", "replay"]
 
 LIST_SCHEDULERS = ("heft", "etf", "m-topo", "m-etf", "m-sct")
 MAX_ETF_NODES = 3000  # ETF-like schedulers are skipped above this size (as best_list_schedule does)
@@ -43,7 +45,7 @@ class Config:
     name: str
     kind: str
     description: str = ""
-    graph: dict = field(default_factory=dict)        # generate(**graph)
+    graph: dict | str = field(default_factory=dict)  # generate(**graph), or a file under the bundled workloads
     cluster: dict = field(default_factory=dict)      # Cluster.single_host(**cluster)
     coarsen_to: int | None = 100
     coarse_sizes: tuple = (50, 100, 200, 300)
@@ -52,6 +54,7 @@ class Config:
     link_scales: tuple = (0.1, 0.3, 1.0, 3.0, 10.0)
     time_limit: float = 60.0
     rel_gap: float = 0.01
+    engine: str | None = None                        # the pesto method's exact engine (None: its default, the MIP)
     out_dir: str = "results/pesto"
 
     @classmethod
@@ -71,6 +74,23 @@ class Config:
     def solver(self) -> dict[str, Any]:
         """The ILP's solver options (one thread, the config's limits)."""
         return {"time_limit": self.time_limit, "rel_gap": self.rel_gap, "threads": 1}
+
+    def engine_label(self) -> str:
+        """The exact engine in words, for tables and plots."""
+        return "OR-Tools CP-SAT" if self.engine == "cpsat" else "HiGHS"
+
+
+def experiment_graph(cfg: Config) -> tuple[OpGraph, str]:
+    """The experiment's graph and where it comes from: ``generate(**cfg.graph)`` for a
+    table, else the graph of the bundled workload file ``cfg.graph`` names (a path under
+    :func:`dnnplace.data.workloads_dir`, e.g. ``"captured/rnnlm-2x2048.json"``)."""
+    if isinstance(cfg.graph, dict):
+        return generate(**cfg.graph), f"generate({cfg.graph})"
+    path = workloads_dir() / cfg.graph
+    if not path.is_file():
+        known = sorted(str(q.relative_to(workloads_dir())) for q in workloads_dir().glob("captured/*.json"))
+        raise InputError(f"experiment {cfg.name!r}: graph {cfg.graph!r} is no bundled workload file; e.g. {known}")
+    return load_instance(path).graph, f"workload {cfg.graph}"
 
 
 def scaled_cluster(base: Cluster, compute: float = 1.0, link: float = 1.0) -> Cluster:
@@ -130,8 +150,10 @@ def list_specs(v: Variant) -> list[RunSpec]:
 
 
 def pesto_spec(v: Variant, cfg: Config, coarsen_to: int | None, **params: Any) -> RunSpec:
-    """The run of the ``pesto`` method on ``v`` (coarsened to ``coarsen_to``) under the config's ILP limits."""
-    return run_spec(v, "pesto", {"coarsen_to": coarsen_to, **params}, cfg.solver())
+    """The run of the ``pesto`` method on ``v`` (coarsened to ``coarsen_to``, with the config's
+    engine where it names one) under the config's ILP limits."""
+    engine = {} if cfg.engine is None else {"engine": cfg.engine}
+    return run_spec(v, "pesto", {"coarsen_to": coarsen_to, **engine, **params}, cfg.solver())
 
 
 # ---------------------------------------------------------------------------- records

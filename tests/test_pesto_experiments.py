@@ -8,11 +8,13 @@ import csv
 import numpy as np
 import pytest
 
+from dnnplace.data import experiment_config
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators.lstm import lstm_grid
 from dnnplace.graphs.instance import Instance
 from dnnplace.pesto_experiments import Config, reproduce
+from dnnplace.pesto_runs import Variant, experiment_graph, pesto_spec, write_variants
 from dnnplace.registry import SolveRequest, solve
 from dnnplace.runner import read_runs
 
@@ -79,3 +81,27 @@ def test_layer_split_puts_each_lstm_layer_on_one_gpu_in_order():
                 SolveRequest(problem="makespan"))
     dev2 = np.array([int(two.placement[str(v)].removeprefix("gpu")) for v in g.ids])
     assert [sorted(set(dev2[layers == lay])) for lay in range(-1, 5)] == [[0], [0], [0], [1], [1], [1]]
+
+
+@pytest.mark.parametrize("name", ["pesto-hardware-captured", "pesto-coarsening-captured"])
+def test_captured_configs_load_the_bundled_rnnlm_and_run_cpsat(name, tmp_path):
+    cfg = Config.load(experiment_config(name))
+    g, source = experiment_graph(cfg)
+    assert g.n == 2634 and g.name == "rnnlm-2x2048" and source == "workload captured/rnnlm-2x2048.json"
+    v = write_variants(g, {"gpus2": (Cluster.single_host(2, with_cpu=False), 2, 1.0, 1.0)}, tmp_path, source)["gpus2"]
+    spec = pesto_spec(v, cfg, 100)
+    assert spec.params == {"coarsen_to": 100, "engine": "cpsat"} and spec.solver["time_limit"] == cfg.time_limit
+
+
+def test_generated_configs_keep_their_graph_source_and_run_keys():
+    cfg = Config.load(experiment_config("pesto-hardware"))
+    g, source = experiment_graph(cfg)
+    assert cfg.engine is None and source == f"generate({cfg.graph})" and g.meta  # as written into their instances
+    v = Variant("x", experiment_config("pesto-hardware"), g.n, 2)
+    assert pesto_spec(v, cfg, 60).params == {"coarsen_to": 60}  # no engine key: recorded runs still resume
+
+
+def test_unknown_workload_is_an_error():
+    cfg = Config(name="x", kind="hardware", graph="captured/no-such-model.json")
+    with pytest.raises(InputError, match="no-such-model.*rnnlm-2x2048"):
+        experiment_graph(cfg)
