@@ -356,3 +356,27 @@ def test_coarsened_pesto_never_worse_than_the_best_list_schedule_of_the_original
         compared += 1
         wins += res.objective < best_list * (1 - 1e-6)
     assert compared == 3 and wins >= 1, wins
+
+
+def test_coarsened_pesto_never_worse_than_a_rival_placement():
+    """The last stage also takes placements of the original graph from other heuristics
+    (``rivals``): the rival is scored (its fifo replay is recorded) and the answer is at
+    most that, and replays to what it reports."""
+    from dnnplace.formulations.pesto import pesto
+    from dnnplace.graphs.generators.lstm import lstm_grid
+    from dnnplace.heuristics.baselines import layer_split
+
+    checked = 0
+    for gpus in (2, 4):
+        g = lstm_grid(layers=4, steps=4, hidden=256, batch=32, vocab=1000, training=True, kinds=["gpu"])
+        cl = Cluster.single_host(gpus, with_cpu=False)
+        rival = layer_split(g, cl)
+        rival_ms = simulate(rival, policy="fifo").makespan
+        r = pesto(g, cl, coarsen_to=10, solver=SolverOptions(time_limit=4, threads=1), rivals=[("expert", rival)])
+        assert r.size["rivals"]["expert"] == pytest.approx(rival_ms, rel=1e-9)
+        assert r.makespan <= rival_ms * (1 + 1e-9), (gpus, r.makespan, rival_ms)
+        replay = simulate(r.placement, policy="order", priorities=r.priorities, congestion=True,
+                          link_priorities=r.link_priorities).makespan
+        assert replay == pytest.approx(r.makespan, rel=1e-9)
+        checked += 1
+    assert checked == 2

@@ -37,6 +37,8 @@ class PestoMethodOptions(Options):
     guided: bool = option(False, "coarsen only inside the devices of the original graph's best list schedule and "
                                  "start the ILP from it (on the 766-node LSTM graph it measured worse: see "
                                  "results/pesto/guided.md)")
+    expert_rival: bool = option(True, "coarsened runs: the last stage also compares with the layer-wise expert "
+                                      "(layer-split) where the graph has layer ids")
 
     def __post_init__(self):
         if self.coarsen_to is not None and self.coarsen_to < 1:
@@ -61,6 +63,20 @@ def run_list_scheduler(name: str):
     return run
 
 
+def _expert_rival(inst) -> list:
+    """The layer-wise expert's placement as a rival of Pesto's last stage, where the graph
+    has the layer ids it needs (none otherwise)."""
+    from dnnplace.graphs.errors import InputError
+    from dnnplace.heuristics.baselines import layer_split
+
+    if inst.graph.layers is None:
+        return []
+    try:
+        return [("expert:layer-split", layer_split(inst.graph, inst.require_cluster()))]
+    except InputError:
+        return []
+
+
 def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput:
     """Default limit 60 s on 1 thread; ``--warm-start none`` turns the list-schedule start off."""
     from dnnplace.formulations.pesto import pesto
@@ -72,7 +88,8 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
     r = pesto(inst.graph, inst.require_cluster(), coarsen_to=opts.coarsen_to, congestion=req.congestion,
               ilp_congestion=opts.ilp_congestion, warm_start=(req.warm_start or "list") != "none", solver=sopts,
               options=PestoOptions(memory=opts.memory), fallback=opts.fallback, engine=opts.engine,
-              guided=opts.guided, coarsen_with=opts.coarsen_with)
+              guided=opts.guided, coarsen_with=opts.coarsen_with,
+              rivals=_expert_rival(inst) if opts.expert_rival else ())
     extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
              "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
              "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
