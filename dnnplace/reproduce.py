@@ -339,7 +339,8 @@ FASTT_EXPERIMENTS = ("fastt-scaling", "fastt-splits", "fastt-memory")
 PARDNN_EXPERIMENTS = ("pardnn-speedup", "pardnn-memory")
 CELERITAS_EXPERIMENTS = ("celeritas-table2", "celeritas-table3", "celeritas-table4", "celeritas-fig6")
 PESTO_EXPERIMENTS = ("pesto-congestion", "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100",
-                     "pesto-coarsening", "pesto-hardware-captured", "pesto-coarsening-captured")
+                     "pesto-coarsening", "pesto-hardware-captured", "pesto-coarsening-captured",
+                     "pesto-congestion-captured")
 REPRODUCTIONS: dict[str, Callable[..., Path]] = {
     "tarnawski-table1": table1,
     "tarnawski-table3": table3,

@@ -19,7 +19,7 @@ def _rows(path):
 def test_registered_names():
     assert set(REPRODUCTIONS) == {"tarnawski-table1", "tarnawski-table3", "tarnawski-table4", "pesto-congestion",
                                   "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100", "pesto-coarsening",
-                                  "pesto-hardware-captured", "pesto-coarsening-captured",
+                                  "pesto-hardware-captured", "pesto-coarsening-captured", "pesto-congestion-captured",
                                   "fastt-scaling", "fastt-splits", "fastt-memory", "celeritas-table2",
                                   "celeritas-table3", "celeritas-table4", "celeritas-fig6", "pardnn-speedup",
                                   "pardnn-memory"}
