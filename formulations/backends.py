@@ -113,9 +113,9 @@ def _highs_threads(threads: int | None) -> None:
     _HIGHS_THREADS[:] = [threads]
 
 
-def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
-    """Solve with the persistent HiGHS interface ``solver``: warm start through
-    ``setSolution``, trace from the MIP callbacks, Ctrl-C through the interrupt callbacks."""
+def _hand_over(model, solver, base) -> None:
+    """Give ``model`` to the persistent ``solver`` (timed as ``handoff_seconds``) and turn
+    its automatic model updates off: the model is not changed after the hand-over."""
     t0 = time.perf_counter()
     solver.set_instance(model)
     base["handoff_seconds"] = time.perf_counter() - t0
@@ -124,6 +124,12 @@ def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
                 "update_vars", "update_parameters", "update_named_expressions", "update_objective"):
         if hasattr(solver.config.auto_updates, key):
             setattr(solver.config.auto_updates, key, False)
+
+
+def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
+    """Solve with the persistent HiGHS interface ``solver``: warm start through
+    ``setSolution``, trace from the MIP callbacks, Ctrl-C through the interrupt callbacks."""
+    _hand_over(model, solver, base)
     h = solver._solver_model  # the underlying highspy.Highs object
     sense = 1.0
     trace: list[tuple[float, float | None, float | None]] = []
@@ -259,14 +265,7 @@ def solve_scip(model, solver, options, warm_start, base) -> SolveOutcome:
     ``limits/gap`` stops a little later than HiGHS or Gurobi at the same ``rel_gap``)."""
     import pyscipopt
 
-    t0 = time.perf_counter()
-    solver.set_instance(model)
-    base["handoff_seconds"] = time.perf_counter() - t0
-    for key in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
-                "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints",
-                "update_vars", "update_parameters", "update_named_expressions", "update_objective"):
-        if hasattr(solver.config.auto_updates, key):
-            setattr(solver.config.auto_updates, key, False)
+    _hand_over(model, solver, base)
     scip = solver._solver_model  # the underlying pyscipopt.Model
     trace: list[tuple[float, float | None, float | None]] = []
     events = pyscipopt.SCIP_EVENTTYPE.BESTSOLFOUND | pyscipopt.SCIP_EVENTTYPE.DUALBOUNDIMPROVED
