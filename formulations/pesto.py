@@ -173,7 +173,7 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
           extra_starts: list | None = None, refine_share: float = 0.2, guided: bool = False,
           rivals: Sequence[tuple[str, Placement]] = (),
           coarsen_with: str = "pesto",
-          engine: str = "mip") -> PestoRun:
+          engine: str = "mip", relaxed_start: float = 0.0) -> PestoRun:
     """Run the Pesto pipeline (see the module docstring).
 
     Parameters
@@ -235,6 +235,13 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         (:mod:`~dnnplace.formulations.pesto_cpsat`, extra ``dnnplace[cpsat]``; its
         ``threads`` are CP-SAT workers). Both hand over placement, device and link
         orders the same way.
+    relaxed_start : float
+        With congestion in the ILP: first solve the same model *without* congestion
+        constraints (7) for this share of the ILP's time, replay its schedule with
+        congestion (FCFS links) and, when it beats the list schedule, make it the
+        horizon and MIP start of the full model (``0`` skips the phase;
+        ``extra["model_size"]["relaxed_start"]`` records it). Without (7) the model has
+        no transfer-pair order variables, so on coarse graphs it solves far sooner.
     """
     from dnnplace.heuristics.coarsening import coarsen
     from dnnplace.heuristics.fusion import fuse_to
@@ -293,31 +300,37 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
             dev0, pl0, sim0, warm_name = dev_x, pl_x, sim_x, name_x
     horizon = safe_horizon(cg, cluster) if not memory_ok(pl0) else sim0.makespan
     horizon = horizon if horizon > 0 else 1.0
+    if refining and limit is not None:  # the ILP leaves the refinement its share of the whole limit
+        left = limit - (time.perf_counter() - t0) - limit * refine_share
+        solver = dataclasses.replace(solver, time_limit=max(1.0, left))
+    start_ok = warm_start and memory_ok(pl0)
+    size = {"engine": engine, "coarse_nodes": cg.n, "coarse_edges": cg.m, "list_scores": scores}
+    if ilp_cong and relaxed_start > 0 and solver.time_limit is not None:
+        # the congestion-free model (far fewer order variables) first; its schedule,
+        # replayed with congestion, is a candidate start for the full model
+        t_r = time.perf_counter()
+        share = dataclasses.replace(solver, time_limit=max(1.0, relaxed_start * solver.time_limit))
+        out_r, times_r, _, _ = _solve_exact(cg, cluster, horizon, dataclasses.replace(opts, congestion=False), share,
+                                            engine, (dev0, sim0.start, {}) if start_ok else None)
+        size["relaxed_start"] = {"status": out_r.status, "objective": out_r.incumbent, "bound": out_r.bound}
+        if times_r is not None:
+            cpl_r, pr_r, _, _ = ilp_orders(times_r, cg, np.arange(cg.n), cg)
+            sim_r = simulate(cpl_r, policy="order", priorities=pr_r, congestion=True)
+            size["relaxed_start"]["replayed"] = sim_r.makespan
+            if memory_ok(cpl_r) and (sim_r.makespan < sim0.makespan or not memory_ok(pl0)):
+                dev0 = canonical_relabel(cg, cluster, cpl_r.device) if opts.symmetry else cpl_r.device
+                pl0, sim0, warm_name, horizon = Placement(cg, cluster, dev0), sim_r, "relaxation", sim_r.makespan
+                start_ok = warm_start
+        solver = dataclasses.replace(solver, time_limit=max(1.0, solver.time_limit - (time.perf_counter() - t_r)))
+    size["horizon"] = horizon
     # the warm start on the original graph (what it would give alone)
     pr_warm = expand_priorities(labels, sim0.start, graph)
     pl_warm = Placement(graph, cluster, dev0[labels])
     warm_ms = simulate(pl_warm, policy="order", priorities=pr_warm, congestion=congestion).makespan
-
-    if refining and limit is not None:  # the ILP leaves the refinement its share of the whole limit
-        left = limit - (time.perf_counter() - t0) - limit * refine_share
-        solver = dataclasses.replace(solver, time_limit=max(1.0, left))
     xs0 = {int(e): float(s) for e, s in zip(sim0.xfer_edge, sim0.xfer_start)}
-    start_ok = warm_start and memory_ok(pl0)
-    size = {"engine": engine, "coarse_nodes": cg.n, "coarse_edges": cg.m, "horizon": horizon, "list_scores": scores}
-    if engine == "cpsat":
-        from dnnplace.formulations.pesto_cpsat import solve_pesto_cpsat
-
-        out, times = solve_pesto_cpsat(cg, cluster, horizon=horizon, options=opts, solver=solver,
-                                       warm_start=(dev0, sim0.start, xs0) if start_ok else None)
-        build = out.build_seconds
-    else:
-        t1 = time.perf_counter()
-        model = build_pesto_model(cg, cluster, horizon=horizon, options=opts)
-        build = time.perf_counter() - t1
-        ws = warm_start_values(model, dev0, sim0.start, xs0) if start_ok else None
-        out = solve_model(model, solver, warm_start=ws, build_seconds=build)
-        size.update(node_pairs=len(model.pesto.node_pairs), transfer_pairs=len(model.pesto.xfer_pairs))
-        times = decode_times(model) if out.has_solution else None
+    out, times, build, extra_size = _solve_exact(cg, cluster, horizon, opts, solver, engine,
+                                                 (dev0, sim0.start, xs0) if start_ok else None)
+    size.update(extra_size)
     size.update(vars=out.n_vars, constraints=out.n_cons, binaries=out.n_binaries)
     run_kw = dict(warm_makespan=warm_ms, warm_algorithm=warm_name, coarse_n=cg.n, build_seconds=build,
                   solve_seconds=out.solve_seconds + out.handoff_seconds, coarsen_seconds=t_coarsen, size=size,
@@ -338,7 +351,7 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         return PestoRun(pl, pr, ms, "feasible", out.termination, bound, source=source, link_priorities=lp,
                         message=out.message or f"ILP: {out.status} ({out.termination}); {source} returned",
                         **run_kw)
-    cpl, pr, lp, cstart = ilp_orders(times if engine == "mip" else times.as_tuple(), graph, labels, cg)
+    cpl, pr, lp, cstart = ilp_orders(times, graph, labels, cg)
     pl = Placement(graph, cluster, cpl.device[labels])
     ms = simulate(pl, policy="order", priorities=pr, congestion=congestion, link_priorities=lp).makespan
     link_order = "ilp" if lp is not None else "fcfs"
@@ -379,6 +392,26 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
     return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, coarse_placement=cpl,
                     coarse_start=cstart, link_priorities=lp, **run_kw)
+
+
+def _solve_exact(cg: OpGraph, cluster: Cluster, horizon: float, opts: PestoOptions, solver: SolverOptions,
+                 engine: str, start: tuple | None):
+    """Build and solve the makespan model of ``cg`` with ``engine`` from ``start``
+    (``(device, start, transfer starts)`` or ``None``): ``(outcome, times or None,
+    build seconds, model-size entries)``, ``times`` as :func:`ilp_orders` reads them."""
+    if engine == "cpsat":
+        from dnnplace.formulations.pesto_cpsat import solve_pesto_cpsat
+
+        out, times = solve_pesto_cpsat(cg, cluster, horizon=horizon, options=opts, solver=solver, warm_start=start)
+        return out, None if times is None else times.as_tuple(), out.build_seconds, {}
+    t1 = time.perf_counter()
+    model = build_pesto_model(cg, cluster, horizon=horizon, options=opts)
+    build = time.perf_counter() - t1
+    ws = warm_start_values(model, *start) if start is not None else None
+    out = solve_model(model, solver, warm_start=ws, build_seconds=build)
+    times = decode_times(model) if out.has_solution else None
+    return out, times, build, {"node_pairs": len(model.pesto.node_pairs),
+                               "transfer_pairs": len(model.pesto.xfer_pairs)}
 
 
 def _guided_start(cg: OpGraph, cluster: Cluster, labels: np.ndarray, cdev: np.ndarray, priorities: np.ndarray,

@@ -31,25 +31,35 @@ def test_congestion_quick_runs_through_the_driver(congestion_quick):
     folder = md.parent
     assert folder == out / "congestion-quick" and md.exists() and (folder / "table.csv").exists()
     recs = read_runs(folder / "runs.jsonl")
-    assert len(recs) == 2
+    assert len(recs) == 3
     assert all(r["method"] == "pesto" for r in recs)
-    assert {r["run"]["params"]["ilp_congestion"] for r in recs} == {False, True}
+    def label(r):
+        p = r["run"]["params"]
+        return ("with" if p["ilp_congestion"] else "without") + ("_relaxed" if p.get("relaxed_start") else "")
+    assert sorted(label(r) for r in recs) == ["with", "with_relaxed", "without"]
     assert all(r["run"]["params"]["fallback"] is False for r in recs)
     for r in recs:  # status from the evaluation, on an ordinary instance file
         assert r["status"] in ("feasible", "optimal", "infeasible", "memory_infeasible")
         assert r["evaluation"]["feasible"] == (r["status"] in ("feasible", "optimal"))
         assert r["run"]["solver"]["time_limit"] == 10.0
         assert (folder / "instances").is_dir() and r["run"]["graph"].endswith(".json")
-    by_flag = {r["run"]["params"]["ilp_congestion"]: r for r in recs}
+    relaxed = next(r for r in recs if label(r) == "with_relaxed")
+    # the relaxed phase ran and is recorded; its start is what it replayed when it beat the list schedule
+    info = relaxed["extra"]["model_size"]["relaxed_start"]
+    assert set(info) >= {"status", "objective", "bound"} and info["objective"] is not None
+    if relaxed["extra"]["warm_algorithm"] == "relaxation":
+        assert relaxed["extra"]["model_size"]["horizon"] == pytest.approx(info["replayed"])
+    by_label = {label(r): r for r in recs}
     with open(folder / "table.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 2
-    for row in rows:  # every makespan in the table is its record's evaluation
-        rec = by_flag[row["ilp_congestion"] == "True"]
+    assert [row["ilp"] for row in rows] == ["without congestion", "with congestion",
+                                            "with congestion relaxed start"]
+    for row, key in zip(rows, ("without", "with", "with_relaxed"), strict=True):
+        rec = by_label[key]  # every makespan in the table is its record's evaluation
         assert float(row["makespan"]) == rec["evaluation"]["objective"]
         assert float(row["makespan_no_congestion"]) <= float(row["makespan"]) + 1e-9
-    assert sorted(p.name for p in folder.glob("gantt_*.png")) == ["gantt_with_congestion.png",
-                                                                  "gantt_without_congestion.png"]
+    assert sorted(p.name for p in folder.glob("gantt_*.png")) == [
+        "gantt_with_congestion.png", "gantt_with_congestion_relaxed_start.png", "gantt_without_congestion.png"]
 
 
 def test_congestion_quick_resumes(congestion_quick):

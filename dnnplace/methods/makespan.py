@@ -37,12 +37,17 @@ class PestoMethodOptions(Options):
     guided: bool = option(False, "coarsen only inside the devices of the original graph's best list schedule and "
                                  "start the ILP from it (on the 766-node LSTM graph it measured worse: see "
                                  "results/pesto/guided.md)")
+    relaxed_start: float = option(0.0, "with congestion in the ILP: share of the ILP's time for the same model "
+                                        "without congestion constraints first, whose schedule (replayed with "
+                                        "congestion) becomes the start when it beats the list schedule")
     expert_rival: bool = option(True, "coarsened runs: the last stage also compares with the layer-wise expert "
                                       "(layer-split) where the graph has layer ids")
 
     def __post_init__(self):
         if self.coarsen_to is not None and self.coarsen_to < 1:
             raise ValueError(f"option 'coarsen_to' must be >= 1, got {self.coarsen_to}")
+        if not 0.0 <= self.relaxed_start < 1.0:
+            raise ValueError(f"option 'relaxed_start' must be in [0, 1), got {self.relaxed_start}")
         if self.engine not in ("mip", "cpsat"):
             raise ValueError(f"option 'engine' must be 'mip' or 'cpsat', got {self.engine!r}")
 
@@ -88,7 +93,7 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
     r = pesto(inst.graph, inst.require_cluster(), coarsen_to=opts.coarsen_to, congestion=req.congestion,
               ilp_congestion=opts.ilp_congestion, warm_start=(req.warm_start or "list") != "none", solver=sopts,
               options=PestoOptions(memory=opts.memory), fallback=opts.fallback, engine=opts.engine,
-              guided=opts.guided, coarsen_with=opts.coarsen_with,
+              guided=opts.guided, coarsen_with=opts.coarsen_with, relaxed_start=opts.relaxed_start,
               rivals=_expert_rival(inst) if opts.expert_rival else ())
     extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
              "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
