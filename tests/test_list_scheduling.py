@@ -154,10 +154,10 @@ def _reference_etf_core(graph, cluster, name, *, insertion, congestion, memory, 
     step evaluates every (ready node, device) pair and commits the least
     ``(start, -blevel, finish, topo position)``, the first device on ties."""
     from dnnplace.graphs.levels import blevel
-    from dnnplace.heuristics.list_scheduling import _State
     from dnnplace.heuristics.nominal import nominal_costs
+    from dnnplace.heuristics.schedule_state import ScheduleState
 
-    st = _State(graph, cluster, congestion, insertion)
+    st = ScheduleState(graph, cluster, congestion, insertion)
     w, c = nominal_costs(graph, cluster, "mean")
     bl = blevel(graph, kind=w, comm=c).tolist()
     tp = graph.topo_position.tolist()
