@@ -26,7 +26,8 @@ import time
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.simulate import simulate
-from dnnplace.heuristics.fastt import cpop, dpos, os_dpos
+from dnnplace.heuristics.fastt import cpop, dpos
+from dnnplace.heuristics.os_dpos import os_dpos
 
 # FastT Table 4: seconds to run Algorithm 2 (with profiling), at 2 / 4 / 8 GPUs
 TABLE4 = {

@@ -53,13 +53,8 @@ by the largest-priority successor) entirely on the one device minimising its sum
 (that holds its memory; else the prefix rule), the others from a ready queue by priority.
 It isolates what DPOS's max-rank and prefix rule contribute (``HEURISTICS.md`` 4).
 
-OS-DPOS (Alg. 2, Sec. 5.2) splits ops on the critical path of the DPOS schedule (the
-longest path under the placed costs, A5) that have a split rule
-(:mod:`dnnplace.graphs.op_split`), heaviest first: each is tried along every dimension its
-rule allows and into ``n in parts`` pieces (default ``2..K``, A3), DPOS is rerun on each
-split graph (A4), the best is kept if it lowers the makespan, and the loop stops at the
-first candidate whose best split does not help (A2: candidates without a rule are
-filtered out first). A time budget returns the best state found.
+OS-DPOS (Alg. 2), which splits critical-path ops and reruns DPOS, is in
+:mod:`dnnplace.heuristics.os_dpos`.
 
 Theorem 1 (``omega_DPOS <= 2 omega_opt + C_max``) is a claim measured by the tests, not an
 invariant (its Case 1 assumes every op took its EFT device, which CP ops do not).
@@ -77,8 +72,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,15 +80,14 @@ import numpy as np
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.levels import blevel, critical_path, tlevel
-from dnnplace.graphs.op_split import SplitRules, split_operation, splittable_ops
+from dnnplace.graphs.levels import blevel, tlevel
 from dnnplace.graphs.placement import Placement, Schedule
 from dnnplace.graphs.terminals import Terminals, with_terminals
 from dnnplace.heuristics.memory import ON_OOM, best_effort_device, repair_static_memory
 from dnnplace.heuristics.nominal import nominal_costs
 from dnnplace.heuristics.timeline import Timeline
 
-__all__ = ["FastTSchedule", "OSDPOSResult", "dpos", "cpop", "os_dpos", "placed_critical_path"]
+__all__ = ["FastTSchedule", "dpos", "cpop"]
 
 _TINY = 1e-300  # a zero-time op asks for a slot of this length: never inside a busy interval
 
@@ -468,153 +461,3 @@ def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str
 
 
 # ---------------------------------------------------------------------------- OS-DPOS
-@dataclass(frozen=True, eq=False)
-class OSDPOSResult:
-    """OS-DPOS's best state: the DPOS schedule of the split graph ``schedule.graph``, the
-    accepted splits ``(op id, dimension, parts)``, the starting DPOS estimate, the number
-    of DPOS trials, the seconds to the first accepted split (``None``: none), whether
-    the time budget ran out, the candidates listed and the final ``score`` (the value
-    splits had to lower: the planner's estimate unless a ``score`` was given)."""
-
-    schedule: FastTSchedule
-    splits: tuple[tuple[str, str, int], ...]
-    dpos_estimate: float
-    trials: int
-    seconds: float
-    time_to_first_improvement: float | None
-    timed_out: bool
-    candidates: tuple[str, ...]
-    score: float
-
-    @property
-    def graph(self) -> OpGraph:
-        return self.schedule.graph
-
-    @property
-    def planner_estimate(self) -> float:
-        return self.schedule.planner_estimate
-
-
-def placed_critical_path(s: FastTSchedule) -> np.ndarray:
-    """The longest path under the placed costs: ``w(v, S(v))`` per node and
-    ``comm(u, v, S(u), S(v))`` per edge (Alg. 2 line 4, A5)."""
-    g, p = s.graph, s.placement
-    w = s.finish - s.start
-    cl = p.cluster
-    c = cl.transfer_time(p.device[g.src], p.device[g.dst], g.edge_bytes, g.edge_cost)
-    return critical_path(g, kind=w, comm=c)[1]
-
-
-def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[str]] | None = None,
-            parts: Sequence[int] | None = None, recompute_cp: bool = False, max_candidates: int | None = None,
-            kappa: float | None = None, aux_cost_per_byte: float = 0.0, time_limit: float | None = None,
-            nominal: str = "max", on_oom: str = "best_effort",
-            score: Callable[[FastTSchedule], float] | None = None, congestion: bool = False) -> OSDPOSResult:
-    """FastT's OS-DPOS (Alg. 2): DPOS, then split critical-path ops while it helps.
-
-    Parameters
-    ----------
-    rules : mapping op type -> dimensions, optional
-        Split rules (default :data:`~dnnplace.graphs.op_split.SPLIT_RULES`; ``"*"`` for
-        every op type). An unknown dimension is an :class:`InputError`.
-    parts : sequence of int, optional
-        Part counts to try (default ``2..K``, ``K`` the devices that run the op).
-    recompute_cp : bool
-        After an accepted split, recompute the critical path and its candidates
-        (skipping ops already tried); the paper keeps the first list.
-    max_candidates : int, optional
-        Try at most this many candidates.
-    kappa : float, optional
-        Per-part kernel overhead; default 5 µs in ``graph.unit``
-        (:class:`~dnnplace.graphs.batch_model.BatchModel`).
-    aux_cost_per_byte : float
-        Time per byte of the aux split/concat nodes (0: views).
-    time_limit : float, optional
-        Seconds; the best state so far is returned when it runs out.
-    score : callable, optional
-        The makespan a split must lower: default the planner's estimate (the paper's
-        ``T``); e.g. a simulation with link congestion, which the planner ignores.
-    congestion : bool
-        Run DPOS with its congestion-aware planner (:func:`dpos`).
-
-    Examples
-    --------
-    ``a -> b -> c`` with a heavy ``b`` on two GPUs with free links: ``b`` is split in two.
-
-    >>> from dnnplace.graphs import Cluster, OpGraph
-    >>> g = OpGraph(ids="abc", kinds=["gpu"], compute=[[1.0], [8.0], [1.0]], memory=[0] * 3,
-    ...             src=[0, 1], dst=[1, 2], op_types=["Relu", "Conv2D", "Relu"])
-    >>> cl = Cluster.from_links(Cluster.single_host(2, with_cpu=False).devices)
-    >>> r = os_dpos(g, cl, kappa=0.5)
-    >>> r.dpos_estimate, r.planner_estimate, r.splits
-    (10.0, 6.5, (('b', 'batch', 2),))
-    """
-    from dnnplace.graphs.batch_model import BatchModel
-
-    t0 = time.perf_counter()
-    rules_ = SplitRules(rules)
-    if parts is not None:
-        bad = [k for k in parts if int(k) < 2]
-        if bad:
-            raise InputError(f"OS-DPOS parts: every part count must be >= 2, got {bad[0]}")
-    kap = BatchModel(1).floor(graph) if kappa is None else float(kappa)
-    best = dpos(graph, cluster, nominal=nominal, on_oom=on_oom, congestion=congestion)
-    value = score if score is not None else (lambda sched: sched.planner_estimate)
-    first = best.planner_estimate
-    best_value = value(best)
-    trials, t_first, timed_out = 1, None, False
-    tried: set[str] = set()
-    accepted: list[tuple[str, str, int]] = []
-    runs_on = ~np.isnan(cluster.compute_matrix(graph))
-
-    def over() -> bool:
-        return time_limit is not None and time.perf_counter() - t0 > time_limit
-
-    def candidates(s: FastTSchedule) -> list[str]:
-        g = s.graph
-        cp = [v for v in placed_critical_path(s).tolist() if str(g.ids[v]) not in tried]
-        cp = splittable_ops(g, rules_, cp)
-        dur = s.finish - s.start
-        cp.sort(key=lambda v: (-dur[v], g.topo_position[v]))
-        return [str(g.ids[v]) for v in cp]
-
-    queue = candidates(best)
-    listed = list(queue)
-    if max_candidates is not None:
-        queue = queue[:max_candidates]
-    while queue and not timed_out:
-        op = queue.pop(0)
-        tried.add(op)
-        g = best.graph
-        v = g.index_of(op)
-        o = graph.index_of(op) if op in graph.index else None
-        k_dev = int(runs_on[o].sum()) if o is not None else cluster.size
-        if k_dev < 2:
-            continue  # "never split ops that only one device can run"
-        counts = sorted({int(k) for k in parts}) if parts is not None else list(range(2, k_dev + 1))
-        found = None
-        for n in counts:
-            for dim in rules_.of(g, v):
-                if over():
-                    timed_out = True
-                    break
-                s = dpos(split_operation(g, v, dim, n, kappa=kap, aux_cost_per_byte=aux_cost_per_byte), cluster,
-                         nominal=nominal, on_oom=on_oom, congestion=congestion)
-                trials += 1
-                v_s = value(s)
-                if found is None or v_s < found[3] - 1e-12:
-                    found = (s, dim, n, v_s)
-            if timed_out:
-                break
-        if found is not None and found[3] < best_value - 1e-12 * max(1.0, abs(best_value)):
-            best, best_value = found[0], found[3]
-            accepted.append((op, found[1], found[2]))
-            if t_first is None:
-                t_first = time.perf_counter() - t0
-            if recompute_cp:
-                queue = candidates(best)
-                listed.extend(q for q in queue if q not in listed)
-        elif not timed_out:
-            break  # the paper's rule: stop at the first candidate whose best split does not help
-    return OSDPOSResult(best, tuple(accepted), first, trials, time.perf_counter() - t0, t_first, timed_out,
-                        tuple(listed), best_value)

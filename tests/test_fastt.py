@@ -22,8 +22,9 @@ from dnnplace.graphs.levels import blevel
 from dnnplace.graphs.op_split import SplitRules, check_split, split_operation
 from dnnplace.graphs.simulate import simulate
 from dnnplace.graphs.terminals import with_terminals
-from dnnplace.heuristics.fastt import cpop, dpos, os_dpos
+from dnnplace.heuristics.fastt import cpop, dpos
 from dnnplace.heuristics.nominal import nominal_costs
+from dnnplace.heuristics.os_dpos import os_dpos
 from dnnplace.registry import SolveRequest, solve
 
 FINDINGS = Path(__file__).parent / "findings"

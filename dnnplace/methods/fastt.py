@@ -1,5 +1,6 @@
 """FastT's methods (Yi et al., Middleware'20): DPOS, OS-DPOS, the data-parallel baseline
-and CPOP (:mod:`dnnplace.heuristics.fastt`, :mod:`dnnplace.graphs.data_parallel`).
+and CPOP (:mod:`dnnplace.heuristics.fastt`, :mod:`dnnplace.heuristics.os_dpos`,
+:mod:`dnnplace.graphs.data_parallel`).
 
 DPOS, OS-DPOS and CPOP output a placement and a per-device order; the objective is the
 simulator replaying that order strictly (``policy="order"``) under the request's
@@ -193,7 +194,7 @@ def run_cpop(inst, req: SolveRequest, opts: CPOPOptions) -> MethodOutput:
 
 def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
     """Time limit: the request's solver time limit (default 60 s); the best state is kept."""
-    from dnnplace.heuristics.fastt import os_dpos
+    from dnnplace.heuristics.os_dpos import os_dpos
 
     g, dp = _instance_graph(inst, opts.start, half_batch=opts.half_batch)
     parts = None
