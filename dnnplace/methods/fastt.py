@@ -52,28 +52,30 @@ _CONG = option(False, "our extension: the planner models link congestion (transf
 
 
 @dataclass(frozen=True)
-class DPOSOptions(Options):
+class _PlannerOptions(Options):
+    """The options every FastT planner (DPOS, CPOP, OS-DPOS) shares."""
+
+    start: Literal["graph", "data-parallel", "auto"] = _START
+    half_batch: float = _HALF
+    keep_start: bool = _KEEP
+    planner_congestion: bool = _CONG
+
+
+@dataclass(frozen=True)
+class DPOSOptions(_PlannerOptions):
     nominal: Literal["max", "mean", "min"] = option("max", "nominal costs of the upward rank (FastT: max)")
     on_oom: Literal["best_effort", "raise"] = option("best_effort", "an op no device has memory for: the device "
                                                                     "with most free memory, or an error")
-    start: Literal["graph", "data-parallel", "auto"] = _START
-    half_batch: float = _HALF
-    keep_start: bool = _KEEP
-    planner_congestion: bool = _CONG
 
 
 @dataclass(frozen=True)
-class CPOPOptions(Options):
+class CPOPOptions(_PlannerOptions):
     nominal: Literal["max", "mean", "min"] = option("mean", "nominal costs of rank_u + rank_d (CPOP: mean)")
     on_oom: Literal["best_effort", "raise"] = option("best_effort", "as for dpos")
-    start: Literal["graph", "data-parallel", "auto"] = _START
-    half_batch: float = _HALF
-    keep_start: bool = _KEEP
-    planner_congestion: bool = _CONG
 
 
 @dataclass(frozen=True)
-class OSDPOSOptions(Options):
+class OSDPOSOptions(_PlannerOptions):
     rules: str | None = option(None, "split rules 'OpType=dim+dim;...' ('*' = every type; dims: batch, channel, "
                                      "batch-sum); default: the table of graphs/op_split.py")
     parts: str | None = option(None, "part counts to try, e.g. '2,4' (default 2..number of GPUs)")
@@ -85,10 +87,6 @@ class OSDPOSOptions(Options):
     score: Literal["planner", "simulation"] = option("planner", "what a split must lower: the planner's estimate "
                                                                 "(paper) or the strict replay under the request's "
                                                                 "congestion")
-    start: Literal["graph", "data-parallel", "auto"] = _START
-    half_batch: float = _HALF
-    keep_start: bool = _KEEP
-    planner_congestion: bool = _CONG
 
 
 @dataclass(frozen=True)
