@@ -32,7 +32,7 @@ from typing import Any
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.results import relative_gap
-from dnnplace.tables import Column, write_table
+from dnnplace.tables import Column, fixed, percent, write_table
 
 __all__ = ["load_records", "rows", "time_to_gap", "compare", "GAPS", "PROFILE_GAPS"]
 
@@ -134,20 +134,12 @@ def _pct(g: float) -> str:
     return f"{100 * g:g}%"
 
 
-def _fmt_gap(v: float) -> str:
-    return f"{100 * v:.2f}%"
-
-
-def _fmt_s(v: float) -> str:
-    return f"{v:.2f}"
-
-
 def _columns() -> list[Column]:
     cols = [Column("instance"), Column("method"), Column("backend"), Column("status"),
             Column("objective", numeric=True), Column("bound", numeric=True),
-            Column("certified_gap", "certified gap", fmt=_fmt_gap, numeric=True)]
-    cols += [Column(f"t_{_pct(g)}", f"t to {_pct(g)} (s)", fmt=_fmt_s, numeric=True) for g in GAPS]
-    cols += [Column("solve_s", "solve s", fmt=_fmt_s, numeric=True), Column("build_s", "build s", fmt=_fmt_s,
+            Column("certified_gap", "certified gap", fmt=percent(2), numeric=True)]
+    cols += [Column(f"t_{_pct(g)}", f"t to {_pct(g)} (s)", fmt=fixed(2), numeric=True) for g in GAPS]
+    cols += [Column("solve_s", "solve s", fmt=fixed(2), numeric=True), Column("build_s", "build s", fmt=fixed(2),
                                                                            numeric=True),
              Column("time_limit", "limit s", fmt=lambda v: f"{v:g}", numeric=True), Column("message")]
     return cols

@@ -34,7 +34,7 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.stats import average_parallelism
 from dnnplace.registry import SolveRequest, SolverOptions, solve
-from dnnplace.tables import Column, write_table
+from dnnplace.tables import Column, fixed, percent, write_table
 
 __all__ = ["NAMES", "Model", "model_graph", "reproduce"]
 
@@ -126,14 +126,6 @@ def _oom(rec: dict) -> str:
     return marks or "-"
 
 
-def _ms(x: float | None) -> str:
-    return "" if x is None else f"{x:.1f}"
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
 def _pardnn_ccr(g: OpGraph, cl: Cluster) -> float:
     """PARDNN's CCR: sum of nominal edge times / sum of node times (its code's definition)."""
     from dnnplace.heuristics.pardnn_slicing import target_costs, target_devices
@@ -187,13 +179,13 @@ def _speedup(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
             rows.append(row)
     labels = [s["label"] for s in doc["methods"]]
     cols = [Column("model"), Column("nodes", numeric=True), Column("gpus", "GPUs", numeric=True)]
-    cols += [Column(f"{lb} ms", lb, _ms, True) for lb in labels]
+    cols += [Column(f"{lb} ms", lb, fixed(1), True) for lb in labels]
     cols += [Column(f"{lb} / PARDNN", f"{lb} / {doc['reference']}", numeric=True) for lb in labels
              if not lb.startswith("PARDNN")]
     cols += [Column(f"{lb} OOM", f"OOM {lb}") for lb in labels]
     cols += [Column(f"{lb} s", f"{lb} s", numeric=True) for lb in labels]
     cols += [Column("lc_limited", "LC time-limited")]
-    cols += [Column(f"{lb} moved", f"moved by heur. I ({lb})", _pct, True)
+    cols += [Column(f"{lb} moved", f"moved by heur. I ({lb})", percent(1), True)
              for lb in labels if lb.startswith("PARDNN")]
     cols += [Column("dop", "DoP", numeric=True), Column("paper_dop", "paper DoP", numeric=True),
              Column("ccr", "CCR", numeric=True), Column("paper_ccr", "paper CCR", numeric=True), Column("source")]

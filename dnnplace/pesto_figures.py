@@ -44,10 +44,12 @@ from dnnplace.pesto_runs import (
     write_variants,
 )
 from dnnplace.runner import execute
-from dnnplace.tables import Column, write_table
+from dnnplace.tables import Column, fixed, percent, write_table
 
 __all__ = ["RUNNERS", "run_congestion", "run_hardware", "run_coarsening", "write_experiment_table"]
 
+
+_PCT, _SIGNED_PCT, _MS, _SECONDS = percent(2), percent(1, signed=True), fixed(3), fixed(1)  # cell formats
 
 # ---------------------------------------------------------------------------- tables
 def _problems(specs: list[RunSpec], done: dict[str, dict]) -> list[str]:
@@ -88,22 +90,6 @@ def write_experiment_table(out: Path, title: str, columns: list[Column], rows: l
                        footer=[*footer, "", *problems] if problems else footer)
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.2f}%"
-
-
-def _signed_pct(x: float) -> str:
-    return f"{100 * x:+.1f}%"
-
-
-def _ms(x: float) -> str:
-    return f"{x:.3f}"
-
-
-def _seconds(x: float) -> str:
-    return f"{x:.1f}"
-
-
 # ---------------------------------------------------------------------------- congestion (Fig. 5)
 # (label, congestion constraints in the ILP, further pesto options)
 _CONGESTION_RUNS = (("without_congestion", False, {}), ("with_congestion", True, {}),
@@ -142,12 +128,12 @@ def run_congestion(name: str, cfg: Config, out: Path, *, quick: bool, fresh: boo
                        transfers=sim.n_transfers, busiest_link=float(sim.link_busy.max()))
         rows.append(row)
     columns = [Column("ilp", "ILP"), Column("ilp_congestion", "constraints (7)"), Column("status"),
-               Column("makespan", "simulated makespan, congestion on (ms)", fmt=_ms, numeric=True),
-               Column("makespan_no_congestion", "same, congestion off (ms)", fmt=_ms, numeric=True),
-               Column("transfers", numeric=True), Column("busiest_link", "busiest link (ms)", fmt=_ms, numeric=True),
-               Column("ilp_objective", "ILP obj (coarse)", fmt=_ms, numeric=True),
-               Column("ilp_gap", "ILP gap", fmt=_pct, numeric=True), Column("mip_start", "MIP start"),
-               Column("source"), Column("ilp_s", "ILP time (s)", fmt=_seconds, numeric=True)]
+               Column("makespan", "simulated makespan, congestion on (ms)", fmt=_MS, numeric=True),
+               Column("makespan_no_congestion", "same, congestion off (ms)", fmt=_MS, numeric=True),
+               Column("transfers", numeric=True), Column("busiest_link", "busiest link (ms)", fmt=_MS, numeric=True),
+               Column("ilp_objective", "ILP obj (coarse)", fmt=_MS, numeric=True),
+               Column("ilp_gap", "ILP gap", fmt=_PCT, numeric=True), Column("mip_start", "MIP start"),
+               Column("source"), Column("ilp_s", "ILP time (s)", fmt=_SECONDS, numeric=True)]
     footer = []
     a = rows[0]["makespan"]
     for r in rows[1:]:
@@ -200,11 +186,11 @@ def run_hardware(name: str, cfg: Config, out: Path, *, quick: bool, fresh: bool,
                      "ilp_gap": ilp_gap(pesto_rec), "pesto_source": pesto_source(pesto_rec)})
     _plot_hardware(rows, g.name, out / "hardware.png")
     columns = [Column("axis"), Column("scale", numeric=True, fmt=lambda x: f"{x:g}"),
-               Column("expert", "expert (ms)", fmt=_ms, numeric=True),
-               Column("best_list", "best list (ms)", fmt=_ms, numeric=True), Column("best_list_method", "list"),
-               Column("pesto", "Pesto (ms)", fmt=_ms, numeric=True),
-               Column("vs_expert", "Pesto vs expert", fmt=_signed_pct, numeric=True),
-               Column("vs_list", "Pesto vs list", fmt=_signed_pct, numeric=True),
+               Column("expert", "expert (ms)", fmt=_MS, numeric=True),
+               Column("best_list", "best list (ms)", fmt=_MS, numeric=True), Column("best_list_method", "list"),
+               Column("pesto", "Pesto (ms)", fmt=_MS, numeric=True),
+               Column("vs_expert", "Pesto vs expert", fmt=_SIGNED_PCT, numeric=True),
+               Column("vs_list", "Pesto vs list", fmt=_SIGNED_PCT, numeric=True),
                Column("ilp_gap", "ILP gap", fmt=lambda x: f"{100 * x:.1f}%", numeric=True),
                Column("pesto_source", "Pesto answer")]
     footer = ["`Pesto vs X` is the reduction of the makespan over X (positive: Pesto is faster). Expert: Pesto's "
@@ -268,11 +254,11 @@ def run_coarsening(name: str, cfg: Config, out: Path, *, quick: bool, fresh: boo
     _plot_coarsening(rows, cfg, g, out / "coarsening.png")
     columns = [Column("gpus", "GPUs", numeric=True), Column("target", numeric=True),
                Column("coarse_nodes", "coarse nodes", numeric=True), Column("binaries", numeric=True),
-               Column("ilp_s", "ILP time (s)", fmt=_seconds, numeric=True),
-               Column("ilp_gap", "ILP gap", fmt=_pct, numeric=True),
-               Column("pesto", "Pesto makespan (ms)", fmt=_ms, numeric=True),
-               Column("warm", "warm start (ms)", fmt=_ms, numeric=True), Column("pesto_source", "Pesto answer"),
-               Column("best_list", "best list, original graph (ms)", fmt=_ms, numeric=True),
+               Column("ilp_s", "ILP time (s)", fmt=_SECONDS, numeric=True),
+               Column("ilp_gap", "ILP gap", fmt=_PCT, numeric=True),
+               Column("pesto", "Pesto makespan (ms)", fmt=_MS, numeric=True),
+               Column("warm", "warm start (ms)", fmt=_MS, numeric=True), Column("pesto_source", "Pesto answer"),
+               Column("best_list", "best list, original graph (ms)", fmt=_MS, numeric=True),
                Column("best_list_method", "list")]
     footer = ["ILP gap: certified gap of the *coarse* ILP (a bound for the coarse problem only). Warm start: the "
               "best list schedule of the coarse graph, expanded and simulated on the original graph (the ILP's MIP "

@@ -10,12 +10,12 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Column", "write_table", "write_text"]
+__all__ = ["Column", "write_table", "write_text", "fixed", "percent"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,18 @@ class Column:
         if isinstance(value, float):
             return f"{value:.2f}"
         return str(value)
+
+
+def fixed(digits: int) -> Callable[[float], str]:
+    """A :class:`Column` format: ``digits`` decimals (``fixed(3)(1.5) == "1.500"``)."""
+    return lambda x: f"{x:.{digits}f}"
+
+
+def percent(digits: int, *, signed: bool = False) -> Callable[[float], str]:
+    """A :class:`Column` format for a fraction: ``percent(1)(0.1234) == "12.3%"``;
+    ``signed`` always shows the sign (``"+12.3%"``)."""
+    sign = "+" if signed else ""
+    return lambda x: f"{100 * x:{sign}.{digits}f}%"
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
