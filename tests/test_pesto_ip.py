@@ -165,6 +165,8 @@ def test_ilp_matches_exact_search(seed):
     assert out.status == "optimal", out
     exact = exact_any_order(g, cl, congestion)
     assert out.incumbent == pytest.approx(exact, abs=1e-6), (seed, out.incumbent, exact)
+    # the combinatorial bound (critical path, busiest device's share of the work) is valid
+    assert model.cmax.lb <= exact + 1e-9
     # decoded schedule is a valid SPEC 2.1 schedule (with the ILP's own transfer times)
     pl, start, pr, xs = decode(model)
     sim = simulate(pl, policy="order", priorities=pr, congestion=congestion)
@@ -399,3 +401,19 @@ def test_relaxed_start_keeps_the_exact_optimum():
             assert r.size["horizon"] == pytest.approx(info["replayed"])
         assert r.ilp_objective == pytest.approx(exact_any_order(g, cl, True), abs=1e-6), seed
     assert ran == 12 and took >= 1
+
+
+def test_makespan_lower_bound_is_the_busiest_device_share_of_the_work():
+    """Six independent unit ops on two GPUs: critical path 1, work 6, so ``C_max >= 3``
+    before any LP is solved, and 3 is the optimum; on a chain the critical path binds."""
+    from dnnplace.formulations.pesto_ip import makespan_lower_bound
+
+    cl = Cluster((Device("g0", "gpu"), Device("g1", "gpu")), np.zeros((2, 2)), np.ones((2, 2)), np.ones((2, 2)))
+    ids = list("abcdef")
+    flat = OpGraph.from_ids(ids, [], kinds=["gpu"], compute=[[1.0]] * 6, memory=[1] * 6, edge_bytes=[])
+    chain = OpGraph.from_ids(ids, list(zip(ids, ids[1:])), kinds=["gpu"], compute=[[1.0]] * 6, memory=[1] * 6,
+                             edge_bytes=[0.0] * 5)
+    for g, lb in ((flat, 3.0), (chain, 6.0)):
+        model, out = solve_ilp(g, cl, True)
+        assert makespan_lower_bound(model.pesto) == lb == model.cmax.lb
+        assert out.status == "optimal" and out.incumbent == pytest.approx(lb)
