@@ -28,7 +28,9 @@ Precedence (1): :math:`S_j \ge C_i + \tau_e` without congestion; with congestion
 :math:`T_e \ge C_i` and :math:`S_j \ge T_e + \tau_e`. Makespan (3):
 :math:`C_{\max} \ge C_i` for sinks, and the valid cut :math:`C_{\max} \ge \sum_i p_{id} x_{id}`
 (each device's load); :math:`C_{\max} \ge \max(\max_i (h_i + \underline p_i),
-\sum_i \underline p_i / |D|)` as its variable bound (:func:`makespan_lower_bound`).
+\sum_i \underline p_i / |D|)` as its variable bound
+(:func:`~dnnplace.heuristics.nominal.makespan_lower_bound`; HiGHS may not finish the root
+LP of a 200-node coarse model within minutes, and then reports only the variable bounds).
 
 Device non-overlap (4)/(10), for each pair :math:`\{i, k\}` *not ordered by precedence*
 (neither reaches the other; a reachable pair is already ordered by (1), so this reduction
@@ -94,9 +96,10 @@ from dnnplace.formulations.pesto_solution import decode, warm_start_values
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.heuristics.nominal import makespan_lower_bound
 
 # the names that moved out stay importable from here
-__all__ = ["PestoOptions", "PestoData", "build_pesto_model", "makespan_lower_bound", "warm_start_values", "decode",
+__all__ = ["PestoOptions", "PestoData", "build_pesto_model", "warm_start_values", "decode",
            "identical_device_classes", "canonical_relabel"]
 
 
@@ -160,7 +163,7 @@ def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
     s_lo, s_hi = data.head, U - data.tail - data.pmin
     m.start = pyo.Var(m.ops, bounds=lambda _m, i: (float(s_lo[i]), float(max(s_lo[i], s_hi[i]))),
                       doc="S_i: start time of op i")
-    m.cmax = pyo.Var(bounds=(min(makespan_lower_bound(data), U), U), doc="C_max: makespan")
+    m.cmax = pyo.Var(bounds=(min(makespan_lower_bound(graph, cluster), U), U), doc="C_max: makespan")
     m.y = pyo.Var(m.edge_pairs, bounds=(0, 1), doc="y[e,a,b] = x[src(e),a] * x[dst(e),b] (communication vertex)")
     m.same = pyo.Var(m.same_pairs, bounds=(0, 1), doc="s[i,k] >= 1 if ops i and k share a device")
     m.order = pyo.Var(m.node_pairs, domain=pyo.Binary, doc="o[i,k] = 1: i before k if on one device")
@@ -244,17 +247,6 @@ def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
 
     m.objective = pyo.Objective(expr=m.cmax, sense=pyo.minimize, doc="minimise C_max")
     return m
-
-
-def makespan_lower_bound(data: PestoData) -> float:
-    """The combinatorial bound on ``C_max`` set as its lower bound: the critical path of
-    minimum compute times, and the busiest device's share of the minimum total work
-    (``max_d load_d >= sum_i min_d p_id / |D|``). The LP relaxation implies the second
-    through the load cuts, but on coarse graphs of 200 nodes HiGHS may not finish the root
-    LP within minutes, and then reports only the variable bounds."""
-    if not data.graph.n:
-        return 0.0
-    return max(float((data.head + data.pmin).max()), float(data.pmin.sum()) / data.cluster.size)
 
 
 def _same(m: pyo.ConcreteModel, data: PestoData, i: int, k: int):
