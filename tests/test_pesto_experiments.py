@@ -115,3 +115,26 @@ def test_unknown_workload_is_an_error():
     cfg = Config(name="x", kind="hardware", graph="captured/no-such-model.json")
     with pytest.raises(InputError, match="no-such-model.*rnnlm-2x2048"):
         experiment_graph(cfg)
+
+
+def test_coarsening_table_states_a_certified_gap_on_the_original_graph(tmp_path):
+    """The coarsening runner on a small LSTM: every Pesto makespan is at or above the
+    original graph's combinatorial lower bound, and the table's gap is 1 - bound / makespan."""
+    from dnnplace.heuristics.nominal import makespan_lower_bound
+    from dnnplace.pesto_figures import run_coarsening
+
+    cfg = Config(name="tiny-coarsening", kind="coarsening", graph={"family": "lstm", "layers": 2, "steps": 3,
+                                                                   "hidden": 64, "batch": 8, "vocab": 100,
+                                                                   "training": True, "kinds": ["gpu"]},
+                 cluster={"interconnect": "nvlink", "with_cpu": False}, coarse_sizes=(8, 16), gpus=(2,),
+                 time_limit=5.0)
+    md = run_coarsening("tiny-coarsening", cfg, tmp_path, quick=False, fresh=False, progress=False)
+    with open(md.with_suffix(".csv")) as fh:
+        rows = list(csv.DictReader(fh))
+    g, _ = experiment_graph(cfg)
+    lb = makespan_lower_bound(g, Cluster.single_host(2, interconnect="nvlink", with_cpu=False))
+    assert len(rows) == 2
+    for row in rows:
+        ms = float(row["pesto"])
+        assert float(row["lower_bound"]) == pytest.approx(lb) and lb <= ms * (1 + 1e-12)
+        assert float(row["gap_to_bound"]) == pytest.approx(1 - lb / ms)
