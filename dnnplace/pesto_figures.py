@@ -26,7 +26,7 @@ from dnnplace.config import RunSpec
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.io import load_instance
-from dnnplace.heuristics.nominal import makespan_lower_bound
+from dnnplace.graphs.levels import makespan_lower_bound
 from dnnplace.pesto_runs import (
     EXPERT,
     LIST_SCHEDULERS,

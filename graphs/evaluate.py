@@ -40,6 +40,7 @@ import numpy as np
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.levels import makespan_lower_bound
 from dnnplace.graphs.pipeline import CONTIGUITY_MODES, convex_part_mode, device_cycle
 from dnnplace.graphs.placement import Placement
 
@@ -438,6 +439,9 @@ def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | Non
     tensor sizes). ``memory_model`` (``"static"`` or ``"dynamic"``, recorded in
     ``details["memory_model"]``) names the one whose overflow makes the placement
     infeasible; an unknown dynamic peak falls back to the static check.
+    ``details["lower_bound"]`` is a makespan no schedule of the instance beats
+    (:func:`~dnnplace.graphs.levels.makespan_lower_bound`), so every method's answer comes
+    with a certified gap.
     """
     from dnnplace.graphs.simulate import simulate, validate_schedule
 
@@ -456,7 +460,8 @@ def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | Non
     known = res.peak_memory_known
     judged = dynamic if memory_model == "dynamic" and known else static
     details = {**res.to_dict(), "memory_model": memory_model,
-               "memory_feasible": {"static": not static, "dynamic": (not dynamic) if known else None}}
+               "memory_feasible": {"static": not static, "dynamic": (not dynamic) if known else None},
+               "lower_bound": makespan_lower_bound(p.graph, p.cluster)}
     return Evaluation("makespan", float(res.makespan), not (viol or judged), viol + judged, details,
                       schedule=res.schedule, memory_only=bool(judged) and not viol)
 

@@ -29,9 +29,8 @@ import numpy as np
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.levels import blevel
 
-__all__ = ["AGGREGATES", "nominal_costs", "makespan_lower_bound"]
+__all__ = ["AGGREGATES", "nominal_costs"]
 
 AGGREGATES = ("max", "mean", "min")
 
@@ -100,27 +99,3 @@ def _nominal_edges(graph: OpGraph, cluster: Cluster, ok: np.ndarray, how: str) -
     if how == "mean":
         return np.divide(acc, count, out=np.zeros(m), where=count > 0)
     return np.where(count > 0, acc, 0.0)
-
-
-def makespan_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
-    """A makespan no schedule of ``graph`` on ``cluster`` beats (SPEC 2.1: any placement,
-    device order and link order, with or without congestion): with the minimum node times
-    :math:`\\underline w` (``nominal_costs(..., "min")``), the longer of the critical path of
-    :math:`\\underline w` and the busiest device's share of the total work,
-
-    .. math::  \\max\\Big(\\max_v \\operatorname{blevel}_{\\underline w}(v),\\;
-               \\tfrac{1}{|D|} \\sum_v \\underline w(v)\\Big).
-
-    Transfers are left out (a placement may avoid every one). O(V + E).
-
-    >>> from dnnplace.graphs import Cluster, OpGraph
-    >>> g = OpGraph(ids=list("abc"), kinds=["gpu"], compute=[[2.0], [1.0], [1.0]], memory=[0, 0, 0],
-    ...             src=[0], dst=[1])
-    >>> makespan_lower_bound(g, Cluster.single_host(2, with_cpu=False))  # chain a -> b: 3; work 4 / 2
-    3.0
-    """
-    if graph.n == 0:
-        return 0.0
-    w, _ = nominal_costs(graph, cluster, "min")
-    return max(float(blevel(graph, kind=w, comm=0.0).max()), float(w.sum()) / cluster.size)
-
