@@ -178,7 +178,8 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
           extra_starts: list | None = None, refine_share: float = 0.2, guided: bool = False,
           rivals: Sequence[tuple[str, Placement]] = (),
           coarsen_with: str = "pesto",
-          engine: str = "mip", relaxed_start: float = 0.0) -> PestoRun:
+          engine: str = "mip", relaxed_start: float = 0.0,
+          guide: tuple[str, Placement, np.ndarray] | None = None) -> PestoRun:
     """Run the Pesto pipeline (see the module docstring).
 
     Parameters
@@ -234,6 +235,9 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         Coarsened runs: merge only nodes that the best list schedule of the original
         graph keeps on one device, and offer that schedule as a coarse MIP start
         (module docstring, step 1; skipped when that schedule overflows a device).
+    guide : (name, Placement, priorities), optional
+        Coarsened runs: guide the coarsening with this schedule of the original graph
+        instead (a previous answer: :func:`~dnnplace.formulations.pesto_vcycle.pesto_vcycle`).
     engine : {"mip", "cpsat"}
         The exact engine: the Pyomo MIP (:mod:`~dnnplace.formulations.pesto_ip`) through
         the solver named in ``solver``, or the same model in OR-Tools CP-SAT
@@ -276,16 +280,17 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
     if coarsening and (guided or refining):
         orig_list = best_list_schedule(graph, cluster, congestion=congestion)
     if coarsening:
-        guide = orig_list[0] if guided and memory_ok(orig_list[0].placement) else None
+        if guide is None and guided:
+            guide = (orig_list[0].algorithm, orig_list[0].placement, orig_list[0].priorities)
+        guide = guide if guide is not None and memory_ok(guide[1]) else None
         if coarsen_with == "celeritas-fusion":
             guide, cres = None, fuse_to(graph, cluster, target=int(coarsen_to))
         else:
-            cres = coarsen(graph, cluster, target=int(coarsen_to),
-                           guide=None if guide is None else guide.placement.device)
+            cres = coarsen(graph, cluster, target=int(coarsen_to), guide=None if guide is None else guide[1].device)
         cg, labels = cres.graph, cres.labels
         if guide is not None:
-            starts.append((f"guided:{guide.algorithm}",
-                           *_guided_start(cg, cluster, labels, cres.meta["guide"], guide.priorities, ilp_cong)))
+            starts.append((f"guided:{guide[0]}",
+                           *_guided_start(cg, cluster, labels, cres.meta["guide"], guide[2], ilp_cong)))
     else:
         cg, labels = graph, np.arange(graph.n)
     t_coarsen = time.perf_counter() - t0

@@ -417,3 +417,23 @@ def test_makespan_lower_bound_is_the_busiest_device_share_of_the_work():
         model, out = solve_ilp(g, cl, True)
         assert makespan_lower_bound(g, cl) == lb == model.cmax.lb
         assert out.status == "optimal" and out.incumbent == pytest.approx(lb)
+
+
+def test_vcycle_levels_are_guided_by_the_best_answer_and_never_lose_to_the_first():
+    """Two levels on a small LSTM (36 nodes -> 8, then 16 coarse nodes guided by the first
+    answer): the returned run is the best level's, recorded level by level; bad level
+    counts are one-line errors."""
+    from dnnplace.formulations.pesto_vcycle import pesto_vcycle
+    from dnnplace.graphs.generators import generate
+
+    g = generate("lstm", layers=2, steps=3, hidden=64, batch=8, vocab=100, training=True, kinds=["gpu"])
+    cl = Cluster.single_host(2, with_cpu=False)
+    first = pesto(g, cl, coarsen_to=8, solver=SolverOptions(time_limit=4.0, threads=1))
+    r = pesto_vcycle(g, cl, coarsen_to=8, levels=2, solver=SolverOptions(time_limit=8.0, threads=1))
+    trace = r.size["vcycle"]
+    assert len(trace) == 2 and trace[0]["coarse_nodes"] <= 8 < trace[1]["coarse_nodes"] <= 16
+    assert r.makespan == min(t["makespan"] for t in trace)
+    assert r.makespan <= first.makespan * (1 + 1e-9)
+    assert r.bound is not None and r.bound <= r.makespan
+    with pytest.raises(InputError, match="levels"):
+        pesto_vcycle(g, cl, coarsen_to=8, levels=0)

@@ -40,12 +40,18 @@ class PestoMethodOptions(Options):
     relaxed_start: float = option(0.0, "with congestion in the ILP: share of the ILP's time for the same model "
                                         "without congestion constraints first, whose schedule (replayed with "
                                         "congestion) becomes the start when it beats the list schedule")
+    vcycle_levels: int = option(1, "coarsened runs: solve at coarsen_to, 2x, 4x, ... nodes (this many levels), each "
+                                   "level coarsened guided by the best answer so far (formulations/pesto_vcycle.py)")
     expert_rival: bool = option(True, "coarsened runs: the last stage also compares with the layer-wise expert "
                                       "(layer-split) where the graph has layer ids")
 
     def __post_init__(self):
         if self.coarsen_to is not None and self.coarsen_to < 1:
             raise ValueError(f"option 'coarsen_to' must be >= 1, got {self.coarsen_to}")
+        if self.vcycle_levels < 1:
+            raise ValueError(f"option 'vcycle_levels' must be >= 1, got {self.vcycle_levels}")
+        if self.vcycle_levels > 1 and self.coarsen_to is None:
+            raise ValueError("option 'vcycle_levels' > 1 needs 'coarsen_to'")
         if not 0.0 <= self.relaxed_start < 1.0:
             raise ValueError(f"option 'relaxed_start' must be in [0, 1), got {self.relaxed_start}")
         if self.engine not in ("mip", "cpsat"):
@@ -90,11 +96,16 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
     sopts = req.solver
     if sopts.time_limit is None:
         sopts = dataclasses.replace(sopts, time_limit=60.0, threads=sopts.threads or 1)
-    r = pesto(inst.graph, inst.require_cluster(), coarsen_to=opts.coarsen_to, congestion=req.congestion,
-              ilp_congestion=opts.ilp_congestion, warm_start=(req.warm_start or "list") != "none", solver=sopts,
-              options=PestoOptions(memory=opts.memory), fallback=opts.fallback, engine=opts.engine,
-              guided=opts.guided, coarsen_with=opts.coarsen_with, relaxed_start=opts.relaxed_start,
-              rivals=_expert_rival(inst) if opts.expert_rival else ())
+    kw = dict(coarsen_to=opts.coarsen_to, congestion=req.congestion, ilp_congestion=opts.ilp_congestion,
+              warm_start=(req.warm_start or "list") != "none", solver=sopts, options=PestoOptions(memory=opts.memory),
+              fallback=opts.fallback, engine=opts.engine, guided=opts.guided, coarsen_with=opts.coarsen_with,
+              relaxed_start=opts.relaxed_start, rivals=_expert_rival(inst) if opts.expert_rival else ())
+    if opts.vcycle_levels > 1:
+        from dnnplace.formulations.pesto_vcycle import pesto_vcycle
+
+        r = pesto_vcycle(inst.graph, inst.require_cluster(), levels=opts.vcycle_levels, **kw)
+    else:
+        r = pesto(inst.graph, inst.require_cluster(), **kw)
     extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
              "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
              "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
