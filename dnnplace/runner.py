@@ -50,7 +50,7 @@ from typing import Any
 from dnnplace.config import REPO_ROOT, ExperimentConfig, RunSpec, load_config
 from dnnplace.executors import DEFAULT_MARGIN, Executor, Inline, Task, hang_deadline
 from dnnplace.graphs.io import jsonable
-from dnnplace.tables import Column, write_table
+from dnnplace.tables import Column, fixed, percent, write_table
 
 __all__ = ["execute", "run_config", "read_runs", "git_revision", "environment", "write_tables", "progress_enabled"]
 
@@ -428,21 +428,15 @@ def _row(spec: RunSpec, rec: dict, graph: str, options: str) -> dict[str, Any]:
     return {"graph": graph, "problem": spec.problem, "method": spec.method,
             "options": options, "status": rec.get("status"), "objective": rec.get("objective"),
             "bound": rec.get("bound"), "gap": rec.get("gap"), "eval_objective": ev.get("objective"),
-            "feasible": ev.get("feasible"), "build_s": rec.get("build_seconds"), "solve_s": rec.get("solve_seconds")}
-
-
-def _fmt_gap(v: float) -> str:
-    return f"{100 * v:.2f}%"
-
-
-def _fmt_seconds(v: float) -> str:
-    return f"{v:.3f}"
+            "eval_lower_bound": ev.get("lower_bound"), "feasible": ev.get("feasible"),
+            "build_s": rec.get("build_seconds"), "solve_s": rec.get("solve_seconds")}
 
 
 _COLUMNS = [Column("graph"), Column("problem"), Column("method"), Column("options"), Column("status"),
             Column("objective", numeric=True), Column("bound", numeric=True),
-            Column("gap", fmt=_fmt_gap, numeric=True), Column("eval_objective", numeric=True), Column("feasible"),
-            Column("build_s", fmt=_fmt_seconds, numeric=True), Column("solve_s", fmt=_fmt_seconds, numeric=True)]
+            Column("gap", fmt=percent(2), numeric=True), Column("eval_objective", numeric=True),
+            Column("eval_lower_bound", numeric=True), Column("feasible"),
+            Column("build_s", fmt=fixed(3), numeric=True), Column("solve_s", fmt=fixed(3), numeric=True)]
 
 
 def write_tables(cfg: ExperimentConfig, records: list[dict], out: str | os.PathLike) -> Path:
@@ -457,7 +451,9 @@ def write_tables(cfg: ExperimentConfig, records: list[dict], out: str | os.PathL
             for s, it in zip(specs, items, strict=True)]
     preamble = [cfg.description.strip()] if cfg.description else []
     preamble.append("Times in the graphs' unit (ms for the bundled workloads); gap = |objective - bound| / "
-                    "|objective|; eval_objective is the independent evaluator's score.")
+                    "|objective|; eval_objective is the independent evaluator's score; eval_lower_bound (makespan) "
+                    "the evaluator's bound that no schedule beats (critical path, busiest device's share of the "
+                    "work).")
     if common:
         preamble.append(f"Options of every run: {' '.join(common)}")
     errors = [(s, by_key[s.key]) for s in specs if by_key[s.key].get("status") == "error"]
