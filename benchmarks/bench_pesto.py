@@ -335,10 +335,10 @@ def bench_models(models, gpus, time_limit: float, coarsen_to: int, out: Path, ta
     import os
     import platform
 
+    from dnnplace.graphs.bounds import makespan_lower_bound
     from dnnplace.graphs.errors import InputError
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import load_instance
-    from dnnplace.graphs.levels import makespan_lower_bound
     from dnnplace.registry import SolveRequest, solve
 
     rows = []

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from dnnplace.config import RunSpec
+from dnnplace.graphs.bounds import makespan_lower_bound
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.io import load_instance
-from dnnplace.graphs.levels import makespan_lower_bound
 from dnnplace.pesto_runs import (
     EXPERT,
     LIST_SCHEDULERS,

@@ -46,7 +46,7 @@ simulated problem (reported as ``bound``), and an uncoarsened instance solved to
 optimality with the evaluation's congestion setting is replayed at the ILP optimum and
 reported ``optimal``; with coarsening the ILP bounds only the coarse problem and is
 kept in ``extra["coarse_bound"]``. The reported ``bound`` is never weaker than
-:func:`~dnnplace.graphs.levels.makespan_lower_bound` of the original graph (critical
+:func:`~dnnplace.graphs.bounds.makespan_lower_bound` of the original graph (critical
 path, busiest device's share of the work), valid in every case, so a coarsened run still
 states its gap (the 766-node LSTM of ``results/pesto``: 34.183 ms against a bound of
 34.179). When the replay of the ILP's order is worse than the
@@ -67,10 +67,10 @@ from dnnplace.formulations.driver import solve_model
 from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, warm_start_values
 from dnnplace.formulations.pesto_solution import decode_times
 from dnnplace.formulations.solver_options import SolverOptions
+from dnnplace.graphs.bounds import makespan_lower_bound
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.levels import makespan_lower_bound
 from dnnplace.graphs.link_orders import orders_from_times
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.simulate import simulate

@@ -29,7 +29,7 @@ Precedence (1): :math:`S_j \ge C_i + \tau_e` without congestion; with congestion
 :math:`C_{\max} \ge C_i` for sinks, and the valid cut :math:`C_{\max} \ge \sum_i p_{id} x_{id}`
 (each device's load); :math:`C_{\max} \ge \max(\max_i (h_i + \underline p_i),
 \sum_i \underline p_i / |D|)` as its variable bound
-(:func:`~dnnplace.graphs.levels.makespan_lower_bound`; HiGHS may not finish the root
+(:func:`~dnnplace.graphs.bounds.makespan_lower_bound`; HiGHS may not finish the root
 LP of a 200-node coarse model within minutes, and then reports only the variable bounds).
 
 Device non-overlap (4)/(10), for each pair :math:`\{i, k\}` *not ordered by precedence*
@@ -93,10 +93,10 @@ from dnnplace.formulations.device_symmetry import canonical_relabel, identical_d
 from dnnplace.formulations.families import add_families
 from dnnplace.formulations.pesto_precompute import PestoData, PestoOptions, prepare
 from dnnplace.formulations.pesto_solution import decode, warm_start_values
+from dnnplace.graphs.bounds import makespan_lower_bound
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.levels import makespan_lower_bound
 
 # the names that moved out stay importable from here
 __all__ = ["PestoOptions", "PestoData", "build_pesto_model", "warm_start_values", "decode",

@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.graphs.bounds import makespan_lower_bound
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.levels import makespan_lower_bound
 from dnnplace.graphs.pipeline import CONTIGUITY_MODES, convex_part_mode, device_cycle
 from dnnplace.graphs.placement import Placement
 
@@ -440,7 +440,7 @@ def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | Non
     ``details["memory_model"]``) names the one whose overflow makes the placement
     infeasible; an unknown dynamic peak falls back to the static check.
     ``details["lower_bound"]`` is a makespan no schedule of the instance beats
-    (:func:`~dnnplace.graphs.levels.makespan_lower_bound`), so every method's answer comes
+    (:func:`~dnnplace.graphs.bounds.makespan_lower_bound`), so every method's answer comes
     with a certified gap.
     """
     from dnnplace.graphs.simulate import simulate, validate_schedule

@@ -1,6 +1,6 @@
 """Longest-path quantities of an operator graph: top and bottom levels, the critical path,
-heights and level widths, with the node and edge costs they add up, and the makespan lower
-bound they give; vectorised level by level over CSR.
+heights and level widths, with the node and edge costs they add up; vectorised level by
+level over CSR. The lower bounds built on them are in :mod:`dnnplace.graphs.bounds`.
 
 Every function works on an :class:`~dnnplace.graphs.graph.OpGraph` in near-linear time: nodes are
 processed one topological *level* at a time (all predecessors of a level lie in earlier
@@ -50,7 +50,6 @@ __all__ = [
     "edge_weights",
     "heights",
     "level_widths",
-    "makespan_lower_bound",
     "node_weights",
     "tlevel",
 ]
@@ -269,29 +268,3 @@ def level_widths(graph: OpGraph) -> np.ndarray:
     if graph.n == 0:
         return np.zeros(0, dtype=np.int64)
     return np.bincount(graph.level)
-
-
-def makespan_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
-    """A makespan no schedule of ``graph`` on ``cluster`` beats (SPEC 2.1: any placement,
-    device order and link order, with or without congestion): with :math:`\\underline w(v)`
-    the node's least compute time over the devices that can run it, the longer of the
-    critical path of :math:`\\underline w` and the busiest device's share of the total work,
-
-    .. math::  \\max\\Big(\\max_v \\operatorname{blevel}_{\\underline w}(v),\\;
-               \\tfrac{1}{|D|} \\sum_v \\underline w(v)\\Big).
-
-    Transfers are left out (a placement may avoid every one). O(V + E). The evaluator
-    reports it with every makespan (``details["lower_bound"]``).
-
-    >>> g = OpGraph(ids=list("abc"), kinds=["gpu"], compute=[[2.0], [1.0], [1.0]], memory=[0, 0, 0],
-    ...             src=[0], dst=[1])
-    >>> makespan_lower_bound(g, Cluster.single_host(2, with_cpu=False))  # chain a -> b: 3; work 4 / 2
-    3.0
-    """
-    if graph.n == 0:
-        return 0.0
-    comp = cluster.compute_matrix(graph)
-    w = np.where(np.isnan(comp), np.inf, comp).min(axis=1)
-    w = np.where(np.isfinite(w), w, 0.0)
-    return max(float(blevel(graph, kind=w, comm=0.0).max()), float(w.sum()) / cluster.size)
-

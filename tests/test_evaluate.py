@@ -266,9 +266,9 @@ def test_every_makespan_comes_with_a_valid_lower_bound():
     """``lower_bound`` of the makespan evaluation is at most the makespan of any
     schedule: checked on HEFT and m-TOPO answers of 30 random DAGs on 2-4 GPUs (60 cases),
     and it binds (equals the makespan) on a chain kept on one device."""
+    from dnnplace.graphs.bounds import makespan_lower_bound
     from dnnplace.graphs.evaluate import makespan
     from dnnplace.graphs.generators import generate
-    from dnnplace.graphs.levels import makespan_lower_bound
 
     checked = 0
     for seed in range(30):

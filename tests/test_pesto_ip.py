@@ -406,7 +406,7 @@ def test_relaxed_start_keeps_the_exact_optimum():
 def test_makespan_lower_bound_is_the_busiest_device_share_of_the_work():
     """Six independent unit ops on two GPUs: critical path 1, work 6, so ``C_max >= 3``
     before any LP is solved, and 3 is the optimum; on a chain the critical path binds."""
-    from dnnplace.graphs.levels import makespan_lower_bound
+    from dnnplace.graphs.bounds import makespan_lower_bound
 
     cl = Cluster((Device("g0", "gpu"), Device("g1", "gpu")), np.zeros((2, 2)), np.ones((2, 2)), np.ones((2, 2)))
     ids = list("abcdef")
