@@ -152,3 +152,5 @@ def test_registry_and_explicit_start(tarnawski_dir):
     assert r1.objective <= 100.22 + 0.005
     assert r1.evaluation["feasible"] and max(r1.evaluation["subgraphs"].values()) == 1
     assert r1.placement == r2.placement
+    # the path segmentation bound is this row's optimum: the answer is proven optimal
+    assert r1.bound == pytest.approx(100.2185, abs=1e-4) and r1.status == "optimal"

@@ -151,7 +151,10 @@ def run_partitioner(inst, req: SolveRequest, opts: Options) -> MethodOutput:
 
 def run_latency_search(inst, req: SolveRequest, opts: LatencySearchOptions) -> MethodOutput:
     """Time limit: ``--time-limit``, else 30 s; seed: the request's; ``--warm-start``: a
-    single search lane from that split (default: greedy, dp and all-CPU lanes)."""
+    single search lane from that split (default: greedy, dp and all-CPU lanes). The bound
+    is :func:`~dnnplace.graphs.bounds.latency_lower_bound` (contiguous splits): an answer
+    that meets it is ``optimal``."""
+    from dnnplace.graphs.bounds import latency_lower_bound
     from dnnplace.heuristics.latency_search import latency_search
 
     start = req.warm.placement if req.warm is not None else None
@@ -161,7 +164,10 @@ def run_latency_search(inst, req: SolveRequest, opts: LatencySearchOptions) -> M
     if req.warm is not None:
         info["start"] = req.warm_start
     trace = [(t, v, None) for t, v in info.pop("trace")]
-    return MethodOutput(p, status="feasible", objective=val, contiguity="none", trace=trace,
+    # the path segmentation bound holds for every contiguous split (one piece per accelerator)
+    bound = latency_lower_bound(inst.graph, inst.require_cluster(), 1)
+    status = "optimal" if val <= bound * (1 + 1e-9) else "feasible"
+    return MethodOutput(p, status=status, objective=val, bound=bound, contiguity="none", trace=trace,
                         termination="time_limit" if opts.max_iters is None else "iteration_limit", extra=info)
 
 
