@@ -65,18 +65,17 @@ import numpy as np
 
 from dnnplace.formulations.driver import solve_model
 from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, warm_start_values
-from dnnplace.formulations.pesto_solution import decode_times
+from dnnplace.formulations.pesto_solution import decode_times, ilp_orders
 from dnnplace.formulations.solver_options import SolverOptions
 from dnnplace.graphs.bounds import makespan_lower_bound
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.link_orders import orders_from_times
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.simulate import simulate
 from dnnplace.heuristics.coarsening import expand_priorities
 
-__all__ = ["PestoRun", "pesto", "safe_horizon", "memory_ok", "ilp_orders", "coarse_edge_of"]
+__all__ = ["PestoRun", "pesto", "safe_horizon", "memory_ok"]
 
 
 @dataclass
@@ -111,51 +110,6 @@ class PestoRun:
 def memory_ok(pl: Placement) -> bool:
     used = np.bincount(pl.device, weights=pl.graph.memory, minlength=pl.cluster.size)
     return bool(np.all(used <= pl.cluster.memory * (1 + 1e-12)))
-
-
-def coarse_edge_of(graph: OpGraph, labels: np.ndarray, coarse: OpGraph) -> np.ndarray:
-    """The coarse edge each original edge belongs to (``-1`` inside one coarse node, or
-    where the coarse graph has no edge between the two coarse nodes)."""
-    k = coarse.n
-    ckey = coarse.src * k + coarse.dst
-    srt = np.argsort(ckey, kind="stable")
-    a, b = labels[graph.src], labels[graph.dst]
-    key = a * k + b
-    if not ckey.size:
-        return np.full(graph.m, -1, dtype=np.int64)
-    ce = srt[np.minimum(np.searchsorted(ckey[srt], key), ckey.size - 1)]
-    return np.where((a != b) & (ckey[ce] == key), ce, -1)
-
-
-def ilp_orders(times: tuple, graph: OpGraph, labels: np.ndarray,
-               coarse_graph: OpGraph) -> tuple[Placement, np.ndarray, np.ndarray | None, np.ndarray]:
-    """The exact engine's answer on the original graph: ``(coarse placement,
-    priorities, link_priorities or None, coarse start)``.
-
-    ``times`` is the solved (coarse) schedule ``(placement, start, finish, xfer_start,
-    xfer_finish)``: the MIP's repaired times
-    (:func:`~dnnplace.formulations.pesto_solution.decode_times`) or CP-SAT's
-    (:meth:`~dnnplace.formulations.pesto_cpsat.CpsatTimes.as_tuple`). They are expanded: a member
-    takes its coarse node's start and finish, an original edge its coarse edge's
-    transfer times; :func:`~dnnplace.graphs.link_orders.orders_from_times` then ranks
-    all tasks at once (members and the edges of one coarse edge in topological order).
-    ``link_priorities`` is ``None`` when the model has no congestion family (its
-    transfers have no order) or an edge that crosses devices has no coarse transfer.
-    """
-    cpl, cs, cf, cxs, cxf = times
-    if coarse_graph is graph:
-        s, f, xs, xf = cs, cf, cxs, cxf
-    else:
-        ce = coarse_edge_of(graph, labels, coarse_graph)
-        s, f = cs[labels], cf[labels]
-        xs = np.where(ce >= 0, cxs[np.maximum(ce, 0)], np.nan)
-        xf = np.where(ce >= 0, cxf[np.maximum(ce, 0)], np.nan)
-    pr, lp = orders_from_times(graph, s, f, xs, xf)
-    dev = cpl.device[labels]
-    crossing = dev[graph.src] != dev[graph.dst]
-    if not crossing.any() or not np.all(np.isfinite(lp[crossing])):
-        lp = None
-    return cpl, pr, lp, cs
 
 
 def safe_horizon(graph: OpGraph, cluster: Cluster) -> float:
@@ -410,7 +364,8 @@ def _solve_exact(cg: OpGraph, cluster: Cluster, horizon: float, opts: PestoOptio
                  engine: str, start: tuple | None):
     """Build and solve the makespan model of ``cg`` with ``engine`` from ``start``
     (``(device, start, transfer starts)`` or ``None``): ``(outcome, times or None,
-    build seconds, model-size entries)``, ``times`` as :func:`ilp_orders` reads them."""
+    build seconds, model-size entries)``, ``times`` as
+    :func:`~dnnplace.formulations.pesto_solution.ilp_orders` reads them."""
     if engine == "cpsat":
         from dnnplace.formulations.pesto_cpsat import solve_pesto_cpsat
 

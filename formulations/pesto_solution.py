@@ -4,7 +4,9 @@ starts) into values for every variable, :func:`decode` reads the placement, star
 times, per-device priorities and transfer starts of a solved model, and
 :func:`decode_times` the solved schedule's node and transfer times, repaired against
 solver round-off, from which :func:`dnnplace.graphs.link_orders.orders_from_times` reads
-the ILP's device orders and link orders (constraint (7)) at once.
+the ILP's device orders and link orders (constraint (7)) at once; :func:`ilp_orders`
+expands a (coarse) solved schedule to the original graph's placement and orders, with
+:func:`coarse_edge_of` mapping original edges to coarse ones.
 
 The completion: ``x`` one-hot from the placement; ``y_{eab} = x_{ia} x_{jb}`` (5);
 ``s_{ik} = 1`` iff ``i`` and ``k`` share a device; ``o_{ik} = 1`` iff ``i`` comes first (by start,
@@ -21,9 +23,11 @@ import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
 from dnnplace.formulations.pesto_precompute import PestoData
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.link_orders import orders_from_times
 from dnnplace.graphs.placement import Placement
 
-__all__ = ["warm_start_values", "decode", "decode_times"]
+__all__ = ["warm_start_values", "decode", "decode_times", "ilp_orders", "coarse_edge_of"]
 
 
 def warm_start_values(model: pyo.ConcreteModel, device: np.ndarray, start: np.ndarray,
@@ -130,3 +134,48 @@ def decode_times(model: pyo.ConcreteModel) -> tuple[Placement, np.ndarray, np.nd
         S[v] = s
         C[v] = s + p[v]
     return pl, np.asarray(S), np.asarray(C), np.asarray(T), np.asarray(F)
+
+
+def coarse_edge_of(graph: OpGraph, labels: np.ndarray, coarse: OpGraph) -> np.ndarray:
+    """The coarse edge each original edge belongs to (``-1`` inside one coarse node, or
+    where the coarse graph has no edge between the two coarse nodes)."""
+    k = coarse.n
+    ckey = coarse.src * k + coarse.dst
+    srt = np.argsort(ckey, kind="stable")
+    a, b = labels[graph.src], labels[graph.dst]
+    key = a * k + b
+    if not ckey.size:
+        return np.full(graph.m, -1, dtype=np.int64)
+    ce = srt[np.minimum(np.searchsorted(ckey[srt], key), ckey.size - 1)]
+    return np.where((a != b) & (ckey[ce] == key), ce, -1)
+
+
+def ilp_orders(times: tuple, graph: OpGraph, labels: np.ndarray,
+               coarse_graph: OpGraph) -> tuple[Placement, np.ndarray, np.ndarray | None, np.ndarray]:
+    """The exact engine's answer on the original graph: ``(coarse placement,
+    priorities, link_priorities or None, coarse start)``.
+
+    ``times`` is the solved (coarse) schedule ``(placement, start, finish, xfer_start,
+    xfer_finish)``: the MIP's repaired times
+    (:func:`~dnnplace.formulations.pesto_solution.decode_times`) or CP-SAT's
+    (:meth:`~dnnplace.formulations.pesto_cpsat.CpsatTimes.as_tuple`). They are expanded: a member
+    takes its coarse node's start and finish, an original edge its coarse edge's
+    transfer times; :func:`~dnnplace.graphs.link_orders.orders_from_times` then ranks
+    all tasks at once (members and the edges of one coarse edge in topological order).
+    ``link_priorities`` is ``None`` when the model has no congestion family (its
+    transfers have no order) or an edge that crosses devices has no coarse transfer.
+    """
+    cpl, cs, cf, cxs, cxf = times
+    if coarse_graph is graph:
+        s, f, xs, xf = cs, cf, cxs, cxf
+    else:
+        ce = coarse_edge_of(graph, labels, coarse_graph)
+        s, f = cs[labels], cf[labels]
+        xs = np.where(ce >= 0, cxs[np.maximum(ce, 0)], np.nan)
+        xf = np.where(ce >= 0, cxf[np.maximum(ce, 0)], np.nan)
+    pr, lp = orders_from_times(graph, s, f, xs, xf)
+    dev = cpl.device[labels]
+    crossing = dev[graph.src] != dev[graph.dst]
+    if not crossing.any() or not np.all(np.isfinite(lp[crossing])):
+        lp = None
+    return cpl, pr, lp, cs
