@@ -55,8 +55,8 @@ path (HiGHS kept GNMT's bound there for 43 minutes), while the bound lifts BERT-
 optimum and GNMT, BERT-3, BERT-6 to within 3 %.
 
 Strengthening (valid inequalities that keep the optimum; off by default: with HiGHS and
-60 s per Table 4 row they changed no certified gap by more than 5 points and once
-left a worse incumbent, ``results/bench-latency-cert.txt``):
+60 s per Table 4 row, on top of the path bound, they raised no bound and left a worse
+incumbent on three rows, ``results/bench-latency-cert.txt``):
 
 - ``finish_bounds``: ``Total >= Finish_j`` for every slot. A non-empty slot finishes no
   later than its nodes' ``Lat_v`` (10); an empty slot can take ``Start = Finish`` equal
