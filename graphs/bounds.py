@@ -128,9 +128,9 @@ def latency_lower_bound(graph: OpGraph, cluster: Cluster, q: int = 1) -> float:
     accs = [d for d in range(cluster.size) if cluster.kinds[d] != "cpu"]
     cpus = cluster.devices_of_kind("cpu")
     inf = np.inf
-    p_cpu = np.nan_to_num(comp[:, cpus].min(axis=1), nan=inf) if cpus.size else np.full(graph.n, inf)
-    p_acc = np.nan_to_num(np.where(np.isnan(comp[:, accs]), inf, comp[:, accs]).min(axis=1), nan=inf) \
-        if accs else np.full(graph.n, inf)
+    runs = np.where(np.isnan(comp), inf, comp)  # a device that cannot run a node takes forever
+    p_cpu = runs[:, cpus].min(axis=1, initial=inf)
+    p_acc = runs[:, accs].min(axis=1, initial=inf)
     cap = float(np.max(cluster.memory[accs])) if accs else 0.0
     # host transfer of each edge into / out of an accelerator: its explicit cost, else the
     # cheapest link between an accelerator and the host (the first CPU; without one, another accelerator)
