@@ -26,20 +26,29 @@ def _overrides(pairs: list[str]) -> dict:
 
 def _capture_one(args: argparse.Namespace, batch: int | None, over: dict):
     """One capture (direct or ``--tiled``) at ``batch``: the instance and its name."""
-    from dnnplace.graphs import zoo
     from dnnplace.graphs.capture import capture
+    from dnnplace.graphs.capture.models import is_user_spec, load_model
     from dnnplace.graphs.instance import Instance
-    name = args.model + "".join(f"-{k[0]}{v}" for k, v in over.items() if k in ("layers", "cells")) \
-        + (f"-b{batch}" if batch else "") + (f"-s{args.seq}" if args.seq else "")
+    if is_user_spec(args.model):  # mymodel.py:Net -> mymodel-Net
+        from pathlib import Path
+        where, _, attr = args.model.rpartition(":")
+        name = f"{Path(where).stem if where.endswith('.py') else where}-{attr}"
+    else:
+        name = args.model + "".join(f"-{k[0]}{v}" for k, v in over.items() if k in ("layers", "cells")) \
+            + (f"-b{batch}" if batch else "") + (f"-s{args.seq}" if args.seq else "")
     if args.tiled:
         if args.inference:
             raise InputError("--tiled builds training graphs; leave out --inference")
         from dnnplace.graphs.zoo.parts import whole_model
         g = whole_model(args.model, cost=args.cost, optimizer=args.optimizer, batch=batch, seq=args.seq, **over)
         return Instance(g.with_(name=name), None, f"capture:{name}"), name
-    model, inputs, loss_fn = zoo.build(args.model, batch=batch, seq=args.seq, **over)
-    return capture(model, inputs, loss_fn, training=not args.inference, cost=args.cost, name=name,
-                   optimizer=args.optimizer), name
+    model, inputs, loss_fn = load_model(args.model, inputs=args.input, loss=args.loss, batch=batch, seq=args.seq,
+                                        params=over)
+    inst = capture(model, inputs, loss_fn, training=not args.inference, cost=args.cost, name=name,
+                   optimizer=args.optimizer)
+    if is_user_spec(args.model) and inputs and inputs[0].dim():
+        inst.graph.meta["batch"] = int(inputs[0].shape[0])  # a user model's batch: the first input's leading dim
+    return inst, name
 
 
 def _batch_path(out: str, batch: int) -> str:
@@ -50,15 +59,31 @@ def _batch_path(out: str, batch: int) -> str:
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
-    """Capture a zoo model with costs and write its native graph JSON (one per batch size
-    with ``--batches``: the profiles :class:`~dnnplace.graphs.batch_model.BatchModel` reads)."""
+    """Capture a zoo model or the user's own (``FILE.py:FACTORY``, ``package.module:FACTORY``, resolved by
+    :func:`dnnplace.graphs.capture.models.load_model`) with costs and write its native graph JSON (one per
+    batch size with ``--batches``: the profiles :class:`~dnnplace.graphs.batch_model.BatchModel` reads)."""
     from dnnplace.graphs import zoo
     from dnnplace.graphs.batch_model import check_profiles
+    from dnnplace.graphs.capture.models import is_user_spec
     from dnnplace.graphs.capture.ops import require_torch
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import save_instance
     from dnnplace.graphs.presets import cluster_preset
-    zoo.entry(args.model)  # an unknown name lists the zoo before torch is imported
+    user = is_user_spec(args.model)
+    if user:
+        zoo_only = [flag for flag, v in (("--batch", args.batch), ("--batches", args.batches), ("--seq", args.seq),
+                                         ("--layers", args.layers), ("--cells", args.cells), ("--tiled", args.tiled))
+                    if v]
+        if zoo_only:
+            raise InputError(f"{args.model}: {', '.join(zoo_only)} apply to zoo models only; give your model's input "
+                             "shapes with --input SHAPE[:dtype] and its factory's arguments with --param KEY=VALUE")
+    else:
+        zoo.entry(args.model)  # an unknown name lists the zoo before torch is imported
+        if args.tiled and (args.input or args.loss):
+            raise InputError("--tiled assembles a zoo model with its own inputs and loss; leave out --input and --loss")
+        if args.input and (args.batch or args.batches):
+            raise InputError("--input gives the zoo model's inputs (their batch included); leave out --batch and "
+                             "--batches")
     if args.batches and args.batch:
         raise InputError("give --batch or --batches, not both")
     batches = [int(b) for b in args.batches.split(",")] if args.batches else [args.batch]
@@ -71,7 +96,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
         if args.cluster:
             inst = Instance(inst.graph, cluster_preset(args.cluster, inst.graph), inst.source)
         g = inst.graph
-        g.meta["batch"] = batch or zoo.entry(args.model).defaults.get("batch")
+        if not user:
+            g.meta["batch"] = batch or zoo.entry(args.model).defaults.get("batch")
         out = _batch_path(args.out, batch) if args.batches else args.out
         if args.batches:
             made_graphs[batch] = g
@@ -130,9 +156,19 @@ def cmd_profile_links(args: argparse.Namespace) -> int:
 
 def add_parsers(sub) -> None:
     """The two subcommands, added by :func:`dnnplace.cli.build_parser`."""
-    p = sub.add_parser("capture", help="capture a zoo model (PyTorch) as a graph with costs",
-                       description="Needs the torch extra: pip install -e \".[torch]\".")
-    p.add_argument("model", help="zoo name (dnnplace capture NAME with an unknown name lists the zoo)")
+    p = sub.add_parser("capture", help="capture a zoo model or your own PyTorch model as a graph with costs",
+                       description="Needs the torch extra: pip install -e \".[torch]\". MODEL is a zoo name, "
+                                   "FILE.py:FACTORY or package.module:FACTORY; the factory (a class or function, "
+                                   "called with the --param values as keyword arguments) returns an nn.Module, or "
+                                   "(model, inputs, loss_fn) for full control.")
+    p.add_argument("model", help="zoo name (an unknown name lists the zoo), FILE.py:FACTORY or package.module:FACTORY")
+    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
+                   help="one example input per positional argument of forward, repeatable: 16x3x32x32 (float32), "
+                        "16x3x32x32:float16, 16x10:int64 (integers in [0, 2)), 16x10:int64:30522 (in [0, 30522)); "
+                        "overrides the model's own inputs")
+    p.add_argument("--loss", choices=["sum", "mse", "cross_entropy"],
+                   help="training loss: sum of the output, mse against zeros, cross_entropy of [N, C] logits "
+                        "against class 0 (default: the zoo's or the factory's loss, else sum)")
     p.add_argument("--batch", type=int)
     p.add_argument("--batches", metavar="B1,B2,...",
                    help="one capture per batch size, written as OUT-b<B>.json, nodes and edges checked equal "
@@ -148,7 +184,7 @@ def add_parsers(sub) -> None:
                    help="roofline:<v100|a100|h100>, measured[:cpu|cuda] or calibrated:<gpu> (default roofline:v100)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"])
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                   help="zoo builder option (layers, hidden, ...), repeatable")
+                   help="zoo builder option (layers, hidden, ...) or a user factory's keyword argument, repeatable")
     p.add_argument("--cluster", help="cluster preset to attach (e.g. single-host-2-nvlink)")
     p.add_argument("--out", required=True, metavar="GRAPH.json")
     p.set_defaults(func=cmd_capture)
