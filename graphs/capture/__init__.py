@@ -5,6 +5,9 @@
   ``torch.export``, then the joint forward+backward ATen graph of a loss wrapper
   (``aot_export_module(trace_joint=True)``) for training, or the forward graph for
   inference; views and ``getitem`` merged into their producers.
+* :mod:`~dnnplace.graphs.capture.models` — :func:`~.models.load_model`, the one resolver of a
+  model spec (zoo name, ``FILE.py:FACTORY``, ``package.module:FACTORY``, with ``--input``
+  shapes and a ``--loss``) to ``(model, inputs, loss_fn)``, for capture and execution.
 * :mod:`~dnnplace.graphs.capture.costs` — one :class:`CostModel` interface: ``measured``
   (per-node timing through an ``fx.Interpreter``), ``roofline(gpu)`` (FLOPs and bytes
   against V100/A100/H100 data-sheet peaks), ``calibrated`` (roofline times per-op-type
