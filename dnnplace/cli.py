@@ -217,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from dnnplace.capture_commands import add_parsers as add_capture_parsers
     add_capture_parsers(sub)  # capture MODEL ..., profile-links ...
+    from dnnplace.execution.command import add_parser as add_execute_parser
+    add_execute_parser(sub)  # execute MODEL RESULT.json
     return parser
 
 

@@ -1,0 +1,132 @@
+"""``dnnplace execute MODEL RESULT.json``: run a plan, measure it, compare with the simulator."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from dnnplace.graphs.errors import InputError
+
+__all__ = ["cmd_execute", "add_parser", "predict", "model_spec"]
+
+
+def model_spec(args: argparse.Namespace):
+    """The :class:`~dnnplace.execution.worker.ModelSpec` of the command line (as ``capture``)."""
+    from dnnplace.execution.worker import ModelSpec
+    params = {}
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"--param {item!r}: expected KEY=VALUE")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    return ModelSpec(spec=args.model, inputs=tuple(args.input), loss=args.loss, batch=args.batch, seq=args.seq,
+                     params=params, optimizer=args.optimizer, lr=args.lr)
+
+
+def predict(inst: Any, placement: dict, start: dict | None) -> Any:
+    """The simulator's step on the plan, on the instance's graph costs and cluster: each
+    device in the order of the plan's start times, or, for a placement without a
+    schedule, TensorFlow's FIFO ready queue (whose order the executor then follows)."""
+    import numpy as np
+
+    from dnnplace.graphs.placement import Placement
+    from dnnplace.graphs.simulate import simulate
+    pl = Placement.from_mapping(inst.graph, inst.cluster, placement)
+    if not start:
+        return simulate(pl, policy="fifo")
+    return simulate(pl, policy="order", priorities=np.array([float(start[v]) for v in inst.graph.ids]))
+
+
+def cmd_execute(args: argparse.Namespace) -> int:
+    """Run the plan in RESULT.json across processes; print and write the measurement."""
+    from dnnplace.execution.launch import Plan, execute
+    from dnnplace.graphs.io import load_instance, read_json, write_json
+    from dnnplace.graphs.presets import cluster_preset
+    doc = read_json(args.result)
+    if not isinstance(doc, dict):
+        raise InputError(f"{args.result}: expected a result JSON or a {{node: device}} map")
+    placement = doc["placement"] if isinstance(doc.get("placement"), dict) else doc
+    start = doc.get("start") if isinstance(doc.get("start"), dict) else None
+    if not all(isinstance(v, str) for v in placement.values()):
+        raise InputError(f"{args.result}: 'placement' must map node ids to device names")
+    graph_path = args.graph or (doc.get("instance") if isinstance(doc.get("instance"), str) else None)
+    inst = None
+    if graph_path and Path(graph_path).is_file():
+        inst = load_instance(graph_path, args.cluster)
+    if inst is not None and inst.cluster is not None:
+        names, note = list(inst.cluster.names), None
+    elif args.cluster:
+        names, note = list(cluster_preset(args.cluster).names), "no graph with costs: give --graph GRAPH.json"
+    else:
+        names = sorted(set(placement.values()))
+        note = "no graph with costs and cluster: give --graph GRAPH.json and --cluster (e.g. local-cpu-2)"
+    spec = model_spec(args)
+    if args.pipeline:
+        from dnnplace.execution.pipeline import cmd_pipeline
+        return cmd_pipeline(args, spec, placement, names, inst)
+    sim = predict(inst, placement, start) if note is None else None
+    order = start or (dict(zip(inst.graph.ids, sim.schedule.start.tolist())) if sim is not None else None)
+    m = execute(spec, [Plan(placement, order)], names, steps=args.steps, warmup=args.warmup,
+                timeout_s=args.timeout)[0]
+    out = {"model": args.model, "result": args.result, **m.to_dict()}
+    out["predicted_step_ms"] = float(sim.makespan) if sim is not None else None
+    out["prediction"] = note or ("simulator, each device in the plan's order" if start else
+                                 "simulator, FIFO ready queue (the plan has no schedule; the executor ran "
+                                 "the simulated order)")
+    if sim is not None and out["measured_step_ms"] > 0:
+        out["error_pct"] = 100.0 * (out["predicted_step_ms"] - out["measured_step_ms"]) / out["measured_step_ms"]
+    say = print
+    say(f"measured step: {out['measured_step_ms']:.3f} ms (median of {args.steps}; min "
+        f"{out['measured_min_ms']:.3f}, max {out['measured_max_ms']:.3f}) on {len(m.devices)} process(es)")
+    say(f"predicted: {'-' if sim is None else format(out['predicted_step_ms'], '.3f') + ' ' + inst.graph.unit} "
+        f"({out['prediction']})")
+    say(f"eager single-process step: {m.eager_step_ms:.3f} ms")
+    say(f"matches the eager step: {'yes' if m.matches_reference else 'NO'} (loss {m.loss:.6g} vs "
+        f"{m.reference_loss:.6g}, {m.n_grads_checked} gradients, max |diff| {m.max_abs_grad_diff:.3g})")
+    say(f"transfers: {m.transfers} per step ({m.transfer_bytes:,} bytes)")
+    if args.gantt:
+        from dnnplace.execution.timeline import plot_measured
+        plot_measured(m.ops, sim, args.gantt, title=f"{args.model}: measured vs simulated")
+        say(f"wrote {args.gantt}")
+    if args.out:
+        write_json(args.out, out, indent=None)
+        say(f"wrote {args.out}")
+    return 0 if m.matches_reference else 1
+
+
+def add_parser(sub: Any) -> None:
+    """The ``execute`` subcommand, added by :func:`dnnplace.cli.build_parser`."""
+    p = sub.add_parser("execute", help="run a result's placement and order across processes (torch.distributed) "
+                                       "and measure it",
+                       description="One OS process per device (gloo), every tensor sent once to each device that "
+                                   "consumes it, each device running its operators in the result's order; checks "
+                                   "the loss and every gradient against an eager single-process step.")
+    p.add_argument("model", help="zoo name, FILE.py:FACTORY or package.module:FACTORY (as for capture)")
+    p.add_argument("result", help="result JSON (placement and start times) or a {node: device} map")
+    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
+                   help="example input, e.g. 16x3x32x32 or 16x10:int64 (repeatable, as for capture)")
+    p.add_argument("--loss", choices=["sum", "mse", "cross_entropy"], help="loss of a user model (default sum)")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--seq", type=int)
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="zoo builder option")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"],
+                   help="as captured (default adam)")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--graph", help="the graph with costs the plan was made on (default: the result's instance)")
+    p.add_argument("--cluster", help="cluster preset or file for the prediction (default: the result's cluster)")
+    p.add_argument("--steps", type=int, default=5, help="measured steps after the warm-up (default 5)")
+    p.add_argument("--warmup", type=int, default=2, help="warm-up steps (default 2)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds before a stuck step is stopped")
+    p.add_argument("--pipeline", action="store_true",
+                   help="run a contiguous max-load split of a forward model as a pipeline (torch.distributed."
+                        "pipelining)")
+    p.add_argument("--microbatches", type=int, default=4, help="micro-batches per step with --pipeline")
+    p.add_argument("--gantt", metavar="PNG", help="measured timeline above the simulated one")
+    p.add_argument("--out", metavar="RUN.json")
+    p.set_defaults(func=cmd_execute)
+

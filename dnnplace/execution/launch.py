@@ -1,0 +1,237 @@
+"""Run a placed and ordered training step with one OS process per device, and check it.
+
+:func:`execute` traces the model's joint forward+backward step in this process, maps the
+plan (node id -> device name, optional start times) onto it, spawns one process per
+device that holds a node (``torch.multiprocessing``, gloo over a file rendezvous in a
+temporary folder), waits for them under a deadline (a stuck step is killed and reported,
+never a hang), and compares step 0's loss and every gradient with an eager
+single-process ``loss.backward()`` of the same model and inputs.
+
+Devices are processes on this host whatever their kind in the plan: a plan made for
+GPUs runs its devices as CPU processes here (the measurement then says what this host
+does with that plan, and ``emulated`` lists those devices).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dnnplace.execution.worker import ModelSpec, WorkerPlan, load, run_worker, trace_step
+from dnnplace.graphs.errors import InputError
+
+__all__ = ["ExecutionError", "Measured", "Plan", "execute", "device_orders", "eager_reference"]
+
+
+class ExecutionError(RuntimeError):
+    """A worker failed or the step did not finish before the deadline."""
+
+
+@dataclass
+class Measured:
+    """What :func:`execute` measured (times in ms)."""
+
+    step_ms: list[float]
+    ops: list[dict]                 # median step: {node, device, start_ms, end_ms}
+    matches_reference: bool
+    max_abs_grad_diff: float
+    loss: float
+    reference_loss: float
+    n_grads_checked: int
+    eager_step_ms: float
+    devices: list[str]
+    peak_rss_bytes: dict[str, int]
+    transfers: int
+    transfer_bytes: int
+
+    def to_dict(self) -> dict:
+        s = self.step_ms
+        return {"measured_step_ms": statistics.median(s), "measured_min_ms": min(s), "measured_max_ms": max(s),
+                "measured_steps_ms": s, "eager_step_ms": self.eager_step_ms,
+                "matches_reference": self.matches_reference, "max_abs_grad_diff": self.max_abs_grad_diff,
+                "loss": self.loss, "reference_loss": self.reference_loss, "grads_checked": self.n_grads_checked,
+                "devices": self.devices, "peak_rss_bytes": self.peak_rss_bytes, "transfers": self.transfers,
+                "transfer_bytes": self.transfer_bytes, "ops": self.ops}
+
+
+def device_orders(ids: Sequence[str], device: np.ndarray, n_dev: int,
+                  start: Mapping[str, float] | None) -> list[list[int]]:
+    """Each device's nodes by increasing start time (ties: trace order, a topological
+    order); without start times, trace order."""
+    key = (lambda v: (float(start[ids[v]]), v)) if start else (lambda v: v)
+    if start:
+        missing = [v for v in ids if v not in start]
+        if missing:
+            raise InputError(f"the result has no start time for node {missing[0]!r}")
+    orders: list[list[int]] = [[] for _ in range(n_dev)]
+    for v in sorted(range(len(ids)), key=key):
+        orders[int(device[v])].append(v)
+    return orders
+
+
+def eager_reference(model: ModelSpec, *, repeats: int = 5, threads: int = 1) -> tuple[float, dict, float]:
+    """Loss, gradients (by parameter name) and median time (ms) of an eager step:
+    ``loss_fn(model(*inputs), *inputs).backward()`` plus the optimizer step, on
+    ``threads`` threads. The loss and gradients are those of the model as built."""
+    import torch
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        net, inputs, loss_fn = load(model)
+        loss = loss_fn(net(*inputs), *inputs)
+        loss.backward()
+        grads = {f"model.{k}": p.grad.detach().clone() for k, p in net.named_parameters() if p.grad is not None}
+        ref_loss = float(loss.detach())
+        opt = {"sgd": lambda ps: torch.optim.SGD(ps, lr=model.lr),
+               "momentum": lambda ps: torch.optim.SGD(ps, lr=model.lr, momentum=0.9),
+               "adam": lambda ps: torch.optim.Adam(ps, lr=model.lr)}[model.optimizer](net.parameters())
+        times = []
+        for _ in range(repeats + 1):
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss_fn(net(*inputs), *inputs).backward()
+            opt.step()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return ref_loss, grads, statistics.median(times[1:])
+    finally:
+        torch.set_num_threads(old)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A placement (node id -> device name) and optional start times (each device's order)."""
+
+    placement: Mapping[str, str]
+    start: Mapping[str, float] | None = None
+
+
+def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str], *, steps: int = 5,
+            warmup: int = 2, timeout_s: float = 300.0, threads: int = 1, atol: float = 1e-5,
+            rtol: float = 1e-4) -> list[Measured]:
+    """Run each plan (see the module docstring) and measure it; one :class:`Measured` per plan.
+
+    Every plan maps each graph node id of the traced step to a name in ``device_names``;
+    its ``start`` times give each device's order. The plans share one set of processes
+    (as many as the largest plan uses), each plan starting from the model as built.
+    Gradients match when ``|ours - eager| <= atol + rtol * |eager|`` elementwise.
+    """
+    import torch
+    import torch.multiprocessing as mp
+
+    from dnnplace.execution.program import build_programs
+    if steps < 1 or warmup < 0:
+        raise InputError(f"--steps must be >= 1 and the warm-up >= 0 (got {steps}, {warmup})")
+    if not plans:
+        return []
+    net, inputs, loss_fn = load(model)
+    cap = trace_step(model, net, inputs, loss_fn)
+    del net
+    ids = list(cap.ids)
+    index = {d: i for i, d in enumerate(device_names)}
+    jobs, used_of, progs_of = [], [], []
+    for plan in plans:
+        rank, used = _ranks(plan.placement, ids, index)
+        orders = device_orders(ids, rank, len(used), plan.start)
+        progs_of.append(build_programs(cap, rank, orders))  # bad orders / crossings refused here, once
+        jobs.append((tuple(rank.tolist()), tuple(tuple(o) for o in orders)))
+        used_of.append(used)
+    ref_loss, ref_grads, eager_ms = eager_reference(model, threads=threads)
+    world = max(len(u) for u in used_of)
+    with tempfile.TemporaryDirectory(prefix="dnnplace-exec-") as tmp:
+        wp = WorkerPlan(model=model, ids=tuple(ids), jobs=tuple(jobs), steps=steps, warmup=warmup, out_dir=tmp,
+                        init_file=os.path.join(tmp, "rendezvous"), timeout_s=timeout_s, threads=threads)
+        print(f"executing {len(plans)} plan(s) on {world} process(es), "
+              f"{max(sum(len(p.recvs) for p in pr) for pr in progs_of)} transfers per step at most",
+              file=sys.stderr, flush=True)
+        _spawn(mp, wp, world, timeout_s * len(plans))
+        records = []
+        for r in range(world):
+            with open(os.path.join(tmp, f"times-{r}.json")) as f:
+                records.append(json.load(f)["jobs"])
+        outs = [torch.load(os.path.join(tmp, f"outputs-{r}.pt")) for r in range(world)]
+    return [_measured(j, ids, device_names, used_of[j], progs_of[j], [rec[j] for rec in records],
+                      [o[j] for o in outs], ref_loss, ref_grads, eager_ms, steps, atol, rtol)
+            for j in range(len(plans))]
+
+
+def _ranks(placement: Mapping[str, str], ids: list[str], index: dict[str, int]) -> tuple[np.ndarray, list[int]]:
+    """Rank of every node (devices that hold a node, in cluster order) and those devices."""
+    known = set(ids)
+    unknown = next((v for v in placement if v not in known), None)
+    if unknown is not None:
+        raise InputError(f"the result places node {unknown!r}, which the traced step does not have "
+                         "(was the graph captured from another model, input shape or optimizer?)")
+    missing = next((v for v in ids if v not in placement), None)
+    if missing is not None:
+        raise InputError(f"the result does not place node {missing!r} of the traced step")
+    bad = next((d for d in placement.values() if d not in index), None)
+    if bad is not None:
+        raise InputError(f"the result places nodes on device {bad!r}, which the cluster does not have")
+    dev = [index[placement[v]] for v in ids]
+    used = sorted(set(dev))
+    rank_of = {d: r for r, d in enumerate(used)}
+    return np.array([rank_of[d] for d in dev], dtype=np.int64), used
+
+
+def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[int], progs: list, records: list,
+              outs: list, ref_loss: float, ref_grads: dict, eager_ms: float, steps: int, atol: float,
+              rtol: float) -> Measured:
+    """Times and the reference check of plan ``j`` from every rank's records."""
+    import torch
+    records = records[:len(used)]
+    step_ms = [(max(rec["steps"][s]["t_end"] for rec in records) - min(rec["steps"][s]["t0"] for rec in records))
+               * 1e3 for s in range(steps)]
+    med = int(np.argsort(step_ms)[len(step_ms) // 2])
+    t0 = min(rec["steps"][med]["t0"] for rec in records)
+    ops = [{"node": ids[v], "device": device_names[used[r]], "start_ms": (a - t0) * 1e3, "end_ms": (b - t0) * 1e3}
+           for r, rec in enumerate(records) for v, a, b in rec["steps"][med]["ops"]]
+    loss = next((o["loss"] for o in outs if "loss" in o), float("nan"))
+    grads = {k: g for o in outs for k, g in o["grads"].items()}
+    diffs, ok = [], bool(np.isfinite(loss)) and abs(loss - ref_loss) <= atol + rtol * abs(ref_loss)
+    for name, ref in ref_grads.items():
+        ours = grads.get(name)
+        if ours is None or ours.shape != ref.shape:
+            ok = False
+            diffs.append(float("inf"))
+            continue
+        diffs.append(float((ours - ref).abs().max()) if ref.numel() else 0.0)
+        ok = ok and bool(torch.allclose(ours, ref, atol=atol, rtol=rtol))
+    return Measured(step_ms=step_ms, ops=ops, matches_reference=bool(ok), max_abs_grad_diff=max(diffs, default=0.0),
+                    loss=loss, reference_loss=ref_loss, n_grads_checked=len(diffs), eager_step_ms=eager_ms,
+                    devices=[device_names[d] for d in used],
+                    peak_rss_bytes={device_names[used[r]]: rec["peak_rss_bytes"] for r, rec in enumerate(records)},
+                    transfers=sum(len(p.recvs) for p in progs),
+                    transfer_bytes=sum(t.nbytes for p in progs for t in p.recvs))
+
+
+def _spawn(mp: Any, plan: WorkerPlan, world: int, timeout_s: float) -> None:
+    """Start the workers and wait for all of them; kill every one on a failure, on the
+    deadline, or on Ctrl-C."""
+    ctx = mp.start_processes(run_worker, args=(plan,), nprocs=world, join=False, start_method="spawn")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not ctx.join(timeout=0.5):
+            if time.monotonic() > deadline:
+                raise ExecutionError(f"the step did not finish within {timeout_s:g} s (a deadlock or a slow "
+                                     "device); every worker was stopped")
+    except mp.ProcessRaisedException as exc:
+        last = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+        raise ExecutionError(f"a worker failed: {last[-1] if last else exc}") from None
+    except mp.ProcessExitedException as exc:
+        raise ExecutionError(f"a worker exited: {exc}") from None
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+        for p in ctx.processes:
+            p.join(timeout=5)
+

@@ -1,0 +1,184 @@
+"""The executor runs placed, ordered training steps across processes and matches an eager step.
+
+Six models (tests/exec_models.py, loaded as FILE.py:FACTORY: the path a user's model
+takes) x plans from four methods (HEFT, DPOS, Celeritas, Pesto), one device, and random
+placements with random valid orders; each model's plans share one set of processes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch") if not os.environ.get("DNNPLACE_REQUIRE_TORCH") else __import__("torch")
+
+from dnnplace.execution.launch import ExecutionError, Plan, execute  # noqa: E402
+from dnnplace.execution.program import build_programs, check_order  # noqa: E402
+from dnnplace.execution.worker import ModelSpec, load, trace_step  # noqa: E402
+from dnnplace.graphs.errors import InputError  # noqa: E402
+
+MODELS_FILE = str(Path(__file__).with_name("exec_models.py"))
+SPECS = {  # name -> (factory, inputs)
+    "mlp": ("mlp", ("32x64",)),
+    "cnn": ("cnn", ("8x3x16x16",)),
+    "lstm": ("lstm", ("8x4x16",)),
+    "transformer": ("transformer", ("4x8x32",)),
+    "inception": ("inception", ("4x16x12x12",)),
+    "towers": ("two_towers", ("16x64",)),
+}
+METHODS = {"heft": {}, "dpos": {}, "celeritas": {}, "pesto": {"coarsen_to": 20}}
+DEVICES = ["cpu0", "cpu1"]
+
+
+def spec(name: str, **kw) -> ModelSpec:
+    factory, inputs = SPECS[name]
+    if name == "towers":
+        kw.setdefault("params", {"width": 64})
+    return ModelSpec(spec=f"{MODELS_FILE}:{factory}", inputs=inputs, loss="cross_entropy", **kw)
+
+
+def traced(ms: ModelSpec):
+    net, inputs, loss_fn = load(ms)
+    return trace_step(ms, net, inputs, loss_fn)
+
+
+def random_plan(cap, rng: np.random.Generator) -> Plan:
+    """Every colocation group (a parameter, its gradient producer, its update) on one random
+    device, other nodes on random devices; start times: a random topological order."""
+    n = cap.n
+    dev = rng.integers(0, 2, n)
+    for g in np.unique(cap.colocation[cap.colocation >= 0]):
+        dev[cap.colocation == g] = rng.integers(0, 2)
+    indeg = np.bincount(cap.dst, minlength=n)
+    succ = [[] for _ in range(n)]
+    for s, d in zip(cap.src.tolist(), cap.dst.tolist()):
+        succ[s].append(d)
+    ready, start = [v for v in range(n) if indeg[v] == 0], {}
+    while ready:
+        v = ready.pop(int(rng.integers(len(ready))))
+        start[cap.ids[v]] = float(len(start))
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    assert len(start) == n
+    return Plan({v: DEVICES[int(d)] for v, d in zip(cap.ids, dev)}, start)
+
+
+@pytest.fixture(scope="module")
+def two_gpu_cluster():
+    from dnnplace.graphs.cluster import Cluster
+    return Cluster.from_links(Cluster.single_host(2, with_cpu=False).devices, default={"beta0": 0.01, "beta1": 1e-7})
+
+
+def plans_for(name: str, cluster) -> list[tuple[str, Plan]]:
+    from dnnplace.formulations.solver_options import SolverOptions
+    from dnnplace.graphs.capture import capture
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.methods.base import SolveRequest
+    from dnnplace.registry import solve
+    ms = spec(name)
+    net, inputs, loss_fn = load(ms, device="meta")
+    inst = capture(net, inputs, loss_fn, name=name)
+    inst = Instance(inst.graph, cluster, inst.source)
+    names = cluster.names
+    out = []
+    for method, params in METHODS.items():
+        res = solve(inst, method, SolveRequest("makespan", solver=SolverOptions(time_limit=5), params=dict(params)))
+        assert res.status in ("optimal", "feasible"), (name, method, res.status, res.message)
+        pl = {v: {d: DEVICES[i] for i, d in enumerate(names)}[dname] for v, dname in res.placement.items()}
+        out.append((method, Plan(pl, res.start)))
+    return out
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_distributed_step_equals_eager_step(name, two_gpu_cluster):
+    """Loss and every gradient of each plan equal an eager single-process step."""
+    ms = spec(name)
+    cap = traced(ms)
+    rng = np.random.default_rng(len(name))
+    plans = [("one device", Plan({v: "cpu0" for v in cap.ids}))]
+    plans += plans_for(name, two_gpu_cluster)
+    plans += [(f"random {k}", random_plan(cap, rng)) for k in range(2)]
+    measured = execute(ms, [p for _, p in plans], DEVICES, steps=1, warmup=0, timeout_s=120)
+    assert len(measured) == len(plans) == 7
+    crossing = 0
+    for (label, _), m in zip(plans, measured):
+        assert m.matches_reference, (name, label, m.max_abs_grad_diff, m.loss, m.reference_loss)
+        assert m.n_grads_checked == sum(1 for k in cap.arg_kinds if k == "param")
+        assert m.max_abs_grad_diff <= 1e-4
+        crossing += m.transfers
+    assert measured[0].transfers == 0
+    assert crossing > 10  # the random plans cross devices many times
+
+
+def test_wrong_order_is_refused_before_running():
+    ms = spec("mlp")
+    cap = traced(ms)
+    dev = np.zeros(cap.n, dtype=np.int64)
+    order = list(range(cap.n))
+    order[0], order[-1] = order[-1], order[0]  # an apply node before its parameter's gradient exists
+    with pytest.raises(InputError, match="deadlock"):
+        check_order(cap.n, cap.src, cap.dst, dev, [order], cap.ids)
+    with pytest.raises(InputError, match="appears 0 times"):
+        check_order(cap.n, cap.src, cap.dst, dev, [order[:-1]], cap.ids)
+
+
+class _LocalDist:
+    """torch.distributed stand-in for one process whose received buffers are never filled."""
+
+    class _Work:
+        def wait(self):
+            return True
+
+    def barrier(self):
+        pass
+
+    def irecv(self, buf, src, tag):
+        return self._Work()
+
+    def isend(self, val, dst, tag):
+        return self._Work()
+
+
+def test_missing_transfer_is_caught():
+    """A device whose program lost a transfer fails naming the value, instead of computing
+    with garbage."""
+    from dnnplace.execution.worker import _bind, _Step
+    ms = spec("mlp")
+    net, inputs, loss_fn = load(ms)
+    cap = trace_step(ms, net, inputs, loss_fn)
+    rng = np.random.default_rng(3)
+    plan = random_plan(cap, rng)
+    ranks = np.array([DEVICES.index(plan.placement[v]) for v in cap.ids])
+    orders = [[v for v in sorted(range(cap.n), key=lambda v: plan.start[cap.ids[v]]) if ranks[v] == d]
+              for d in range(2)]
+    progs = build_programs(cap, ranks, orders)
+    target = next(d for d in range(2) if progs[d].recvs)
+    prog = progs[target]
+    victim = next(iter(prog.waits))
+    dropped = prog.waits.pop(victim)
+    assert dropped
+    step = _Step(cap, prog, _bind(cap, net, inputs), [0, 1], ms)
+    with pytest.raises(RuntimeError, match="a transfer is missing"):
+        step.run(_LocalDist(), record=False)
+
+
+def test_stuck_step_times_out():
+    ms = spec("mlp")
+    cap = traced(ms)
+    with pytest.raises(ExecutionError, match="did not finish within"):
+        execute(ms, [Plan({v: "cpu0" for v in cap.ids})], DEVICES, steps=1, warmup=0, timeout_s=0.2)
+
+
+def test_unknown_node_and_device_named():
+    ms = spec("mlp")
+    cap = traced(ms)
+    pl = {v: "cpu0" for v in cap.ids}
+    with pytest.raises(InputError, match="cpu7"):
+        execute(ms, [Plan({**pl, cap.ids[3]: "cpu7"})], DEVICES, steps=1)
+    with pytest.raises(InputError, match="'nope'"):
+        execute(ms, [Plan({**pl, "nope": "cpu0"})], DEVICES, steps=1)
