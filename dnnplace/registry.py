@@ -25,6 +25,7 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.link_orders import link_priorities_to_json
 from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.sim_costs import TRANSFER_MODES, transfer_semantics
 from dnnplace.methods.base import POLICIES, Method, MethodOutput, Options, SolveRequest, WarmStart, parse_options
 from dnnplace.results import Result, relative_gap
 
@@ -72,6 +73,8 @@ def method_options(method: str | Method, request: SolveRequest) -> Options:
         raise InputError(f"method {m.name!r} does not solve {request.problem!r} (it solves {list(m.problems)})")
     if request.policy not in POLICIES:
         raise InputError(f"unknown policy {request.policy!r}; use one of {POLICIES}")
+    if request.transfer_mode not in TRANSFER_MODES:
+        raise InputError(f"unknown transfer mode {request.transfer_mode!r}; use one of {TRANSFER_MODES}")
     return parse_options(m.options, request.params, method=m.name)
 
 
@@ -80,7 +83,7 @@ def evaluation_options(request: SolveRequest, contiguity: str) -> dict[str, Any]
     if request.problem == "maxload":
         return {"objective": request.objective, "contiguity": contiguity}
     if request.problem == "makespan":
-        return {"congestion": request.congestion, "policy": request.policy}
+        return {"congestion": request.congestion, "policy": request.policy, "transfer_mode": request.transfer_mode}
     return {}
 
 
@@ -107,7 +110,16 @@ def _check_shape(out: MethodOutput, instance: Instance, name: str) -> OpGraph:
 
 
 def run_method(instance: Instance, method: str | Method, request: SolveRequest) -> tuple[Result, Placement | None]:
-    """:func:`solve`, also returning the placement object (for warm starts)."""
+    """:func:`solve`, also returning the placement object (for warm starts).
+
+    The method, its warm start and the evaluation run under the request's transfer mode
+    (:func:`~dnnplace.graphs.sim_costs.transfer_semantics`), so every simulation a
+    method makes to score itself uses the semantics it is evaluated under."""
+    with transfer_semantics(request.transfer_mode):
+        return _run_method(instance, method, request)
+
+
+def _run_method(instance: Instance, method: str | Method, request: SolveRequest) -> tuple[Result, Placement | None]:
     m = get_method(method) if isinstance(method, str) else method
     opts = method_options(m, request)
     if m.warm_start and request.warm_start and request.warm is None:
@@ -202,7 +214,8 @@ def warm_start_placement(inst: Instance, request: SolveRequest, contiguity: str 
         raise InputError(f"warm-start method {name!r} solves {list(method.problems)}, not {request.problem!r}")
     sub = SolveRequest(problem=problem, objective=request.objective,
                        contiguity=contiguity if request.problem == "maxload" else None,
-                       solver=request.solver, seed=request.seed, congestion=request.congestion)
+                       solver=request.solver, seed=request.seed, congestion=request.congestion,
+                       transfer_mode=request.transfer_mode)
     res, p = run_method(inst, method, sub)
     if p is None:
         raise InputError(f"warm-start method {name!r} returned no placement ({res.message})")
@@ -211,7 +224,7 @@ def warm_start_placement(inst: Instance, request: SolveRequest, contiguity: str 
 
 def _request_dict(r: SolveRequest, contiguity: str) -> dict[str, Any]:
     return {"objective": r.objective, "contiguity": contiguity, "warm_start": r.warm_start, "seed": r.seed,
-            "congestion": r.congestion, "policy": r.policy,
+            "congestion": r.congestion, "policy": r.policy, "transfer_mode": r.transfer_mode,
             "solver": {"name": r.solver.solver, "time_limit": r.solver.time_limit, "rel_gap": r.solver.rel_gap,
                        "threads": r.solver.threads, "seed": r.solver.seed, "solver_options": r.solver.solver_options},
             "params": r.params}

@@ -37,15 +37,22 @@ Pipeline (Pesto Sec. 3.2-3.3):
    scheduler when merged nodes are large); ``extra["model_size"]["order_policy"]`` says
    which order won.
 
-The ILP lets a link serve its transfers in any order (Pesto's constraint (7)). The
-simulator replays that order when it is given (the earliest schedule with the ILP's
-device and link orders, so its makespan is at most the ILP's), and serves links first
-come first served otherwise (SPEC 2.1); an FCFS schedule is one of the orders the ILP
-allows. Without coarsening the ILP's bound is therefore a valid lower bound for the
-simulated problem (reported as ``bound``), and an uncoarsened instance solved to
-optimality with the evaluation's congestion setting is replayed at the ILP optimum and
-reported ``optimal``; with coarsening the ILP bounds only the coarse problem and is
-kept in ``extra["coarse_bound"]``. The reported ``bound`` is never weaker than
+The ILP lets a link serve its transfers in any order (Pesto's constraint (7)) and
+counts one transfer per edge (Pesto's DAG augmentation). The simulator replays that
+order when it is given (the earliest schedule with the ILP's device and link orders, so
+its makespan is at most the ILP's, in either transfer mode: sending a tensor once per
+consuming device only removes transfers), and serves links first come first served
+otherwise (SPEC 2.1); an FCFS schedule is one of the orders the ILP allows. Under the
+per-edge transfer mode (``transfer_mode="per_edge"``), without coarsening, the ILP's
+bound is therefore a valid lower bound for the simulated problem (reported as
+``bound``), and an uncoarsened instance solved to optimality with the evaluation's
+congestion setting is replayed at the ILP optimum and reported ``optimal``. Under the
+default mode (a tensor sent once to each device that consumes it, SPEC 2.1) the ILP
+over-counts transfers: its optimum is an upper bound of what its schedule replays at,
+not a lower bound of the problem, so neither its bound nor its proof of optimality is
+reported (``extra["ilp_bound"]`` keeps the number) and ``optimal`` needs the replay to
+meet the combinatorial bound below. With coarsening the ILP bounds only the coarse
+problem and is kept in ``extra["coarse_bound"]``. The reported ``bound`` is never weaker than
 :func:`~dnnplace.graphs.bounds.makespan_lower_bound` of the original graph (critical
 path, busiest device's share of the work), valid in every case, so a coarsened run still
 states its gap (the 766-node LSTM of ``results/pesto``: 34.183 ms against a bound of
@@ -72,6 +79,7 @@ from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.sim_costs import check_transfer_mode, transfer_semantics
 from dnnplace.graphs.simulate import simulate
 from dnnplace.heuristics.coarsening import expand_priorities
 
@@ -133,7 +141,8 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
           rivals: Sequence[tuple[str, Placement]] = (),
           coarsen_with: str = "pesto",
           engine: str = "mip", relaxed_start: float = 0.0,
-          guide: tuple[str, Placement, np.ndarray] | None = None) -> PestoRun:
+          guide: tuple[str, Placement, np.ndarray] | None = None,
+          transfer_mode: str | None = None) -> PestoRun:
     """Run the Pesto pipeline (see the module docstring).
 
     Parameters
@@ -149,6 +158,12 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         least ``coarsen_to`` nodes (:func:`~dnnplace.heuristics.fusion.fuse_to`; never guided).
     congestion : bool
         Semantics of the final simulation (and of the ILP unless ``ilp_congestion``).
+    transfer_mode : {"per_destination", "per_edge"}, optional
+        What the final simulation sends (SPEC 2.1; ``None``: the current mode,
+        :func:`~dnnplace.graphs.sim_costs.current_transfer_mode`, ``"per_destination"``
+        unless set). The ILP always counts one transfer per edge, and every schedule it
+        is compared with on its own graph (horizon, MIP starts) is simulated so; its
+        bound and its proven optimum count for the answer only under ``"per_edge"``.
     ilp_congestion : bool, optional
         Model link congestion in the ILP (Pesto's ablation, Fig. 5, turns it off while
         still simulating with congestion).
@@ -206,13 +221,8 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         ``extra["model_size"]["relaxed_start"]`` records it). Without (7) the model has
         no transfer-pair order variables, so on coarse graphs it solves far sooner.
     """
-    from dnnplace.heuristics.coarsening import coarsen
-    from dnnplace.heuristics.fusion import fuse_to
-
     if coarsen_with not in ("pesto", "celeritas-fusion"):
         raise InputError(f"coarsen_with {coarsen_with!r}: expected 'pesto' or 'celeritas-fusion'")
-    from dnnplace.heuristics.list_scheduling import best_list_schedule
-
     if engine not in ("mip", "cpsat"):
         raise InputError(f"pesto: unknown engine {engine!r}; known: 'mip', 'cpsat'")
     if engine == "cpsat":
@@ -221,6 +231,26 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         if not available():
             raise InputError("pesto: engine 'cpsat' needs OR-Tools: pip install 'dnnplace[cpsat]'")
     solver = solver or SolverOptions(time_limit=60.0, threads=1)
+    transfer_mode = check_transfer_mode(transfer_mode)
+    with transfer_semantics(transfer_mode):
+        return _pesto(graph, cluster, coarsen_to=coarsen_to, congestion=congestion, ilp_congestion=ilp_congestion,
+                      warm_start=warm_start, solver=solver, options=options, fallback=fallback,
+                      extra_starts=extra_starts, refine_share=refine_share, guided=guided, rivals=rivals,
+                      coarsen_with=coarsen_with, engine=engine, relaxed_start=relaxed_start, guide=guide,
+                      transfer_mode=transfer_mode)
+
+
+def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congestion: bool,
+           ilp_congestion: bool | None, warm_start: bool, solver: SolverOptions, options: PestoOptions | None,
+           fallback: bool, extra_starts: list | None, refine_share: float, guided: bool,
+           rivals: Sequence[tuple[str, Placement]], coarsen_with: str, engine: str, relaxed_start: float,
+           guide: tuple[str, Placement, np.ndarray] | None, transfer_mode: str) -> PestoRun:
+    """:func:`pesto` inside its transfer mode: simulations of the original graph use it,
+    those of the graph the ILP sees count one transfer per edge (the ILP's accounting)."""
+    from dnnplace.heuristics.coarsening import coarsen
+    from dnnplace.heuristics.fusion import fuse_to
+    from dnnplace.heuristics.list_scheduling import best_list_schedule
+
     ilp_cong = congestion if ilp_congestion is None else bool(ilp_congestion)
     opts = options or PestoOptions()
     opts = PestoOptions(congestion=ilp_cong, memory=opts.memory, colocation=opts.colocation,
@@ -243,23 +273,27 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
             cres = coarsen(graph, cluster, target=int(coarsen_to), guide=None if guide is None else guide[1].device)
         cg, labels = cres.graph, cres.labels
         if guide is not None:
-            starts.append((f"guided:{guide[0]}",
-                           *_guided_start(cg, cluster, labels, cres.meta["guide"], guide[2], ilp_cong)))
+            with transfer_semantics("per_edge"):
+                starts.append((f"guided:{guide[0]}",
+                               *_guided_start(cg, cluster, labels, cres.meta["guide"], guide[2], ilp_cong)))
     else:
         cg, labels = graph, np.arange(graph.n)
     t_coarsen = time.perf_counter() - t0
     coarse = cg is not graph
 
-    # ---- heuristic horizon and warm start on the graph the ILP sees
-    ls, _, scores = best_list_schedule(cg, cluster, congestion=ilp_cong)
+    # ---- heuristic horizon and warm start on the graph the ILP sees, simulated with the
+    # ILP's one transfer per edge (a horizon or start below its per-edge makespan would
+    # cut off the start, or every schedule, from the ILP)
+    with transfer_semantics("per_edge"):
+        ls, _, scores = best_list_schedule(cg, cluster, congestion=ilp_cong)
     dev0 = canonical_relabel(cg, cluster, ls.placement.device) if opts.symmetry else ls.placement.device
     pl0 = Placement(cg, cluster, dev0)
-    sim0 = simulate(pl0, policy="order", priorities=ls.priorities, congestion=ilp_cong)
+    sim0 = simulate(pl0, policy="order", priorities=ls.priorities, congestion=ilp_cong, transfer_mode="per_edge")
     warm_name = ls.algorithm
     for name_x, dev_x, pr_x in starts:
         dev_x = canonical_relabel(cg, cluster, np.asarray(dev_x)) if opts.symmetry else np.asarray(dev_x)
         pl_x = Placement(cg, cluster, dev_x)
-        sim_x = simulate(pl_x, policy="order", priorities=pr_x, congestion=ilp_cong)
+        sim_x = simulate(pl_x, policy="order", priorities=pr_x, congestion=ilp_cong, transfer_mode="per_edge")
         if memory_ok(pl_x) and (sim_x.makespan < sim0.makespan or not memory_ok(pl0)):
             dev0, pl0, sim0, warm_name = dev_x, pl_x, sim_x, name_x
     horizon = safe_horizon(cg, cluster) if not memory_ok(pl0) else sim0.makespan
@@ -279,7 +313,7 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         size["relaxed_start"] = {"status": out_r.status, "objective": out_r.incumbent, "bound": out_r.bound}
         if times_r is not None:
             cpl_r, pr_r, _, _ = ilp_orders(times_r, cg, np.arange(cg.n), cg)
-            sim_r = simulate(cpl_r, policy="order", priorities=pr_r, congestion=True)
+            sim_r = simulate(cpl_r, policy="order", priorities=pr_r, congestion=True, transfer_mode="per_edge")
             size["relaxed_start"]["replayed"] = sim_r.makespan
             if memory_ok(cpl_r) and (sim_r.makespan < sim0.makespan or not memory_ok(pl0)):
                 dev0 = canonical_relabel(cg, cluster, cpl_r.device) if opts.symmetry else cpl_r.device
@@ -300,11 +334,14 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
                   solve_seconds=out.solve_seconds + out.handoff_seconds, coarsen_seconds=t_coarsen, size=size,
                   trace=out.trace, solver_version=out.solver_version, ilp_gap=out.gap,
                   ilp_objective=out.incumbent, ilp_bound=out.bound)
-    # the ILP's bound is valid for the simulated problem only without coarsening and when
+    # the ILP's bound is valid for the simulated problem only without coarsening, when
     # the ILP relaxes the simulation (FCFS links are one feasible link order; an ILP with
-    # congestion does not bound a simulation without it); the combinatorial bound always is
+    # congestion does not bound a simulation without it) and when the simulation counts
+    # one transfer per edge as the ILP does (sending a tensor once per device can beat
+    # the ILP's optimum); the combinatorial bound always is
+    per_edge = transfer_mode == "per_edge"
     bound = makespan_lower_bound(graph, cluster)
-    if not (coarse or out.bound is None or (ilp_cong and not congestion)):
+    if per_edge and not (coarse or out.bound is None or (ilp_cong and not congestion)):
         bound = max(bound, float(out.bound))
     def refine_seconds() -> float:  # what is left of the limit, at least half the refinement's share
         return 60.0 if limit is None else max(limit - (time.perf_counter() - t0), 0.5 * refine_share * limit)
@@ -341,7 +378,7 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
     size["link_order"] = link_order
     status = "feasible"
     tol = 1e-6 * max(1.0, ms)
-    if (not coarse and out.status == "optimal" and out.incumbent is not None
+    if (per_edge and not coarse and out.status == "optimal" and out.incumbent is not None
             and abs(ms - out.incumbent) <= tol and ilp_cong == congestion):
         status = "optimal"  # the replay attains the ILP optimum, a lower bound of the simulated problem
     elif bound is not None and ms <= bound + tol:

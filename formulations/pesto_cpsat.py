@@ -36,6 +36,11 @@ true durations, which is what the pipeline reports), but its bound is not a boun
 the true problem and is dropped (``bound=None``) and an "optimal" answer is reported as
 ``feasible``. Heads and tails of the integer durations bound every start
 (:func:`~dnnplace.formulations.pesto_precompute.heads_tails`).
+
+Like the MIP it counts one transfer per edge (the simulator's ``transfer_mode="per_edge"``);
+under the default mode, a tensor sent once to each consuming device, its optimum is an
+upper bound of its replay and its bound no bound of the problem, which
+:func:`~dnnplace.formulations.pesto.pesto` accounts for.
 """
 
 from __future__ import annotations

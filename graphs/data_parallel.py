@@ -191,6 +191,7 @@ def data_parallel(graph: OpGraph, n: int, *, batch_model: BatchModel | None = No
     g = graph.with_(
         ids=tuple(ids), compute=compute, memory=memory, src=src_a, dst=dst_a, edge_bytes=nbytes,
         edge_cost=graph.edge_cost[eid_a], edge_batch_scaled=graph.edge_batch_scaled[eid_a] & ~full,
+        edge_output=graph.edge_output[eid_a],
         persistent_bytes=pers, output_bytes=out_b, colocation=coloc, colocation_labels=tuple(labels),
         backward=np.concatenate([graph.backward[order[:base]], np.ones(agg.size, dtype=bool),
                                  np.zeros(total - read0, dtype=bool)]),

@@ -424,13 +424,19 @@ def latency(p: Placement, *, pieces: np.ndarray | None = None) -> Evaluation:
 
 # ---------------------------------------------------------------------------- makespan
 def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | None = None,
-             congestion: bool = True, dedup_transfers: bool = False,
-             link_priorities: np.ndarray | None = None, memory_model: str = "static") -> Evaluation:
+             congestion: bool = True, transfer_mode: str | None = None,
+             link_priorities: np.ndarray | None = None, memory_model: str = "static",
+             dedup_transfers: bool | None = None) -> Evaluation:
     """Simulated makespan (SPEC 2.1) of a placement under a dispatch policy; a given
     ``priorities`` array with ``policy="order"`` replays a method's device order, and
     ``link_priorities`` (one value per edge, with ``policy="order"``) its order of the
     transfers on each link; without them links are first come first served
-    (:func:`dnnplace.graphs.simulate.simulate`, "Link orders").
+    (:func:`dnnplace.graphs.simulate.simulate`, "Link orders"). ``transfer_mode`` says
+    what is sent (SPEC 2.1): ``"per_destination"`` (the default) a tensor once to each
+    device that consumes it, ``"per_edge"`` one transfer per cross-device edge (Pesto's
+    ILP accounting); ``None`` takes the current mode
+    (:func:`~dnnplace.graphs.sim_costs.transfer_semantics`); ``dedup_transfers`` is its
+    older boolean spelling.
 
     Memory is judged under both models and both verdicts are reported in
     ``details["memory_feasible"]`` (``{"static": bool, "dynamic": bool or None}``):
@@ -451,7 +457,8 @@ def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | Non
     if any("does not support" in v for v in viol):
         return Evaluation("makespan", None, False, viol + static_memory_violations(p), {})
     res = simulate(p, policy=policy, priorities=priorities, congestion=congestion,
-                   dedup_transfers=dedup_transfers, link_priorities=link_priorities)
+                   transfer_mode=transfer_mode, dedup_transfers=dedup_transfers,
+                   link_priorities=link_priorities)
     viol += validate_schedule(res.schedule, congestion=congestion, transfers=res)
     static = static_memory_violations(p)
     dynamic = [f"device {o['device']}: dynamic peak memory {o['peak_memory']:.6g} B exceeds capacity "

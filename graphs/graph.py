@@ -178,6 +178,11 @@ class OpGraph:
     edge_batch_scaled : array (m,) of bool, optional
         Whether an edge's bytes grow with the batch (``BatchModel``, HEURISTICS.md 0);
         default true, false for parameter and gradient tensors.
+    edge_output : array (m,) of int, optional
+        Which output of its source node an edge carries (default 0 for every edge).
+        Edges of one source that carry the same output carry the same tensor, which the
+        simulator sends once to each device that consumes it (SPEC 2.1, "What is
+        sent"). :meth:`with_` resets it to 0 when the edges change and it is not given.
     """
 
     ids: tuple
@@ -198,6 +203,7 @@ class OpGraph:
     layers: tuple | None = None
     roles: tuple | None = None
     edge_batch_scaled: np.ndarray | None = None
+    edge_output: np.ndarray | None = None
     name: str = "graph"
     unit: str = "ms"
     meta: dict = field(default_factory=dict)
@@ -239,6 +245,8 @@ class OpGraph:
                 set_(self, key, tuple(val))
         set_(self, "edge_batch_scaled", np.ones(m, dtype=bool) if self.edge_batch_scaled is None
              else np.asarray(self.edge_batch_scaled, dtype=bool).ravel())
+        set_(self, "edge_output", np.zeros(m, dtype=np.int64) if self.edge_output is None
+             else np.asarray(self.edge_output, dtype=np.int64).ravel())
         self._check()
 
     # ------------------------------------------------------------------ validation
@@ -271,6 +279,11 @@ class OpGraph:
             raise InputError(f"{self._node(i)}: field 'role' must be one of {list(ROLES)}, got {self.roles[i]!r}")
         if self.edge_batch_scaled.shape[0] != m:
             raise InputError(f"edge field 'batch_scaled': expected {m} values")
+        if self.edge_output.shape[0] != m:
+            raise InputError(f"edge field 'output': expected {m} values, got {self.edge_output.shape[0]}")
+        if m and self.edge_output.min() < 0:
+            j = int(np.flatnonzero(self.edge_output < 0)[0])
+            raise InputError(f"{self._edge(j)}: field 'output' must be an integer >= 0, got {self.edge_output[j]}")
         if m and (self.src.min() < 0 or self.dst.min() < 0 or self.src.max() >= n or self.dst.max() >= n):
             bad = int(np.flatnonzero((self.src < 0) | (self.src >= n) | (self.dst < 0) | (self.dst >= n))[0])
             raise InputError(f"edge #{bad}: endpoint index out of range 0..{n - 1}")
@@ -450,7 +463,11 @@ class OpGraph:
         return c
 
     def with_(self, **changes: Any) -> OpGraph:
-        """A copy with some fields replaced (the graph itself is never mutated)."""
+        """A copy with some fields replaced (the graph itself is never mutated).
+
+        New edges (``src`` or ``dst`` given) without an ``edge_output`` carry output 0."""
+        if ("src" in changes or "dst" in changes) and "edge_output" not in changes:
+            changes["edge_output"] = None
         return replace(self, **changes)
 
     @classmethod

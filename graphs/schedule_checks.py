@@ -79,19 +79,28 @@ def _node_violations(schedule: Schedule, start: np.ndarray, fin: np.ndarray, eps
 
 
 def _carriers(schedule: Schedule, ce: np.ndarray, xe: np.ndarray) -> np.ndarray:
-    """Transfer carrying each cross edge ``ce``: its own, else one for (source, dest device); -1: none."""
+    """Transfer carrying each cross edge ``ce``: its own, else one for (source, output,
+    dest device); -1: none."""
     pl = schedule.placement
     g, dev, D = pl.graph, pl.device, pl.cluster.size
     src, dst = g.src, g.dst
     own = np.full(g.m, -1, dtype=np.int64)
     own[xe[::-1]] = np.arange(xe.shape[0])[::-1]
-    xkey = src[xe] * D + dev[dst[xe]]
+    # one integer per (source node, output, destination device), computed here rather
+    # than shared with the simulator so that the check stays independent of it
+    codes = np.unique(g.edge_output, return_inverse=True)[1].astype(np.int64) if g.m else g.edge_output
+    n_out = int(codes.max(initial=0)) + 1
+
+    def key(e: np.ndarray) -> np.ndarray:
+        return (src[e] * n_out + codes[e]) * D + dev[dst[e]]
+
+    xkey = key(xe)
     ko = np.argsort(xkey, kind="stable")
     carrier = own[ce]
     need = np.flatnonzero(carrier < 0)
     if need.size and xe.size:
         ks = xkey[ko]
-        ekey = src[ce[need]] * D + dev[dst[ce[need]]]
+        ekey = key(ce[need])
         pos = np.minimum(np.searchsorted(ks, ekey), ks.shape[0] - 1)
         carrier[need] = np.where(ks[pos] == ekey, ko[pos], -1)
     return carrier
@@ -148,7 +157,7 @@ def validate_schedule(schedule: Schedule, *, congestion: bool = True, transfers:
     precedence including its transfer time. With ``transfers`` (a
     :class:`~dnnplace.graphs.sim_result.SimResult` or a mapping with arrays ``edge``,
     ``start``, ``finish``), every cross-device edge must be carried by a transfer of
-    ``(source node, destination device)`` -- the edge's own, or a deduplicated one that
+    ``(source node, output, destination device)`` -- the edge's own, or a deduplicated one that
     lasts at least as long -- that starts after the source finishes, lasts its
     link-model time and ends before the destination starts; with ``congestion=True``
     transfers on one directed link must not overlap.

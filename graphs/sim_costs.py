@@ -2,9 +2,13 @@
 
 * :func:`node_durations` -- each node's compute time on its placed device.
 * :func:`edge_transfer_times` -- each edge's uncongested link time (0 on one device).
-* :func:`build_transfers` -- the *transfer tasks* the simulator schedules: one per
-  cross-device edge, or (``dedup=True``) one per (source node, destination device) that
-  takes the longest of the edges it stands for.
+* :func:`build_transfers` -- the *transfer tasks* the simulator schedules: by default
+  (``dedup=True``, transfer mode ``"per_destination"``) one per (source node, output,
+  destination device) that takes the longest of the edges it stands for (edges carrying
+  one output carry the same bytes, so all of them when the graph is consistent), or
+  (``dedup=False``, mode ``"per_edge"``) one per cross-device edge.
+* :func:`tensor_keys` -- the (source node, output, destination device) of edges, as one
+  integer.
 * :func:`link_totals` -- busy time, bytes and transfer count per directed link.
 
 How a transfer occupies its link over time (FCFS queue per directed link with
@@ -15,6 +19,9 @@ How a transfer occupies its link over time (FCFS queue per directed link with
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import NamedTuple
 
 import numpy as np
@@ -22,7 +29,71 @@ import numpy as np
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.placement import Placement
 
-__all__ = ["Transfers", "node_durations", "edge_transfer_times", "build_transfers", "link_totals"]
+__all__ = ["Transfers", "TRANSFER_MODES", "DEFAULT_TRANSFER_MODE", "check_transfer_mode", "transfer_semantics",
+           "current_transfer_mode", "node_durations", "edge_transfer_times", "tensor_keys", "build_transfers",
+           "link_totals"]
+
+#: What is sent (SPEC 2.1): ``"per_destination"`` -- a tensor once to each device that
+#: consumes it, one transfer per (source node, output, destination device), the default
+#: and what frameworks run; ``"per_edge"`` -- one transfer per cross-device edge
+#: (Pesto's DAG augmentation, the accounting of Pesto's ILP).
+TRANSFER_MODES = ("per_destination", "per_edge")
+DEFAULT_TRANSFER_MODE = "per_destination"
+
+
+_CURRENT: ContextVar[str] = ContextVar("dnnplace_transfer_mode", default=DEFAULT_TRANSFER_MODE)
+
+
+def current_transfer_mode() -> str:
+    """The transfer mode a simulation uses when none is given: ``"per_destination"``,
+    or the mode of the innermost :func:`transfer_semantics` block."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def transfer_semantics(mode: str | None) -> Iterator[str]:
+    """Within the block, simulations and makespan evaluations that name no transfer
+    mode use ``mode`` (``None``: leave it as it is). The registry runs a method and
+    its evaluation inside one such block, so a request for ``"per_edge"`` reaches every
+    simulation a method makes without each method passing it on.
+
+    >>> with transfer_semantics("per_edge"):
+    ...     current_transfer_mode()
+    'per_edge'
+    >>> current_transfer_mode()
+    'per_destination'
+    """
+    if mode is None:
+        yield _CURRENT.get()
+        return
+    token = _CURRENT.set(check_transfer_mode(mode))
+    try:
+        yield mode
+    finally:
+        _CURRENT.reset(token)
+
+
+def check_transfer_mode(transfer_mode: str | None, dedup_transfers: bool | None = None) -> str:
+    """The transfer mode asked for (``None``: :func:`current_transfer_mode`);
+    ``dedup_transfers`` is its older boolean spelling (``True``: ``"per_destination"``,
+    ``False``: ``"per_edge"``) and wins when given, unless it contradicts an explicit
+    ``transfer_mode``.
+
+    >>> check_transfer_mode("per_edge"), check_transfer_mode(None, dedup_transfers=False)
+    ('per_edge', 'per_edge')
+    """
+    if transfer_mode is None:
+        if dedup_transfers is not None:
+            return "per_destination" if dedup_transfers else "per_edge"
+        return _CURRENT.get()
+    if transfer_mode not in TRANSFER_MODES:
+        raise InputError(f"unknown transfer mode {transfer_mode!r}; use one of {TRANSFER_MODES}")
+    if dedup_transfers is None:
+        return transfer_mode
+    implied = "per_destination" if dedup_transfers else "per_edge"
+    if transfer_mode != implied:
+        raise InputError(f"transfer_mode={transfer_mode!r} contradicts dedup_transfers={dedup_transfers!r}")
+    return implied
 
 
 def node_durations(placement: Placement) -> np.ndarray:
@@ -51,6 +122,19 @@ def edge_transfer_times(placement: Placement) -> np.ndarray:
     return cl.transfer_time(a, b, g.edge_bytes, g.edge_cost)
 
 
+def tensor_keys(placement: Placement, edges: np.ndarray) -> np.ndarray:
+    """One integer per edge in ``edges`` naming the tensor it delivers to a device: equal
+    exactly for edges of the same (source node, output, destination device)."""
+    g, D = placement.graph, placement.cluster.size
+    out = g.edge_output
+    if out.any():
+        codes = np.unique(out, return_inverse=True)[1].astype(np.int64)
+        k = int(codes.max()) + 1
+    else:
+        codes, k = out, 1
+    return (g.src[edges] * k + codes[edges]) * D + placement.device[g.dst[edges]]
+
+
 class Transfers(NamedTuple):
     """Transfer tasks sorted by (source node, edge id); ``X`` tasks in all.
 
@@ -70,10 +154,12 @@ class Transfers(NamedTuple):
 def build_transfers(placement: Placement, dedup: bool) -> Transfers:
     """Build transfer tasks, sorted by (source node, edge id).
 
-    With ``dedup`` one task per (source node, destination device): it takes the longest
-    of its edges (ties: lowest edge id, which represents the task).
+    With ``dedup`` one task per (source node, output, destination device): it takes the
+    longest of its edges (ties: lowest edge id, which represents the task); edges of one
+    output carry the same bytes, so the longest only matters for inconsistent graphs
+    (or edges with different explicit costs), where it is the conservative choice.
     """
-    g, D = placement.graph, placement.cluster.size
+    g = placement.graph
     dev = placement.device
     src, dst = g.src, g.dst
     ce = np.flatnonzero(dev[src] != dev[dst])
@@ -85,7 +171,7 @@ def build_transfers(placement: Placement, dedup: bool) -> Transfers:
         xd_ptr = np.arange(xe.shape[0] + 1, dtype=np.int64)
         xd_nodes = dst[xe]
     else:
-        key = src[ce] * D + dev[dst[ce]]
+        key = tensor_keys(placement, ce)
         # groups contiguous by key; first member = representative (longest, lowest id)
         by_key = np.lexsort((ce, -tt, key))
         first = np.ones(by_key.shape[0], dtype=bool)

@@ -19,7 +19,7 @@ import numpy as np
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.sim_costs import Transfers, edge_transfer_times, node_durations
+from dnnplace.graphs.sim_costs import Transfers, edge_transfer_times, node_durations, tensor_keys
 
 __all__ = ["POLICIES", "check_policy", "bottom_level", "dispatch_order", "device_sequences", "check_link_priorities",
            "link_sequences", "raise_deadlock"]
@@ -152,16 +152,16 @@ def link_sequences(placement: Placement, tx: Transfers, link_priorities: np.ndar
     """Per directed link ``a * D + b``, its transfer tasks (indices into ``tx``) in the
     order the link serves them: increasing ``link_priorities`` of the task's edge, ties
     by the source's topological position, then edge id (the FCFS tie rule). A
-    deduplicated task (``dedup``) stands for several edges and takes the lowest value
-    among them."""
+    deduplicated task (``dedup``: one per (source node, output, destination device))
+    stands for several edges and takes the lowest value among them."""
     g, D = placement.graph, placement.cluster.size
     if dedup:
         dev = placement.device
         ce = np.flatnonzero(dev[g.src] != dev[g.dst])
-        keys, inv = np.unique(g.src[ce] * D + dev[g.dst[ce]], return_inverse=True)
+        keys, inv = np.unique(tensor_keys(placement, ce), return_inverse=True)
         low = np.full(keys.shape[0], np.inf)
         np.minimum.at(low, inv, link_priorities[ce])
-        val = low[np.searchsorted(keys, tx.src_node * D + tx.dst_dev)]
+        val = low[np.searchsorted(keys, tensor_keys(placement, tx.edge))]
     else:
         val = link_priorities[tx.edge]
     link = tx.src_dev * D + tx.dst_dev

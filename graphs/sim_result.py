@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dnnplace.graphs.placement import Placement, Schedule
+from dnnplace.graphs.sim_costs import tensor_keys
 
 __all__ = ["SimResult", "fmt_bytes"]
 
@@ -47,7 +48,9 @@ class SimResult:
     link_count : ndarray (D, D) of int
         Number of transfers per directed link.
     xfer_edge : ndarray (X,) of int
-        Edge id of each transfer (the representative edge when deduplicated).
+        Edge id of each transfer (the representative edge when deduplicated: with
+        ``transfer_mode="per_destination"`` one transfer carries every edge of its
+        (source node, output, destination device)).
     xfer_src_dev, xfer_dst_dev : ndarray (X,) of int
         The directed link of each transfer.
     xfer_start, xfer_finish : ndarray (X,)
@@ -59,7 +62,11 @@ class SimResult:
         only the ``persistent_bytes`` (a lower bound) when ``peak_memory_source`` is ``None``.
     policy : str
     congestion : bool
-    dedup_transfers : bool
+    transfer_mode : str
+        ``"per_destination"`` (a tensor once to each consuming device, the default) or
+        ``"per_edge"`` (one transfer per cross-device edge); see
+        :data:`~dnnplace.graphs.sim_costs.TRANSFER_MODES`. :attr:`dedup_transfers` is
+        its older boolean spelling.
     peak_memory_source : str or None
         Where the tensor sizes of the dynamic peak came from
         (:func:`~dnnplace.graphs.sim_memory.tensor_sizes`): ``"output_bytes"``,
@@ -92,7 +99,7 @@ class SimResult:
     peak_memory: np.ndarray
     policy: str
     congestion: bool
-    dedup_transfers: bool = False
+    transfer_mode: str = "per_destination"
     peak_memory_source: str | None = "output_bytes"
     link_order: str = "fcfs"
 
@@ -112,6 +119,11 @@ class SimResult:
         return self.schedule.finish
 
     @property
+    def dedup_transfers(self) -> bool:
+        """Whether transfers were deduplicated (``transfer_mode == "per_destination"``)."""
+        return self.transfer_mode == "per_destination"
+
+    @property
     def n_transfers(self) -> int:
         """Number of transfer tasks."""
         return int(self.xfer_edge.shape[0])
@@ -126,8 +138,8 @@ class SimResult:
         Replaying a simulation's own ``schedule.priorities()`` and link priorities
         reproduces it.
         """
-        g = self.placement.graph
-        dev, D = self.placement.device, self.placement.cluster.size
+        g, pl = self.placement.graph, self.placement
+        dev = pl.device
         xe = self.xfer_edge
         rank = np.empty(xe.shape[0], dtype=np.float64)
         rank[np.lexsort((xe, g.topo_position[g.src[xe]], self.xfer_finish, self.xfer_start))] = np.arange(xe.shape[0])
@@ -136,9 +148,9 @@ class SimResult:
             out[xe] = rank
             return out
         ce = np.flatnonzero(dev[g.src] != dev[g.dst])
-        xkey = g.src[xe] * D + dev[g.dst[xe]]  # unique per transfer when deduplicated
+        xkey = tensor_keys(pl, xe)  # unique per transfer when deduplicated
         ko = np.argsort(xkey)
-        pos = ko[np.searchsorted(xkey[ko], g.src[ce] * D + dev[g.dst[ce]])]
+        pos = ko[np.searchsorted(xkey[ko], tensor_keys(pl, ce))]
         out[ce] = rank[pos]
         return out
 
@@ -225,7 +237,7 @@ class SimResult:
             "policy": self.policy,
             "congestion": bool(self.congestion),
             "link_order": self.link_order,
-            "dedup_transfers": bool(self.dedup_transfers),
+            "transfer_mode": self.transfer_mode,
             "transfers": self.n_transfers,
             "transfer_bytes": float(self.link_bytes.sum()),
             "devices": devices,

@@ -11,18 +11,30 @@ Execution model
 ---------------
 * A device runs one node at a time without preemption; node ``i`` takes
   ``cluster.compute_matrix(graph)[i, dev(i)]`` time units (``graph.unit``).
-* An edge ``(u, v)`` with ``dev(u) = a != dev(v) = b`` becomes a *transfer task* of
-  ``cluster.transfer_time(a, b, bytes, cost)`` on the directed link ``(a, b)``, released
-  when ``u`` completes (Pesto's DAG augmentation, Sec. 3.2.2). ``v`` may start once all
-  its predecessors have completed and all its inbound transfers have completed.
+* What is sent (SPEC 2.1, ``transfer_mode``). By default (``"per_destination"``) a
+  tensor goes once to each device that consumes it, as frameworks run it: the edges
+  ``(u, v)`` with ``dev(u) = a`` and ``dev(v) = b != a`` that carry the same output of
+  ``u`` (the edge field ``output``, default 0: a node's out-edges carry one tensor
+  unless the graph says otherwise) become *one transfer task* of
+  ``cluster.transfer_time(a, b, bytes, cost)`` on the directed link ``(a, b)``,
+  released when ``u`` completes. Edges of one output carry the same bytes; where a
+  graph gives them different bytes or explicit costs the task takes the longest of its
+  edges (ties: the lowest edge id, reported as ``xfer_edge``). ``"per_edge"`` makes
+  every cross-device edge its own transfer task (Pesto's DAG augmentation, Sec. 3.2.2;
+  the accounting of Pesto's ILP). ``v`` may start once all its predecessors have
+  completed and every transfer carrying one of its in-edges has completed. Replayed in
+  the same device and link orders (``policy="order"`` with ``link_priorities``, or
+  without congestion) a schedule never gets longer when the per-edge transfers of one
+  tensor are merged: the merged task takes the place of the first of them on its link
+  and lasts as long as each (same bytes), so a schedule built per edge (Pesto's ILP)
+  replays under the default at no more than its per-edge makespan. First come first
+  served links and the non-delay policies give no such guarantee (list-scheduling
+  anomalies), though fewer transfers rarely hurt.
 * ``congestion=True``: a directed link carries one transfer at a time, first come first
   served by release time (ties: the source's topological position, then edge id),
   non-preemptive -- the FCFS link queue of Pesto Sec. 3.2 / 3.2.2. ``congestion=False``:
   transfers overlap freely (``finish = release + duration``), the classic
   congestion-free DAG-scheduling assumption (Pesto's ablation, Fig. 5).
-* One transfer per edge. ``dedup_transfers=True`` (an option, never the default) sends
-  a tensor once per (source node, destination device); the transfer takes the longest
-  of the edges it stands for (ties: lowest edge id, which is reported as ``xfer_edge``).
 
 Device policies (all but ``"order"`` are *non-delay*: an idle device never waits while
 one of its nodes is ready):
@@ -52,13 +64,14 @@ Link orders (``link_priorities``, policy ``"order"`` only)
     the earliest time at which its source has completed, the link is free and every
     transfer ranked before it on that link has been carried. Edges whose ends share a
     device are ignored (their value may be ``NaN``); every crossing edge needs a finite
-    value. A deduplicated transfer (``dedup_transfers=True``) takes the lowest value of
-    the edges it stands for. With both orders given the simulation is the earliest
+    value. A deduplicated transfer (the default ``transfer_mode``) takes the lowest
+    value of the edges it stands for. With both orders given the simulation is the earliest
     (semi-active) schedule that follows them: each task starts as soon as its
     predecessors in the graph, on its device and on its link allow. This is the
     semantics of Pesto's ILP, whose constraint (7) orders the transfers of each link
     (one transfer per edge, no deduplication); replaying an ILP schedule's device and
-    link orders therefore gives a makespan no larger than the ILP's. An order that
+    link orders therefore gives a makespan no larger than the ILP's, in either transfer
+    mode (merging the per-edge transfers of one tensor never delays anything). An order that
     deadlocks (a cycle through precedence, device order and link order) raises
     :class:`~dnnplace.graphs.errors.InputError`. Without ``link_priorities`` links are
     FCFS exactly as above; without congestion transfers overlap and a link order has
@@ -101,7 +114,16 @@ import numpy as np
 
 from dnnplace.graphs.placement import Placement, Schedule
 from dnnplace.graphs.schedule_checks import validate_schedule
-from dnnplace.graphs.sim_costs import build_transfers, link_totals, node_durations
+from dnnplace.graphs.sim_costs import (
+    DEFAULT_TRANSFER_MODE,
+    TRANSFER_MODES,
+    build_transfers,
+    check_transfer_mode,
+    current_transfer_mode,
+    link_totals,
+    node_durations,
+    transfer_semantics,
+)
 from dnnplace.graphs.sim_events import run_events
 from dnnplace.graphs.sim_memory import peak_memory, static_memory, tensor_sizes
 from dnnplace.graphs.sim_policies import (
@@ -114,11 +136,13 @@ from dnnplace.graphs.sim_policies import (
 )
 from dnnplace.graphs.sim_result import SimResult
 
-__all__ = ["SimResult", "simulate", "validate_schedule", "bottom_level", "POLICIES"]
+__all__ = ["SimResult", "simulate", "validate_schedule", "bottom_level", "POLICIES", "TRANSFER_MODES",
+           "DEFAULT_TRANSFER_MODE", "transfer_semantics", "current_transfer_mode"]
 
 
 def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = None,
-             congestion: bool = True, dedup_transfers: bool = False, link_priorities: Any = None) -> SimResult:
+             congestion: bool = True, transfer_mode: str | None = None, link_priorities: Any = None,
+             dedup_transfers: bool | None = None) -> SimResult:
     """Discrete-event execution of a placement (SPEC 2.1, 3).
 
     Parameters
@@ -134,14 +158,21 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
     congestion : bool
         One transfer at a time per directed link, FCFS by release time (Pesto Sec.
         3.2.2); ``False`` lets transfers overlap.
-    dedup_transfers : bool
-        Send a tensor once per (source node, destination device) instead of once per
-        edge. Off by default (SPEC 2.1).
+    transfer_mode : {"per_destination", "per_edge"}, optional
+        What is sent (SPEC 2.1): ``"per_destination"`` one transfer per (source node,
+        output, destination device); ``"per_edge"`` one per cross-device edge (Pesto's
+        accounting). See the module docstring. ``None`` (default):
+        :func:`~dnnplace.graphs.sim_costs.current_transfer_mode`, which is
+        ``"per_destination"`` outside a
+        :func:`~dnnplace.graphs.sim_costs.transfer_semantics` block.
     link_priorities : array (m,), optional
         With ``policy="order"`` and ``congestion``: the order in which each directed
         link serves its transfers, one value per edge (lowest first; see "Link orders"
         in the module docstring). ``None`` (default): FCFS links.
         ``SimResult.link_priorities()`` turns any simulation into such an array.
+    dedup_transfers : bool, optional
+        The older spelling of ``transfer_mode``: ``True`` is ``"per_destination"``,
+        ``False`` ``"per_edge"`` (an error when it contradicts ``transfer_mode``).
 
     Returns
     -------
@@ -152,7 +183,7 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
         on ``d`` are live from ``u``'s start until its last consumer on ``d`` finishes
         and its last outgoing transfer finishes (at least until ``u`` finishes); a
         tensor received on ``d`` (``output_bytes`` of its remote producer ``u``, one
-        copy per (``u``, ``d``) whether or not transfers are deduplicated) is live from
+        copy per (``u``, ``d``) in either transfer mode) is live from
         the start of its first transfer to ``d`` until ``u``'s last consumer on ``d``
         finishes. Intervals are half-open ``[begin, end)``, so a tensor freed at ``t``
         and one allocated at ``t`` do not overlap. A graph without ``output_bytes``
@@ -182,14 +213,24 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
     >>> r.makespan, r.xfer_start.tolist(), r.start.tolist()
     (3.5, [1.0], [0.0, 1.5])
 
-    A link order: ``a`` (1) feeds ``b`` and ``c`` on the other GPU over one link
-    (transfers of 0.5 and 2); ``b`` (10) runs first there. FCFS sends the long
-    transfer first (lower edge id): ``b`` runs [3.5, 13.5), ``c`` after it; serving
-    ``a->b`` first starts ``b`` at 1.5:
+    One tensor, two consumers on the other GPU: it is sent once (one transfer), or,
+    per edge, twice over the same link, and ``c`` (0.25) waits for the second copy:
+
+    >>> g = OpGraph.from_ids("abc", [("a", "b"), ("a", "c")], kinds=["gpu"],
+    ...                      compute=[[1.0], [0.25], [0.25]], memory=[0, 0, 0])
+    >>> pl = Placement(g, c, [0, 1, 1])
+    >>> r, e = simulate(pl), simulate(pl, transfer_mode="per_edge")
+    >>> (r.n_transfers, r.makespan), (e.n_transfers, e.makespan)
+    ((1, 2.0), (2, 2.25))
+
+    A link order: ``a`` (1) feeds ``b`` and ``c`` on the other GPU over one link, two
+    different outputs (transfers of 0.5 and 2); ``b`` (10) runs first there. FCFS
+    sends the long transfer first (lower edge id): ``b`` runs [3.5, 13.5), ``c`` after
+    it; serving ``a->b`` first starts ``b`` at 1.5:
 
     >>> g = OpGraph.from_ids("abc", [("a", "c"), ("a", "b")], kinds=["gpu"],
     ...                      compute=[[1.0], [10.0], [1.0]], memory=[0, 0, 0],
-    ...                      edge_cost=[2.0, 0.5])
+    ...                      edge_cost=[2.0, 0.5], edge_output=[0, 1])
     >>> pl = Placement(g, c, [0, 1, 1])
     >>> simulate(pl, policy="order", priorities=[0, 1, 2]).makespan
     14.5
@@ -197,12 +238,14 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
     12.5
     """
     g = placement.graph
+    mode = check_transfer_mode(transfer_mode, dedup_transfers)
+    dedup = mode == "per_destination"
     prio = check_policy(policy, priorities, g.n)
     lprio = check_link_priorities(placement, policy, link_priorities)
     dur = node_durations(placement)
-    tx = build_transfers(placement, dedup_transfers)
+    tx = build_transfers(placement, dedup)
     by_rank = dispatch_order(placement, policy, prio)
-    lseq = link_sequences(placement, tx, lprio, dedup_transfers) if lprio is not None and congestion else None
+    lseq = link_sequences(placement, tx, lprio, dedup) if lprio is not None and congestion else None
     start, fin, xs, xf = run_events(placement, dur, tx, by_rank, policy=policy, congestion=congestion,
                                     link_seq=lseq)
     busy = np.bincount(placement.device, weights=dur, minlength=placement.cluster.size).astype(np.float64)
@@ -214,6 +257,6 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
         xfer_dst_dev=tx.dst_dev.astype(np.int64), xfer_start=xs, xfer_finish=xf,
         static_memory=static_memory(placement),
         peak_memory=peak_memory(placement, start, fin, tx.src_node, tx.dst_dev, xs, xf),
-        policy=policy, congestion=bool(congestion), dedup_transfers=bool(dedup_transfers),
+        policy=policy, congestion=bool(congestion), transfer_mode=mode,
         peak_memory_source=tensor_sizes(g)[1],
         link_order=("given" if lseq is not None else "fcfs") if congestion else "overlap")

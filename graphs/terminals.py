@@ -96,6 +96,7 @@ def with_terminals(graph: OpGraph) -> Terminals:
         edge_bytes=np.concatenate([graph.edge_bytes, np.zeros(extra)]),
         edge_cost=np.concatenate([graph.edge_cost, np.zeros(extra)]),
         edge_batch_scaled=np.concatenate([graph.edge_batch_scaled, np.zeros(extra, dtype=bool)]),
+        edge_output=np.concatenate([graph.edge_output, np.zeros(extra, dtype=np.int64)]),
         persistent_bytes=nodes(graph.persistent_bytes, 0.0), output_bytes=nodes(graph.output_bytes, 0.0),
         colocation=nodes(graph.colocation, -1), backward=nodes(graph.backward, False),
         names=opt(graph.names, None), op_types=opt(graph.op_types, "Terminal"), layers=opt(graph.layers, None),

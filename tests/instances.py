@@ -246,6 +246,20 @@ def constrained_tiny_instance(seed: int, share: float = 0.55) -> Instance:
     return Instance(g, cl, f"constrained{seed}")
 
 
+def consistent_outputs(g: OpGraph) -> OpGraph:
+    """``g`` with an ``output`` per edge such that edges of one source share an output
+    exactly when they carry the same bytes and explicit cost (SPEC 2.1: edges of one
+    output carry the same bytes), so sending each output once per device never lasts
+    longer than any of its edges."""
+    key = np.stack([g.src.astype(np.float64), g.edge_bytes, np.nan_to_num(g.edge_cost, nan=-1.0)], axis=1)
+    out = np.zeros(g.m, dtype=np.int64)
+    seen: dict[int, dict] = {}
+    for e, (u, b, c) in enumerate(key.tolist()):
+        codes = seen.setdefault(int(u), {})
+        out[e] = codes.setdefault((b, c), len(codes))
+    return g.with_(edge_output=out)
+
+
 def placements(g: OpGraph, cl: Cluster):
     """Every device assignment that respects affinity, memory and colocation."""
     p = cl.compute_matrix(g)
@@ -278,8 +292,9 @@ def topo_orders(g: OpGraph):
     yield from rec(set(), [])
 
 
-def exact_fcfs(g: OpGraph, cl: Cluster, congestion: bool) -> float:
-    """Best simulated makespan (FCFS links) over placements x topological orders."""
+def exact_fcfs(g: OpGraph, cl: Cluster, congestion: bool, transfer_mode: str | None = None) -> float:
+    """Best simulated makespan (FCFS links) over placements x topological orders, in
+    ``transfer_mode`` (``None``: the simulator's current mode)."""
     orders = list(topo_orders(g))
     best = math.inf
     for dev in placements(g, cl):
@@ -287,7 +302,8 @@ def exact_fcfs(g: OpGraph, cl: Cluster, congestion: bool) -> float:
         for seq in orders:
             pr = np.empty(g.n)
             pr[seq] = np.arange(g.n)
-            best = min(best, simulate(pl, policy="order", priorities=pr, congestion=congestion).makespan)
+            best = min(best, simulate(pl, policy="order", priorities=pr, congestion=congestion,
+                                      transfer_mode=transfer_mode).makespan)
     return best
 
 

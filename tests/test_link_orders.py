@@ -34,9 +34,9 @@ OPTS = SolverOptions(time_limit=60, threads=1, rel_gap=0.0, solver_options={"mip
 TWO = Cluster.single_host(2, with_cpu=False)
 
 
-def _graph(ids, edges, compute, cost):
+def _graph(ids, edges, compute, cost, output=None):
     return OpGraph.from_ids(list(ids), edges, kinds=["gpu"], compute=[[c] for c in compute],
-                            memory=[0] * len(ids), edge_cost=cost)
+                            memory=[0] * len(ids), edge_cost=cost, edge_output=output)
 
 
 def _order(pl):
@@ -46,12 +46,13 @@ def _order(pl):
 # ---------------------------------------------------------------------------- hand-made instances
 def test_link_order_beats_fcfs():
     """a (1) on gpu0 feeds c (edge 0, link time 2) and b (edge 1, link time 0.5) on gpu1,
-    which runs b (10) then c (1).
+    two different outputs of a (two transfers in either transfer mode), and gpu1 runs
+    b (10) then c (1).
 
     FCFS (ties by edge id): a->c [1, 3), a->b [3, 3.5); b [3.5, 13.5); c [13.5, 14.5): 14.5.
     Link order a->b first: a->b [1, 1.5), a->c [1.5, 3.5); b [1.5, 11.5); c [11.5, 12.5): 12.5.
     """
-    pl = Placement(_graph("abc", [("a", "c"), ("a", "b")], [1, 10, 1], [2.0, 0.5]), TWO, [0, 1, 1])
+    pl = Placement(_graph("abc", [("a", "c"), ("a", "b")], [1, 10, 1], [2.0, 0.5], [0, 1]), TWO, [0, 1, 1])
     fcfs = simulate(pl, policy="order", priorities=_order(pl))
     given = simulate(pl, policy="order", priorities=_order(pl), link_priorities=[1, 0])
     assert (fcfs.makespan, given.makespan) == (14.5, 12.5)
@@ -89,11 +90,15 @@ def test_deduplicated_transfer_takes_its_lowest_rank():
     g = _graph("xabcd", [("a", "b"), ("a", "c"), ("x", "d")], [1, 1, 1, 1, 1], [1.0, 1.0, 1.0])
     pl = Placement(g, TWO, [0, 0, 1, 1, 1])
     lp = [5, 0, 1]
-    per_edge = simulate(pl, policy="order", priorities=_order(pl), link_priorities=lp)
+    per_edge = simulate(pl, policy="order", priorities=_order(pl), link_priorities=lp, transfer_mode="per_edge")
     assert dict(zip(per_edge.xfer_edge.tolist(), per_edge.xfer_start.tolist())) == {0: 4.0, 1: 2.0, 2: 3.0}
-    dedup = simulate(pl, policy="order", priorities=_order(pl), link_priorities=lp, dedup_transfers=True)
+    dedup = simulate(pl, policy="order", priorities=_order(pl), link_priorities=lp)  # the default
+    assert dedup.transfer_mode == "per_destination"
     assert dict(zip(dedup.xfer_edge.tolist(), dedup.xfer_start.tolist())) == {0: 2.0, 2: 3.0}
-    fcfs = simulate(pl, policy="order", priorities=_order(pl), dedup_transfers=True)
+    # the older boolean spelling still selects the modes
+    legacy = simulate(pl, policy="order", priorities=_order(pl), link_priorities=lp, dedup_transfers=False)
+    assert np.array_equal(legacy.xfer_start, per_edge.xfer_start)
+    fcfs = simulate(pl, policy="order", priorities=_order(pl))
     assert dict(zip(fcfs.xfer_edge.tolist(), fcfs.xfer_start.tolist())) == {0: 2.0, 2: 1.0}
     # every edge of a deduplicated transfer carries its rank
     assert dedup.link_priorities().tolist() == [0.0, 0.0, 1.0]
@@ -102,7 +107,7 @@ def test_deduplicated_transfer_takes_its_lowest_rank():
 def test_without_congestion_a_link_order_has_no_effect():
     """The first instance without congestion: both transfers start at 1; b [1.5, 11.5),
     c [11.5, 12.5) whatever the link order."""
-    pl = Placement(_graph("abc", [("a", "c"), ("a", "b")], [1, 10, 1], [2.0, 0.5]), TWO, [0, 1, 1])
+    pl = Placement(_graph("abc", [("a", "c"), ("a", "b")], [1, 10, 1], [2.0, 0.5], [0, 1]), TWO, [0, 1, 1])
     free = simulate(pl, policy="order", priorities=_order(pl), congestion=False)
     given = simulate(pl, policy="order", priorities=_order(pl), congestion=False, link_priorities=[1, 0])
     assert given.link_order == "overlap" and given.makespan == free.makespan == 12.5
@@ -203,9 +208,9 @@ def test_no_link_order_is_fcfs_bit_for_bit(seed):
     h = hashlib.sha256()
     for policy in ("fifo", "critical_path", "priority", "order"):
         for cong in (True, False):
-            for dedup in (False, True):
+            for mode in ("per_edge", "per_destination"):  # the digests' order (dedup off, on)
                 given = {"priority": pr, "order": pl.graph.level + pr / pl.graph.n}.get(policy)
-                r = simulate(pl, policy=policy, priorities=given, congestion=cong, dedup_transfers=dedup)
+                r = simulate(pl, policy=policy, priorities=given, congestion=cong, transfer_mode=mode)
                 assert r.link_order == ("fcfs" if cong else "overlap")
                 for a in (r.start, r.finish, r.xfer_start, r.xfer_finish):
                     h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
@@ -218,34 +223,37 @@ def test_replaying_a_simulation_s_own_orders_reproduces_it(seed):
     the same schedule to the last bit; its JSON form replays the same way."""
     pl, _ = random_case(seed)
     for policy in ("fifo", "critical_path"):
-        for dedup in (False, True):
-            r = simulate(pl, policy=policy, dedup_transfers=dedup)
+        for mode in ("per_edge", "per_destination"):
+            r = simulate(pl, policy=policy, transfer_mode=mode)
             lp = r.link_priorities()
             rep = simulate(pl, policy="order", priorities=r.schedule.priorities(), link_priorities=lp,
-                           dedup_transfers=dedup)
+                           transfer_mode=mode)
             for a, b in ((r.start, rep.start), (r.xfer_start, rep.xfer_start), (r.xfer_finish, rep.xfer_finish)):
                 assert np.array_equal(a, b)
-            if not dedup:
-                back = link_priorities_from_doc({"link_priorities": link_priorities_to_json(pl, lp)}, pl.graph)
-                rep2 = simulate(pl, policy="order", priorities=r.schedule.priorities(), link_priorities=back)
-                assert np.array_equal(rep2.xfer_start, r.xfer_start)
+            back = link_priorities_from_doc({"link_priorities": link_priorities_to_json(pl, lp)}, pl.graph)
+            rep2 = simulate(pl, policy="order", priorities=r.schedule.priorities(), link_priorities=back,
+                            transfer_mode=mode)
+            assert np.array_equal(rep2.xfer_start, r.xfer_start)
 
 
 # ---------------------------------------------------------------------------- Pesto, realised exactly
 SEEDS = range(60)
 
 
-def _pesto(inst: Instance, congestion: bool):
+def _pesto(inst: Instance, congestion: bool, transfer_mode: str = "per_edge"):
+    """Pesto through the registry; per edge by default, the ILP's own accounting, which
+    ``exact_any_order`` searches exhaustively."""
     try:
-        return run_method(inst, "pesto", SolveRequest(problem="makespan", solver=OPTS, congestion=congestion))
+        return run_method(inst, "pesto", SolveRequest(problem="makespan", solver=OPTS, congestion=congestion,
+                                                      transfer_mode=transfer_mode))
     except InputError:  # a node fits no device: named before any solve
         return None, None
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_pesto_attains_the_exhaustive_optimum(seed):
-    """Plain and tight-memory tiny instances, congestion on and off: the objective is
-    never below the bound, every ``optimal`` answer is feasible for the evaluator, and
+    """Plain and tight-memory tiny instances, congestion on and off, evaluated per edge
+    (the ILP's accounting): the objective is never below the bound, every ``optimal`` answer is feasible for the evaluator, and
     with an ILP solution (no coarsening, solved to optimality) the replay equals the
     exhaustive optimum of the ILP's semantics (any order on every device and link,
     ``exact_any_order``), so the answer is ``optimal``: 115 instances have a feasible
@@ -276,8 +284,8 @@ def test_pesto_attains_the_exhaustive_optimum(seed):
                 # the record replays: start times as device order, plus its link order
                 pr = np.array([res.start[str(v)] for v in g.ids])
                 lp = link_priorities_from_doc(res.to_dict(), g)
-                assert simulate(pl, policy="order", priorities=pr, link_priorities=lp).makespan == \
-                    solver_approx(exact)
+                assert simulate(pl, policy="order", priorities=pr, link_priorities=lp,
+                                transfer_mode="per_edge").makespan == solver_approx(exact)
 
 
 ENGINES = ["mip"] + (["cpsat"] if importlib.util.find_spec("ortools") else [])
@@ -300,7 +308,7 @@ def test_pesto_is_exact_with_tight_memory_affinity_and_colocation_together(engin
         g = inst.graph
         for congestion in (True, False):
             res, pl = run_method(inst, "pesto", SolveRequest(problem="makespan", solver=OPTS, congestion=congestion,
-                                                             params={"engine": engine}))
+                                                             params={"engine": engine}, transfer_mode="per_edge"))
             exact = exact_any_order(g, inst.require_cluster(), congestion)
             assert res.bound is not None and res.objective >= res.bound - 1e-6 * max(1.0, res.bound)
             assert res.evaluation["feasible"], (seed, res.evaluation["violations"])
@@ -309,8 +317,8 @@ def test_pesto_is_exact_with_tight_memory_affinity_and_colocation_together(engin
             if congestion and res.link_priorities:
                 pr = np.array([res.start[str(v)] for v in g.ids])
                 lp = link_priorities_from_doc(res.to_dict(), g)
-                assert simulate(pl, policy="order", priorities=pr, link_priorities=lp).makespan == \
-                    solver_approx(exact)
+                assert simulate(pl, policy="order", priorities=pr, link_priorities=lp,
+                                transfer_mode="per_edge").makespan == solver_approx(exact)
                 given += 1
             runs += 1
     assert runs == 200 and given >= 40, given

@@ -153,8 +153,12 @@ class SolveRequest:
     ``objective`` is the max-load variant (``pipedream``/``gpipe``/``overlap``);
     ``contiguity`` is ``None`` for the method's default or a mode of
     :data:`dnnplace.graphs.evaluate.CONTIGUITY_MODES`; ``warm_start`` is a method name
-    or a placement file; ``congestion`` and ``policy`` say how a makespan is simulated
-    (link congestion on/off, the dispatch policy when the method gives no order);
+    or a placement file; ``congestion``, ``policy`` and ``transfer_mode`` say how a
+    makespan is simulated (link congestion on/off, the dispatch policy when the method
+    gives no order, and what is sent: ``"per_destination"``, a tensor once to each
+    consuming device, the default, or ``"per_edge"``, Pesto's one transfer per edge;
+    SPEC 2.1; :func:`dnnplace.registry.solve` runs the method and its evaluation under
+    that mode);
     ``params`` are the method's own options (checked against its :class:`Options`).
     ``warm`` is filled in by :func:`dnnplace.registry.solve` for methods that take warm
     starts (the placement named by ``warm_start``, already computed and re-scored).
@@ -169,6 +173,7 @@ class SolveRequest:
     congestion: bool = True
     policy: str = "fifo"
     params: dict[str, Any] = field(default_factory=dict)
+    transfer_mode: str = "per_destination"
     warm: WarmStart | None = None
 
 

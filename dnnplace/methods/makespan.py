@@ -1,5 +1,7 @@
 """Makespan methods: list schedulers (HEFT, ETF, Baechi's m-TOPO / m-ETF / m-SCT) and
-Pesto's ILP pipeline. Every one simulates under the request's ``congestion`` setting.
+Pesto's ILP pipeline. Every one simulates under the request's ``congestion`` setting
+and transfer mode (the registry runs methods inside
+:func:`~dnnplace.graphs.sim_costs.transfer_semantics`).
 
 Wrappers import their algorithm inside the function, so that listing methods imports
 nothing heavy.
@@ -99,7 +101,8 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
     kw = dict(coarsen_to=opts.coarsen_to, congestion=req.congestion, ilp_congestion=opts.ilp_congestion,
               warm_start=(req.warm_start or "list") != "none", solver=sopts, options=PestoOptions(memory=opts.memory),
               fallback=opts.fallback, engine=opts.engine, guided=opts.guided, coarsen_with=opts.coarsen_with,
-              relaxed_start=opts.relaxed_start, rivals=_expert_rival(inst) if opts.expert_rival else ())
+              relaxed_start=opts.relaxed_start, rivals=_expert_rival(inst) if opts.expert_rival else (),
+              transfer_mode=req.transfer_mode)
     if opts.vcycle_levels > 1:
         from dnnplace.formulations.pesto_vcycle import pesto_vcycle
 
@@ -110,9 +113,10 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
              "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
              "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
              "coarse_nodes": r.coarse_n, "coarsen_seconds": r.coarsen_seconds, "model_size": r.size,
-             "semantics": "ILP: links in any order (Pesto (7)); objective: simulation replaying the ILP's device "
-                          "order and, where model_size.link_order is 'ilp', its link order (else FCFS links, "
-                          "SPEC 2.1)"}
+             "semantics": "ILP: links in any order (Pesto (7)), one transfer per edge; objective: simulation "
+                          "replaying the ILP's device order and, where model_size.link_order is 'ilp', its link "
+                          f"order (else FCFS links, SPEC 2.1), transfer mode {req.transfer_mode!r}; the ILP's bound "
+                          "and proven optimum count only under 'per_edge'"}
     return MethodOutput(r.placement, status=r.status, objective=r.makespan, bound=r.bound,
                         termination=r.termination, message=r.message,
                         solver="cpsat" if opts.engine == "cpsat" else sopts.solver,

@@ -13,7 +13,10 @@ logits) plus ``loss[t]`` sit on top; ``loss_sum`` joins the losses. Training gra
 (``training=True``) mirror every forward operator with a gradient operator (edges
 reversed, plus an edge from each forward operator to its gradient: the saved
 activation) and add one ``update[lyr]`` per layer that sums the weight gradients of all
-steps (a wide fan-in, as in real RNN training graphs).
+steps (a wide fan-in, as in real RNN training graphs). A gradient operator's out-edges
+carry different tensors (the gradient with respect to each forward input, and a
+matmul's weight gradient), each its own ``output``, sent separately (SPEC 2.1); a
+forward operator's out-edges carry its one output.
 
 Costs: compute time = FLOPs / ``gpu_flops`` for matrix products and bytes touched /
 ``gpu_bandwidth`` for elementwise operators, plus a ``launch_ms`` kernel overhead;
@@ -131,6 +134,7 @@ def lstm_grid(n: int | None = None, *, layers: int = 2, steps: int | None = None
     src: list[int] = []
     dst: list[int] = []
     ebytes: list[float] = []
+    eout: list[int] = []  # output of the source each edge carries (SPEC 2.1)
 
     def node(name: str, ms: float, outb: float, layer: int, kind: str, wb: float = 0.0) -> int:
         ids.append(name)
@@ -145,6 +149,7 @@ def lstm_grid(n: int | None = None, *, layers: int = 2, steps: int | None = None
         src.append(u)
         dst.append(v)
         ebytes.append(out_bytes[u])
+        eout.append(0)
 
     mm_ms = lambda fl: fl / gpu_flops * 1e3  # noqa: E731
     ew_ms = lambda by: by / gpu_bandwidth * 1e3  # noqa: E731
@@ -194,8 +199,11 @@ def lstm_grid(n: int | None = None, *, layers: int = 2, steps: int | None = None
             grad[v] = node(f"grad_{ids[v]}", (gpu_ms[v] - launch_ms) * backward_factor, out_bytes[v],
                            layer_of[v], "grad_" + op_type[v])
             backward.append(True)
+        n_in = [0] * n_fwd
         for u, v in fwd_edges:
             edge(grad[v], grad[u])
+            eout[-1] = n_in[v]  # the gradient with respect to each input is its own tensor
+            n_in[v] += 1
         for v in range(n_fwd):
             if op_type[v] in ("matmul", "gates", "cell", "project"):
                 edge(v, grad[v])  # saved activation
@@ -206,6 +214,7 @@ def lstm_grid(n: int | None = None, *, layers: int = 2, steps: int | None = None
                 src.append(grad[M[lyr, t]])
                 dst.append(upd)
                 ebytes.append(w_layer[lyr] / steps)
+                eout.append(n_in[M[lyr, t]])  # the weight gradient: the matmul gradient's last output
     n_all = len(ids)
     base = np.asarray(gpu_ms) * np.exp(jitter * rng.standard_normal(n_all))
     cols = []
@@ -220,7 +229,8 @@ def lstm_grid(n: int | None = None, *, layers: int = 2, steps: int | None = None
         meta["generator"]["memory_budget"] = memory_budget
     return OpGraph(ids=ids, kinds=tuple(kinds), compute=compute, memory=out_b + w_b,
                    src=np.asarray(src, dtype=np.int64), dst=np.asarray(dst, dtype=np.int64),
-                   edge_bytes=np.asarray(ebytes), persistent_bytes=w_b, output_bytes=out_b,
+                   edge_bytes=np.asarray(ebytes), edge_output=np.asarray(eout, dtype=np.int64),
+                   persistent_bytes=w_b, output_bytes=out_b,
                    backward=np.asarray(backward), names=ids, op_types=op_type, layers=layer_of,
                    name=name or f"lstm-{layers}x{steps}-h{hidden}" + ("-train" if training else ""),
                    unit="ms", meta=meta)

@@ -39,6 +39,10 @@ Training graphs (``training=True``) add a backward node ``v'`` for each of the l
 activation), ``(w', v')`` for every forward edge ``(v, w)`` between mirrored nodes (the
 gradient flows back), and, with ``colocate_backward``, ``v`` and ``v'`` in one
 colocation group (as Tarnawski's ``colorClass``). The graph then has ``n`` nodes in total.
+A backward node's out-edges carry different tensors (the gradient with respect to each
+input of its forward node), so each has its own ``output`` (1, 2, ... in edge order;
+SPEC 2.1: distinct outputs are sent separately); every other edge carries its source's
+one output (0).
 """
 
 from __future__ import annotations
@@ -229,6 +233,7 @@ def random_layered_dag(n: int, *, seed: int = 0, width: int | None = None, avg_d
         pers_b = np.concatenate((pers_b, pers_b[fwd_of_b]))
         layers = np.concatenate((layer, 2 * n_layers - 1 - layer[fwd_of_b]))
         edge_bytes = np.concatenate((out_b[src], out_b[b_bytes_of]))
+        grad = np.concatenate((np.zeros(src.size, bool), np.ones(b_src.size, bool)))
         src, dst = np.concatenate((src, b_src)), np.concatenate((dst, b_dst))
         backward = np.concatenate((np.zeros(n_f, bool), np.ones(n_b, bool)))
         if colocate_backward:
@@ -238,6 +243,14 @@ def random_layered_dag(n: int, *, seed: int = 0, width: int | None = None, avg_d
             labels = mirrored.tolist()
     else:
         edge_bytes = out_b[src]
+        grad = np.zeros(src.size, bool)
+    # gradient edges: one output each, numbered 1, 2, ... per source in edge order
+    edge_output = np.zeros(src.size, dtype=np.int64)
+    if grad.any():
+        ge = np.flatnonzero(grad)
+        by_src = ge[np.argsort(src[ge], kind="stable")]
+        first = np.searchsorted(src[by_src], src[by_src])  # position of each source's first edge
+        edge_output[by_src] = np.arange(by_src.size) - first + 1
     meta = {"generator": {"family": "random-dag", "n": n, "seed": seed, "width": width,
                           "avg_degree": avg_degree, "skip_p": skip_p, "training": training,
                           "unsupported_frac": unsupported_frac}}
@@ -245,6 +258,7 @@ def random_layered_dag(n: int, *, seed: int = 0, width: int | None = None, avg_d
         meta["generator"].update(memory_budget=memory_budget, memory_scale=scale,
                                  output_bytes=output_bytes, param_bytes=param_bytes)
     return OpGraph(ids=range(n), kinds=kinds, compute=compute, memory=pers_b + out_b,
-                   src=src, dst=dst, edge_bytes=edge_bytes, persistent_bytes=pers_b, output_bytes=out_b,
+                   src=src, dst=dst, edge_bytes=edge_bytes, edge_output=edge_output, persistent_bytes=pers_b,
+                   output_bytes=out_b,
                    colocation=coloc, colocation_labels=labels, backward=backward,
                    layers=layers.tolist(), name=name or f"random-dag-n{n}-s{seed}", unit="ms", meta=meta)

@@ -8,7 +8,7 @@ Column-oriented so that a 200k-node graph loads in a fraction of a second::
                "colocation": [label or null, ...], "backward": [bool, ...],
                "name": [...], "op_type": [...], "layer": [...], "role": [...]},
      "edges": {"src": [id, ...], "dst": [id, ...], "bytes": [...], "cost": [num or null],
-               "batch_scaled": [bool, ...]},
+               "batch_scaled": [bool, ...], "output": [int, ...]},
      "cluster": {"name": ..., "devices": [{"name", "kind", "memory", "speed"}],
                  "beta0": [[...]], "beta1": [[...]], "cost_factor": [[...]], "meta": {}},
      "meta": {}}
@@ -21,7 +21,10 @@ Only ``id``, ``compute`` and ``memory`` are required per node, only ``src``/``ds
 edge. Captured training graphs (:mod:`dnnplace.graphs.capture`) also carry, per node,
 ``op_type`` (the ATen op), ``layer`` (the module path), ``backward`` and ``role``
 (``param``/``grad``/``apply``/``compute``), and per edge ``batch_scaled`` (whether its
-bytes grow with the batch; default true); all are optional and round-trip. For
+bytes grow with the batch; default true); all are optional and round-trip. Per edge,
+``output`` (an integer >= 0, default 0) names which output of the source node the edge
+carries: edges of one source with the same output carry one tensor, sent once to each
+device that consumes it (SPEC 2.1). For
 hand-written files, ``nodes`` and ``edges`` may also be lists of records
 (``{"id": 1, "compute": {"gpu": 0.8}, "memory": 0}``, ``{"src": 1, "dst": 2, "bytes": 4096}``).
 """
@@ -59,6 +62,20 @@ def _column(values: Any, n: int, field: str, allow_null: bool = False, owner=Non
 
 _NO_COST = "without an explicit cost (the link model applies)"
 
+
+def _output_column(values: Any, m: int, owner) -> np.ndarray:
+    """The edges' ``output`` column: integers >= 0 (``null`` = 0), the edge named in errors."""
+    if not isinstance(values, list) or len(values) != m:
+        raise InputError(f"edge field 'output': expected a list of {m} integers")
+    out = np.zeros(m, dtype=np.int64)
+    for j, x in enumerate(values):
+        if x is None:
+            continue
+        if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+            raise InputError(f"{owner(j)}: field 'output' must be an integer >= 0, got {x!r}")
+        out[j] = x
+    return out
+
 # values of optional node fields that a record leaves out (memory has none: it is required)
 _RECORD_DEFAULTS = {"backward": False, "persistent_bytes": 0.0, "output_bytes": 0.0, "role": "compute"}
 
@@ -84,7 +101,7 @@ def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
         for k in present:
             cols[k].append(rec.get(k, _RECORD_DEFAULTS.get(k)))
     ecols: dict[str, list] = {"src": [], "dst": []}
-    eopt = {k for rec in edges for k in rec if k in ("bytes", "cost", "batch_scaled")}
+    eopt = {k for rec in edges for k in rec if k in ("bytes", "cost", "batch_scaled", "output")}
     for k in eopt:
         ecols[k] = []
     for j, rec in enumerate(edges):
@@ -93,7 +110,7 @@ def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
         ecols["src"].append(rec["src"])
         ecols["dst"].append(rec["dst"])
         for k in eopt:
-            ecols[k].append(rec.get(k, {"bytes": 0.0, "batch_scaled": True}.get(k)))
+            ecols[k].append(rec.get(k, {"bytes": 0.0, "batch_scaled": True, "output": 0}.get(k)))
     return cols, ecols
 
 
@@ -185,7 +202,9 @@ def instance_from_native(doc: dict, source: str | None = None) -> Instance:
         colocation=coloc, colocation_labels=labels,
         backward=nodes.get("backward"), names=nodes.get("name"), op_types=nodes.get("op_type"),
         layers=nodes.get("layer"), roles=nodes.get("role"),
-        edge_batch_scaled=edges.get("batch_scaled"), name=str(doc.get("name", "graph")),
+        edge_batch_scaled=edges.get("batch_scaled"),
+        edge_output=_output_column(edges["output"], m, edge) if "output" in edges else None,
+        name=str(doc.get("name", "graph")),
         unit=str(doc.get("unit", "ms")),
         meta=dict(doc.get("meta", {})), **opt)
     cluster = cluster_from_dict(doc["cluster"]) if doc.get("cluster") is not None else None
@@ -221,6 +240,8 @@ def instance_to_native(inst: Instance) -> dict:
         edges["cost"] = _nullable(g.edge_cost)
     if not g.edge_batch_scaled.all():
         edges["batch_scaled"] = g.edge_batch_scaled.tolist()
+    if g.edge_output.any():
+        edges["output"] = g.edge_output.tolist()
     doc: dict[str, Any] = {"format": FORMAT, "name": g.name, "unit": g.unit, "kinds": list(g.kinds),
                            "nodes": nodes, "edges": edges}
     if inst.cluster is not None:
