@@ -6,17 +6,19 @@ import torch
 from torch import nn
 
 
-def mlp():
+def mlp(features=64, width=128):
     """Three linear layers."""
-    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+    return nn.Sequential(nn.Linear(features, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                         nn.Linear(width, 10))
 
 
-def cnn():
+def cnn(width=16):
     """Conv-BN-ReLU twice, pooling, a linear head (BatchNorm's running statistics are
     updated in place during the step)."""
-    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-                         nn.Conv2d(16, 32, 3, padding=1, stride=2), nn.BatchNorm2d(32), nn.ReLU(),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    w = width
+    return nn.Sequential(nn.Conv2d(3, w, 3, padding=1), nn.BatchNorm2d(w), nn.ReLU(),
+                         nn.Conv2d(w, 2 * w, 3, padding=1, stride=2), nn.BatchNorm2d(2 * w), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * w, 10))
 
 
 class LSTM(nn.Module):
@@ -38,18 +40,18 @@ class LSTM(nn.Module):
         return self.head(inp)
 
 
-def lstm():
-    return LSTM()
+def lstm(features=16, hidden=32, layers=2):
+    return LSTM(features, hidden, layers)
 
 
-def transformer():
-    """One Transformer encoder layer (4 heads) and a linear head over the mean token."""
+def transformer(d_model=32, ffn=64, heads=4):
+    """One Transformer encoder layer and a linear head over the mean token."""
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0,
+            self.layer = nn.TransformerEncoderLayer(d_model=d_model, nhead=heads, dim_feedforward=ffn, dropout=0.0,
                                                     batch_first=True)
-            self.head = nn.Linear(32, 10)
+            self.head = nn.Linear(d_model, 10)
 
         def forward(self, x):
             return self.head(self.layer(x).mean(dim=1))
@@ -75,8 +77,8 @@ class Inception(nn.Module):
         return self.head(y.mean(dim=(2, 3)))
 
 
-def inception():
-    return Inception()
+def inception(c=16, w=24):
+    return Inception(c, w)
 
 
 def two_towers(width=512, depth=3):
@@ -99,12 +101,3 @@ def two_towers(width=512, depth=3):
     return Towers()
 
 
-# the models of the executor's tests: name -> (factory, input specs)
-MODELS = {
-    "mlp": ("mlp", ("32x64",)),
-    "cnn": ("cnn", ("8x3x16x16",)),
-    "lstm": ("lstm", ("8x6x16",)),
-    "transformer": ("transformer", ("4x8x32",)),
-    "inception": ("inception", ("4x16x12x12",)),
-    "towers": ("two_towers", ("64x512",)),
-}

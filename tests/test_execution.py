@@ -96,19 +96,21 @@ def plans_for(name: str, cluster) -> list[tuple[str, Plan]]:
 
 @pytest.mark.parametrize("name", list(SPECS))
 def test_distributed_step_equals_eager_step(name, two_gpu_cluster):
-    """Loss and every gradient of each plan equal an eager single-process step."""
+    """Loss and every gradient of each plan equal an eager single-process step, and the
+    loss after one optimizer update equals the eager second step's."""
     ms = spec(name)
     cap = traced(ms)
     rng = np.random.default_rng(len(name))
     plans = [("one device", Plan({v: "cpu0" for v in cap.ids}))]
     plans += plans_for(name, two_gpu_cluster)
     plans += [(f"random {k}", random_plan(cap, rng)) for k in range(2)]
-    measured = execute(ms, [p for _, p in plans], DEVICES, steps=1, warmup=0, timeout_s=120)
+    measured = execute(ms, [p for _, p in plans], DEVICES, steps=2, warmup=0, timeout_s=120)
     assert len(measured) == len(plans) == 7
     crossing = 0
     for (label, _), m in zip(plans, measured):
         assert m.matches_reference, (name, label, m.max_abs_grad_diff, m.loss, m.reference_loss)
         assert m.n_grads_checked == sum(1 for k in cap.arg_kinds if k == "param")
+        assert m.n_losses_checked == 2  # the loss after one optimizer update too
         assert m.max_abs_grad_diff <= 1e-4
         crossing += m.transfers
     assert measured[0].transfers == 0

@@ -126,6 +126,7 @@ def add_parser(sub: Any) -> None:
                    help="run a contiguous max-load split of a forward model as a pipeline (torch.distributed."
                         "pipelining)")
     p.add_argument("--microbatches", type=int, default=4, help="micro-batches per step with --pipeline")
+    p.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe", help="pipeline schedule (--pipeline)")
     p.add_argument("--gantt", metavar="PNG", help="measured timeline above the simulated one")
     p.add_argument("--out", metavar="RUN.json")
     p.set_defaults(func=cmd_execute)

@@ -42,11 +42,12 @@ class Measured:
 
     step_ms: list[float]
     ops: list[dict]                 # median step: {node, device, start_ms, end_ms}
-    matches_reference: bool
+    matches_reference: bool         # every step's loss and step 0's gradients equal the eager steps'
     max_abs_grad_diff: float
     loss: float
     reference_loss: float
     n_grads_checked: int
+    n_losses_checked: int
     eager_step_ms: float
     devices: list[str]
     peak_rss_bytes: dict[str, int]
@@ -59,6 +60,7 @@ class Measured:
                 "measured_steps_ms": s, "eager_step_ms": self.eager_step_ms,
                 "matches_reference": self.matches_reference, "max_abs_grad_diff": self.max_abs_grad_diff,
                 "loss": self.loss, "reference_loss": self.reference_loss, "grads_checked": self.n_grads_checked,
+                "losses_checked": self.n_losses_checked,
                 "devices": self.devices, "peak_rss_bytes": self.peak_rss_bytes, "transfers": self.transfers,
                 "transfer_bytes": self.transfer_bytes, "ops": self.ops}
 
@@ -78,30 +80,32 @@ def device_orders(ids: Sequence[str], device: np.ndarray, n_dev: int,
     return orders
 
 
-def eager_reference(model: ModelSpec, *, repeats: int = 5, threads: int = 1) -> tuple[float, dict, float]:
-    """Loss, gradients (by parameter name) and median time (ms) of an eager step:
-    ``loss_fn(model(*inputs), *inputs).backward()`` plus the optimizer step, on
-    ``threads`` threads. The loss and gradients are those of the model as built."""
+def eager_reference(model: ModelSpec, *, repeats: int = 5, threads: int = 1) -> tuple[list[float], dict, float]:
+    """Eager training steps on ``threads`` threads: ``loss_fn(model(*inputs), *inputs)
+    .backward()`` plus the ``torch.optim`` step, ``repeats + 1`` times from the model as
+    built. Returns every step's loss, step 0's gradients (by parameter name) and the median
+    step time (ms) after the first."""
     import torch
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         net, inputs, loss_fn = load(model)
-        loss = loss_fn(net(*inputs), *inputs)
-        loss.backward()
-        grads = {f"model.{k}": p.grad.detach().clone() for k, p in net.named_parameters() if p.grad is not None}
-        ref_loss = float(loss.detach())
         opt = {"sgd": lambda ps: torch.optim.SGD(ps, lr=model.lr),
                "momentum": lambda ps: torch.optim.SGD(ps, lr=model.lr, momentum=0.9),
                "adam": lambda ps: torch.optim.Adam(ps, lr=model.lr)}[model.optimizer](net.parameters())
-        times = []
-        for _ in range(repeats + 1):
+        times, losses, grads = [], [], {}
+        for i in range(repeats + 1):
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            loss_fn(net(*inputs), *inputs).backward()
+            loss = loss_fn(net(*inputs), *inputs)
+            loss.backward()
+            if i == 0:
+                grads = {f"model.{k}": p.grad.detach().clone() for k, p in net.named_parameters()
+                         if p.grad is not None}
             opt.step()
             times.append((time.perf_counter() - t0) * 1e3)
-        return ref_loss, grads, statistics.median(times[1:])
+            losses.append(float(loss.detach()))
+        return losses, grads, statistics.median(times[1:])
     finally:
         torch.set_num_threads(old)
 
@@ -144,7 +148,7 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
         progs_of.append(build_programs(cap, rank, orders))  # bad orders / crossings refused here, once
         jobs.append((tuple(rank.tolist()), tuple(tuple(o) for o in orders)))
         used_of.append(used)
-    ref_loss, ref_grads, eager_ms = eager_reference(model, threads=threads)
+    ref_losses, ref_grads, eager_ms = eager_reference(model, threads=threads)
     world = max(len(u) for u in used_of)
     with tempfile.TemporaryDirectory(prefix="dnnplace-exec-") as tmp:
         wp = WorkerPlan(model=model, ids=tuple(ids), jobs=tuple(jobs), steps=steps, warmup=warmup, out_dir=tmp,
@@ -159,7 +163,7 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
                 records.append(json.load(f)["jobs"])
         outs = [torch.load(os.path.join(tmp, f"outputs-{r}.pt")) for r in range(world)]
     return [_measured(j, ids, device_names, used_of[j], progs_of[j], [rec[j] for rec in records],
-                      [o[j] for o in outs], ref_loss, ref_grads, eager_ms, steps, atol, rtol)
+                      [o[j] for o in outs], ref_losses, ref_grads, eager_ms, steps, atol, rtol)
             for j in range(len(plans))]
 
 
@@ -183,7 +187,7 @@ def _ranks(placement: Mapping[str, str], ids: list[str], index: dict[str, int]) 
 
 
 def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[int], progs: list, records: list,
-              outs: list, ref_loss: float, ref_grads: dict, eager_ms: float, steps: int, atol: float,
+              outs: list, ref_losses: list[float], ref_grads: dict, eager_ms: float, steps: int, atol: float,
               rtol: float) -> Measured:
     """Times and the reference check of plan ``j`` from every rank's records."""
     import torch
@@ -194,9 +198,12 @@ def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[in
     t0 = min(rec["steps"][med]["t0"] for rec in records)
     ops = [{"node": ids[v], "device": device_names[used[r]], "start_ms": (a - t0) * 1e3, "end_ms": (b - t0) * 1e3}
            for r, rec in enumerate(records) for v, a, b in rec["steps"][med]["ops"]]
-    loss = next((o["loss"] for o in outs if "loss" in o), float("nan"))
+    losses = next((o["losses"] for o in outs if o.get("losses")), [])
+    loss, ref_loss = (losses[0] if losses else float("nan")), ref_losses[0]
     grads = {k: g for o in outs for k, g in o["grads"].items()}
-    diffs, ok = [], bool(np.isfinite(loss)) and abs(loss - ref_loss) <= atol + rtol * abs(ref_loss)
+    # every step's loss, not only step 0's: the optimizer updates are checked too
+    ok = bool(losses) and all(np.isfinite(a) and abs(a - b) <= atol + rtol * abs(b) for a, b in zip(losses, ref_losses))
+    diffs = []
     for name, ref in ref_grads.items():
         ours = grads.get(name)
         if ours is None or ours.shape != ref.shape:
@@ -206,7 +213,8 @@ def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[in
         diffs.append(float((ours - ref).abs().max()) if ref.numel() else 0.0)
         ok = ok and bool(torch.allclose(ours, ref, atol=atol, rtol=rtol))
     return Measured(step_ms=step_ms, ops=ops, matches_reference=bool(ok), max_abs_grad_diff=max(diffs, default=0.0),
-                    loss=loss, reference_loss=ref_loss, n_grads_checked=len(diffs), eager_step_ms=eager_ms,
+                    loss=loss, reference_loss=ref_loss, n_grads_checked=len(diffs),
+                    n_losses_checked=min(len(losses), len(ref_losses)), eager_step_ms=eager_ms,
                     devices=[device_names[d] for d in used],
                     peak_rss_bytes={device_names[used[r]]: rec["peak_rss_bytes"] for r, rec in enumerate(records)},
                     transfers=sum(len(p.recvs) for p in progs),

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-__all__ = ["ModelSpec", "WorkerPlan", "run_worker", "load", "apply_update"]
+from dnnplace.graphs.capture.ops import apply_update
+
+__all__ = ["ModelSpec", "WorkerPlan", "run_worker", "load"]
 
 
 @dataclass(frozen=True)
@@ -79,26 +81,6 @@ def trace_step(model: ModelSpec, net: Any, inputs: tuple, loss_fn: Any):
     return trace(net, inputs, loss_fn, training=True, optimizer=model.optimizer)
 
 
-def apply_update(kind: str, p: Any, g: Any, state: dict, lr: float) -> None:
-    """In-place optimizer update of parameter ``p`` from gradient ``g`` (``torch.optim``'s
-    SGD, SGD with momentum 0.9, or Adam with betas (0.9, 0.999), eps 1e-8)."""
-    import torch
-    with torch.no_grad():
-        if kind == "sgd":
-            p.sub_(lr * g)
-        elif kind == "momentum":
-            buf = state.get("buf")
-            state["buf"] = buf = g.clone() if buf is None else buf.mul_(0.9).add_(g)
-            p.sub_(lr * buf)
-        else:
-            b1, b2, eps = 0.9, 0.999, 1e-8
-            t = state["t"] = state.get("t", 0) + 1
-            m = state.setdefault("m", torch.zeros_like(p)).mul_(b1).add_(g, alpha=1 - b1)
-            v = state.setdefault("v", torch.zeros_like(p)).mul_(b2).addcmul_(g, g, value=1 - b2)
-            denom = (v / (1 - b2 ** t)).sqrt_().add_(eps)
-            p.addcdiv_(m, denom, value=-lr / (1 - b1 ** t))
-
-
 class _Step:
     """One device's executable step over a traced graph."""
 
@@ -118,6 +100,8 @@ class _Step:
         self.ph_of = {cap.rep[nd.name]: nd.name for nd in cap.gm.graph.nodes if nd.op == "placeholder"}
         self.loss_node, self.grad_nodes = step_outputs(cap)
         self.rank_of_device = rank_of_device
+        self.holds_loss = cap.rep.get(self.loss_node.name, -1) in set(prog.order)
+        self.loss_value = float("nan")
         self.opt_state: dict[int, dict] = {}
         self.updates: list[tuple[Any, Any]] = []
         self.buffers = {nd.name for nd, k in zip((x for x in cap.gm.graph.nodes if x.op == "placeholder"),
@@ -148,13 +132,12 @@ class _Step:
         if v in self.param_of_apply:
             g = self.grad_of_apply[v]
             if g is not None:
-                # the update is written to a copy and installed after the step: the graph has no
-                # edge from a parameter's other readers to its update, so it may run before them
-                p = self.bound[self.ph_of[self.param_of_apply[v]]]
-                new = p.clone()
-                apply_update(self.model.optimizer, new, self.get(env, g.name), self.opt_state.setdefault(v, {}),
-                             self.model.lr)
-                self.updates.append((p, new))
+                # the update is a new tensor installed after the step: the graph has no edge
+                # from a parameter's other readers to its update, so it may run before them
+                ph = self.ph_of[self.param_of_apply[v]]
+                new = apply_update(self.model.optimizer, self.bound[ph], self.get(env, g.name),
+                                   self.opt_state.setdefault(v, {}), self.model.lr)
+                self.updates.append((ph, new))
             return
         for nd in self.body.get(v, ()):
             if nd.op == "placeholder":
@@ -204,21 +187,20 @@ class _Step:
             times.append((v, ts, te))
         for w, _ in pending:
             w.wait()
-        with torch.no_grad():
-            for p, new in self.updates:
-                p.copy_(new)
+        for ph, new in self.updates:
+            self.bound[ph] = new
         self.updates.clear()
         t_end = time.perf_counter()
+        if self.holds_loss:
+            self.loss_value = float(self.get(env, self.loss_node.name))
         outs = self._outputs(env) if record else {}
         return t0, t_end, times, outs
 
     def _outputs(self, env: dict) -> dict:
-        """The loss and the gradients this device holds (after the step; read before any update)."""
+        """The gradients this device holds."""
         out: dict[str, Any] = {"grads": {}}
         names = [n for n, k in zip(self.cap.arg_names, self.cap.arg_kinds) if k == "param"]
         mine = set(self.prog.order)
-        if self.cap.rep.get(self.loss_node.name, -1) in mine:
-            out["loss"] = float(self.get(env, self.loss_node.name))
         for name, g in zip(names, self.grad_nodes):
             if g is not None and self.cap.rep.get(g.name, -1) in mine:
                 out["grads"][name] = self.get(env, g.name).detach().clone()
@@ -245,24 +227,24 @@ def run_worker(rank: int, plan: WorkerPlan) -> None:
         initial = {k: v.clone() for k, v in bound.items()}
         results, outs = [], []
         for j, (ranks, orders) in enumerate(plan.jobs):
-            with torch.no_grad():
-                for k, v in bound.items():
-                    v.copy_(initial[k])
+            bound.update({k: v.clone() for k, v in initial.items()})
             orders = list(orders) + [()] * (world - len(orders))   # ranks a plan leaves idle
             progs = build_programs(cap, np.asarray(ranks), orders)
             step = _Step(cap, progs[rank], bound, list(range(world)), plan.model)
-            records, out = [], {}
+            records, out, losses = [], {}, []
             for s in range(plan.warmup + plan.steps):
                 t0, t_end, times, o = step.run(dist, record=(s == 0))
                 if s == 0:
                     out = o   # step 0's gradients: those of the model as built
+                if step.holds_loss:
+                    losses.append(step.loss_value)
                 if s >= plan.warmup:
                     records.append({"t0": t0, "t_end": t_end, "ops": [[v, a, b] for v, a, b in times]})
                 if rank == 0:
                     print(f"plan {j + 1}/{len(plan.jobs)} step {s + 1}/{plan.warmup + plan.steps}"
                           f"{' (warm-up)' if s < plan.warmup else ''}: {(t_end - t0) * 1e3:.2f} ms",
                           file=sys.stderr, flush=True)
-            outs.append(out)
+            outs.append({**out, "losses": losses})
             results.append({"steps": records, "n_recv": len(progs[rank].recvs),
                             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024})
         dist.barrier()
@@ -274,8 +256,8 @@ def run_worker(rank: int, plan: WorkerPlan) -> None:
 
 
 def _bind(cap: Any, net: Any, inputs: tuple) -> dict[str, Any]:
-    """Placeholder name -> the tensor it stands for (parameters share the model's storage,
-    so an ``apply`` update is seen by the next step)."""
+    """Placeholder name -> the tensor it stands for (an ``apply`` node's update replaces its
+    parameter's entry after the step, so the next step reads the updated value)."""
     params = dict(net.named_parameters())
     buffers = dict(net.named_buffers())
     out = {}

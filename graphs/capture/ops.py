@@ -7,7 +7,7 @@ from typing import Any
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["OPTIMIZER_STATE", "require_torch", "storage_bytes", "value_bytes", "is_view", "op_name"]
+__all__ = ["OPTIMIZER_STATE", "require_torch", "storage_bytes", "value_bytes", "is_view", "op_name", "apply_update"]
 
 OPTIMIZER_STATE = {"sgd": 0, "momentum": 1, "adam": 2}
 """Optimizer state per parameter, in multiples of the parameter's bytes."""
@@ -66,3 +66,25 @@ def op_name(node: Any) -> str:
     if packet is not None:
         name = packet.__name__
     return name.split(".")[0]
+
+
+def apply_update(kind: str, p: Any, g: Any, state: dict, lr: float) -> Any:
+    """The updated parameter after one optimizer step from gradient ``g`` (``torch.optim``'s
+    SGD, SGD with momentum 0.9, or Adam with betas (0.9, 0.999) and eps 1e-8), as a new
+    tensor: ``p`` itself is left unchanged, so its other readers in the same step still
+    see the old value (the captured step has no edge ordering them before the update).
+    ``state`` holds the optimizer state across calls."""
+    torch = require_torch()
+    with torch.no_grad():
+        if kind == "sgd":
+            return p - lr * g
+        if kind == "momentum":
+            buf = state.get("buf")
+            state["buf"] = buf = g.clone() if buf is None else buf.mul_(0.9).add_(g)
+            return p - lr * buf
+        b1, b2, eps = 0.9, 0.999, 1e-8
+        t = state["t"] = state.get("t", 0) + 1
+        m = state.setdefault("m", torch.zeros_like(p)).mul_(b1).add_(g, alpha=1 - b1)
+        v = state.setdefault("v", torch.zeros_like(p)).mul_(b2).addcmul_(g, g, value=1 - b2)
+        denom = (v / (1 - b2 ** t)).sqrt_().add_(eps)
+        return torch.addcdiv(p, m, denom, value=-lr / (1 - b1 ** t))
