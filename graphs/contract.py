@@ -9,7 +9,11 @@ a merged node only runs where all its members can), memory / persistent / output
 summed, backward iff all members are backward. Parallel edges between two merged nodes
 become one edge with summed bytes; its explicit cost is the sum over distinct source
 nodes of their largest explicit cost (exact when one source feeds the pair, as in
-Tarnawski's per-node transfer cost ``c_u``).
+Tarnawski's per-node transfer cost ``c_u``). A merged edge carries the set of tensors
+(source node, ``output``) of its members; merged edges out of one node share an
+``output`` exactly when they carry the same set, so the simulator's default (a tensor
+sent once to each consuming device, SPEC 2.1) sends them once, and sends different
+sets separately.
 """
 
 from __future__ import annotations
@@ -91,8 +95,33 @@ def quotient(g: OpGraph, labels: np.ndarray, *, name: str | None = None) -> OpGr
         np.add.at(cost, pos, smax)
     coloc = np.full(k, -1, dtype=np.int64)
     return OpGraph(ids=range(k), kinds=g.kinds, compute=comp, src=uniq // k, dst=uniq % k, edge_bytes=nbytes,
-                   edge_cost=cost, backward=backward, colocation=coloc, name=name or f"{g.name}-coarse",
-                   unit=g.unit, **summed)
+                   edge_cost=cost, edge_output=_merged_outputs(g, keep, inv, uniq // k), backward=backward,
+                   colocation=coloc, name=name or f"{g.name}-coarse", unit=g.unit, **summed)
+
+
+def _merged_outputs(g: OpGraph, keep: np.ndarray, inv: np.ndarray, coarse_src: np.ndarray) -> np.ndarray:
+    """``output`` of every merged edge: equal for merged edges of one source exactly
+    when their members carry the same set of (source node, output) tensors."""
+    n_edges = coarse_src.size
+    if n_edges == 0:
+        return np.zeros(0, dtype=np.int64)
+    tensor = np.unique(np.stack([g.src[keep], g.edge_output[keep]], axis=1), axis=0, return_inverse=True)[1]
+    tensor = np.asarray(tensor, dtype=np.int64).ravel()
+    n_tensors = int(tensor.max()) + 1
+    rows = np.unique(inv.astype(np.int64) * n_tensors + tensor)  # (merged edge, tensor), sorted
+    edge_of, tensor_of = rows // n_tensors, rows % n_tensors
+    count = np.bincount(edge_of, minlength=n_edges)
+    key = np.empty(n_edges, dtype=np.int64)
+    key[edge_of[count[edge_of] == 1]] = tensor_of[count[edge_of] == 1]  # one tensor: its own id
+    sets: dict[tuple, int] = {}
+    bounds = np.searchsorted(edge_of, np.arange(n_edges + 1))
+    for e in np.flatnonzero(count > 1).tolist():  # several: one id per distinct set
+        members = tuple(tensor_of[bounds[e]:bounds[e + 1]].tolist())
+        key[e] = n_tensors + sets.setdefault(members, len(sets))
+    width = n_tensors + len(sets)
+    uk, kinv = np.unique(coarse_src * width + key, return_inverse=True)
+    first = np.searchsorted(uk // width, uk // width)  # first key of each source, in sorted order
+    return (np.arange(uk.size) - first)[np.asarray(kinv).ravel()].astype(np.int64)
 
 
 def expand(labels: np.ndarray, coarse_values: np.ndarray) -> np.ndarray:

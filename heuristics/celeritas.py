@@ -38,9 +38,10 @@ different devices, so after the coarse placement is mapped back a repair pass
 device the group was pinned to (where its whole memory was reserved when its first
 member was placed), and counts the nodes moved.
 
-The planner is congestion-free (decision C10): its makespan estimate equals the
-simulation of the coarse graph replaying its per-device order with congestion off (a
-test). The result is scored by the simulator on the original graph under ``fifo`` with
+The planner is congestion-free (decision C10) and charges every cross-device edge its
+own transfer: its makespan estimate equals the simulation of the coarse graph replaying
+its per-device order with congestion off and one transfer per edge
+(``transfer_mode="per_edge"``; a test). The result is scored by the simulator on the original graph under ``fifo`` with
 congestion on, as TensorFlow's executor would run it (Sec. 6.1).
 
 *Paper says* each adjusting step is never worse than Order-Place (Sec. 5.2); the proof

@@ -29,9 +29,12 @@ terminals (:func:`~dnnplace.graphs.terminals.with_terminals`):
    lowest device index. Paper says ``FT(o) = EST`` (Alg. 1 l. 20); we do ``EST + w`` (A1).
 
 The result is a placement, a per-device order (ops by start time) and the planner's own
-makespan ``planner_estimate``. The planner ignores link congestion, so
-``planner_estimate`` equals the simulator replaying the order strictly without congestion
-(``simulate(policy="order", congestion=False)``; tested on 200+ random DAGs). Zero-time
+makespan ``planner_estimate``. The planner ignores link congestion and charges every
+cross-device edge its own transfer, so ``planner_estimate`` equals the simulator
+replaying the order strictly without congestion, one transfer per edge
+(``simulate(policy="order", congestion=False, transfer_mode="per_edge")``; tested on 200+
+random DAGs); the simulator's default sends a tensor once per consuming device, which
+never makes that replay longer where edges of one output carry the same bytes. Zero-time
 ops are never put inside a busy interval nor straddled by a later op, so that replay is
 exact. The registered method reports the simulator's value under the requested congestion.
 

@@ -243,7 +243,7 @@ def test_planner_estimate_equals_strict_order_simulation_without_congestion():
             run = celeritas(g, cl, R=(1, 5, 50)[k % 3])
             cp = run.coarse
             sim = simulate(Placement(run.fusion.graph, cl, cp.device), policy="order", priorities=cp.priorities,
-                           congestion=False)
+                           congestion=False, transfer_mode="per_edge")  # the planner's model
             assert sim.makespan == pytest.approx(cp.planner_estimate, rel=1e-9, abs=1e-9)
             np.testing.assert_allclose(sim.start, cp.start, rtol=1e-9, atol=1e-9)
             cases += 1

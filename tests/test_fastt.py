@@ -36,7 +36,9 @@ def gpus(k: int, *, memory: float = math.inf, beta0: float = 0.0, beta1: float =
 
 
 def strict_free(s) -> float:
-    return simulate(s.placement, policy="order", priorities=s.priorities, congestion=False).makespan
+    """The strict replay without congestion, one transfer per edge: the planner's model."""
+    return simulate(s.placement, policy="order", priorities=s.priorities, congestion=False,
+                    transfer_mode="per_edge").makespan
 
 
 # ---------------------------------------------------------------------------- hand-computed
@@ -165,7 +167,8 @@ def test_planner_estimate_equals_strict_replay_and_bounds_hold():
 def test_priority_policy_is_reported_through_the_registry():
     g, cl, _ = random_instance(4)
     for method in ("dpos", "cpop", "os-dpos"):
-        r = solve(Instance(g, cl, "r4"), method, SolveRequest(problem="makespan"))
+        # per edge, the planner's accounting: its estimate is the congestion-free replay
+        r = solve(Instance(g, cl, "r4"), method, SolveRequest(problem="makespan", transfer_mode="per_edge"))
         assert r.status == "feasible" and r.objective >= r.extra["order_no_congestion"] - 1e-9
         assert r.extra["planner_estimate"] == pytest.approx(r.extra["order_no_congestion"])
         assert r.extra["priority_policy"] > 0
@@ -459,10 +462,11 @@ def test_congestion_aware_planner_equals_the_replay_of_both_orders():
             if s.link_priorities is None:  # a memory repair moved units after planning
                 continue
             sim = simulate(s.placement, policy="order", priorities=s.priorities, link_priorities=s.link_priorities,
-                           congestion=True)
+                           congestion=True, transfer_mode="per_edge")  # the planner's accounting
             assert s.planner_estimate == pytest.approx(sim.makespan, rel=1e-9), (fn.__name__, seed)
             checked += 1
     assert checked == 221
     g, cl, _ = random_instance(5)
-    r = solve(Instance(g, cl, "r5"), "dpos", SolveRequest(problem="makespan", params={"planner_congestion": True}))
+    r = solve(Instance(g, cl, "r5"), "dpos", SolveRequest(problem="makespan", params={"planner_congestion": True},
+                                                          transfer_mode="per_edge"))
     assert r.objective == pytest.approx(r.extra["planner_estimate"]) and r.link_priorities is not None

@@ -1,8 +1,9 @@
 """The CP-SAT engine of Pesto's makespan model against the exhaustive optimum and the
 Pyomo MIP on seeded tiny instances, and through the ``pesto`` method (``engine=cpsat``).
 
-Both exact engines state the same model (links in any order, Pesto (7)); the exhaustive
-reference :func:`test_pesto_ip.exact_any_order` enumerates every placement and every
+Both exact engines state the same model (links in any order, Pesto (7), one transfer
+per edge: the simulator's ``transfer_mode="per_edge"``, used for every comparison
+here); the exhaustive reference :func:`test_pesto_ip.exact_any_order` enumerates every placement and every
 device and link order, so all three must agree on every instance solved to optimality.
 """
 
@@ -24,7 +25,7 @@ from dnnplace.graphs import Cluster, OpGraph  # noqa: E402
 from dnnplace.graphs.errors import InputError  # noqa: E402
 from dnnplace.graphs.instance import Instance  # noqa: E402
 from dnnplace.graphs.link_orders import orders_from_times  # noqa: E402
-from dnnplace.graphs.simulate import simulate, validate_schedule  # noqa: E402
+from dnnplace.graphs.simulate import simulate, transfer_semantics, validate_schedule  # noqa: E402
 from dnnplace.heuristics.list_scheduling import best_list_schedule  # noqa: E402
 from dnnplace.registry import SolveRequest, SolverOptions, run_method, solve  # noqa: E402
 
@@ -32,11 +33,13 @@ CP = SolverOptions(time_limit=30, threads=1)
 
 
 def _cpsat(g, cl, congestion: bool, warm: bool = True):
-    ls, ms, _ = best_list_schedule(g, cl, congestion=congestion)
+    with transfer_semantics("per_edge"):  # the model's accounting: horizon and start per edge
+        ls, ms, _ = best_list_schedule(g, cl, congestion=congestion)
     ok = memory_ok(ls.placement)
     start = None
     if warm and ok:
-        sim = simulate(ls.placement, policy="order", priorities=ls.priorities, congestion=congestion)
+        sim = simulate(ls.placement, policy="order", priorities=ls.priorities, congestion=congestion,
+                       transfer_mode="per_edge")
         start = (ls.placement.device, sim.start, {int(e): float(s) for e, s in zip(sim.xfer_edge, sim.xfer_start)})
     return solve_pesto_cpsat(g, cl, horizon=ms if ok else safe_horizon(g, cl),
                              options=PestoOptions(congestion=congestion), solver=CP, warm_start=start)
@@ -66,7 +69,7 @@ def test_cpsat_equals_the_exhaustive_optimum_and_its_schedule_replays():
         pr, lp = orders_from_times(g, s, f, xs, xf)
         cross = pl.device[g.src] != pl.device[g.dst]
         sim = simulate(pl, policy="order", priorities=pr, congestion=cong,
-                       link_priorities=lp if cong and cross.any() else None)
+                       link_priorities=lp if cong and cross.any() else None, transfer_mode="per_edge")
         assert sim.makespan == solver_approx(out.incumbent), seed
         assert validate_schedule(sim.schedule, congestion=cong, transfers=sim) == []
         replayed += 1
@@ -90,8 +93,8 @@ def test_cpsat_agrees_with_the_pyomo_mip():
 
 
 def test_pesto_method_with_cpsat_engine_is_exact_on_constrained_instances():
-    """Through the registry (``engine=cpsat``): 20 instances with tight memory, affinity
-    and colocation, both congestion modes: status ``optimal``, the re-scored objective
+    """Through the registry (``engine=cpsat``, evaluated per edge): 20 instances with tight
+    memory, affinity and colocation, both congestion modes: status ``optimal``, the re-scored objective
     equals the exhaustive optimum and the bound, the placement is evaluator-feasible
     and, with congestion, the engine's link order is what the evaluator replays."""
     checked = given = 0
@@ -100,7 +103,7 @@ def test_pesto_method_with_cpsat_engine_is_exact_on_constrained_instances():
         g, cl = inst.graph, inst.require_cluster()
         for cong in (True, False):
             res, _ = run_method(inst, "pesto", SolveRequest(problem="makespan", solver=OPTS, congestion=cong,
-                                                            params={"engine": "cpsat"}))
+                                                            params={"engine": "cpsat"}, transfer_mode="per_edge"))
             exact = exact_any_order(g, cl, cong)
             assert res.solver == "cpsat" and res.status == "optimal", (seed, cong, res.status, res.message)
             assert res.evaluation["feasible"]

@@ -4,13 +4,15 @@ and CPOP (:mod:`dnnplace.heuristics.fastt`, :mod:`dnnplace.heuristics.os_dpos`,
 
 DPOS, OS-DPOS and CPOP output a placement and a per-device order; the objective is the
 simulator replaying that order strictly (``policy="order"``) under the request's
-congestion, and ``extra`` keeps the planner's own estimate (``planner_estimate``, which
-equals the congestion-free replay), the replay without congestion and the makespan under
+congestion and transfer mode, and ``extra`` keeps the planner's own estimate
+(``planner_estimate``, which equals the congestion-free replay with one transfer per
+edge, the planner's accounting; the default transfer mode sends a tensor once per
+consuming device), the replay without congestion and the makespan under
 the non-delay ``priority`` policy (what FastT's TensorFlow patch enforces, A10) and under
 TensorFlow's ``fifo`` (``fifo_policy``; FastT Fig. 2 compares the two).
 ``planner_congestion`` (our extension) lets the planner queue transfers on their links;
-it then also hands over its link order, and with congestion on the objective equals its
-``planner_estimate``.
+it then also hands over its link order, and with congestion on and
+``transfer_mode="per_edge"`` the objective equals its ``planner_estimate``.
 
 ``start="data-parallel"`` solves FastT's start deployment instead of the given graph: the
 graph replicated once per GPU with the batch split (:func:`~dnnplace.graphs.data_parallel.data_parallel`,
