@@ -8,6 +8,7 @@ records (re-scored makespan, best list scheduler, the ``pesto`` method's extras,
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import tomllib
@@ -19,7 +20,7 @@ import numpy as np
 
 from dnnplace.config import RunSpec, graph_label_of
 from dnnplace.data import workloads_dir
-from dnnplace.graphs.cluster import Cluster, Device
+from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators import generate
 from dnnplace.graphs.graph import OpGraph
@@ -95,7 +96,7 @@ def experiment_graph(cfg: Config) -> tuple[OpGraph, str]:
 
 def scaled_cluster(base: Cluster, compute: float = 1.0, link: float = 1.0) -> Cluster:
     """Devices ``compute`` times faster, links ``link`` times faster (beta0, beta1 / link)."""
-    devs = tuple(Device(d.name, d.kind, d.memory, d.speed * compute) for d in base.devices)
+    devs = tuple(dataclasses.replace(d, speed=d.speed * compute) for d in base.devices)
     return Cluster(devs, base.beta0 / link, base.beta1 / link, base.cost_factor,
                    name=f"{base.name}-c{compute}-l{link}", meta=dict(base.meta))
 

@@ -1,5 +1,9 @@
 """Devices, links and the linear transfer model (SPEC 1).
 
+A node runs on a device in its kind's compute time divided by the device's ``speed``, plus
+the device's ``op_overhead`` (a fixed per-operator launch cost in the graph's time unit,
+default 0; fitted from measured executions), see :meth:`Cluster.compute_matrix`.
+
 A transfer of ``b`` bytes over the directed link ``(a, c)`` takes
 ``beta0[a, c] + beta1[a, c] * b`` time units (Pesto Sec. 3.1, FastT Sec. 4, Celeritas
 Sec. 4), fitted by least squares from measured transfers with :func:`fit_link`. An edge
@@ -27,12 +31,15 @@ __all__ = ["Device", "Cluster", "LinkFit", "fit_link"]
 @dataclass(frozen=True)
 class Device:
     """One device: ``kind`` selects the compute column, ``memory`` is its capacity in
-    bytes (``inf`` = unbounded), ``speed`` divides compute times."""
+    bytes (``inf`` = unbounded), ``speed`` divides compute times and ``op_overhead`` (in
+    the graph's time unit, default 0) is added to every node it runs (a per-operator
+    launch cost)."""
 
     name: str
     kind: str
     memory: float = math.inf
     speed: float = 1.0
+    op_overhead: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -41,6 +48,9 @@ class Device:
             raise InputError(f"device {self.name!r}: memory must be >= 0, got {self.memory}")
         if not (self.speed > 0) or math.isinf(self.speed):
             raise InputError(f"device {self.name!r}: speed must be a positive number, got {self.speed}")
+        if not (self.op_overhead >= 0) or math.isinf(self.op_overhead):
+            raise InputError(f"device {self.name!r}: op_overhead must be a finite number >= 0, "
+                             f"got {self.op_overhead}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,17 +127,32 @@ class Cluster:
         """Speed factor per device."""
         return np.array([d.speed for d in self.devices], dtype=np.float64)
 
+    @cached_property
+    def op_overhead(self) -> np.ndarray:
+        """Per-operator launch overhead per device (graph time unit)."""
+        return np.array([d.op_overhead for d in self.devices], dtype=np.float64)
+
     def devices_of_kind(self, kind: str) -> np.ndarray:
         """Indices of the devices of one kind."""
         return np.array([i for i, d in enumerate(self.devices) if d.kind == kind], dtype=np.int64)
 
     def compute_matrix(self, graph) -> np.ndarray:
-        """``(n, D)`` processing times of every node on every device (``NaN`` = unsupported)."""
+        """``(n, D)`` processing times of every node on every device (``NaN`` = unsupported):
+        the kind's compute time divided by the device's ``speed``, plus its ``op_overhead``.
+
+        Everything that times a node goes through here (simulator, evaluator, bounds,
+        methods), so an overhead changes them all alike.
+
+        >>> from dnnplace.graphs import OpGraph
+        >>> g = OpGraph.from_ids("ab", [("a", "b")], kinds=["gpu"], compute=[[1.0], [0.0]], memory=[0, 0])
+        >>> Cluster.from_links([Device("g0", "gpu", speed=2.0, op_overhead=0.25)]).compute_matrix(g).ravel().tolist()
+        [0.75, 0.25]
+        """
         out = np.full((graph.n, self.size), np.nan)
         for j, dev in enumerate(self.devices):
             k = graph.kind_index(dev.kind)
             if k >= 0:
-                out[:, j] = graph.compute[:, k] / dev.speed
+                out[:, j] = graph.compute[:, k] / dev.speed + dev.op_overhead
         return out
 
     def transfer_time(self, a: np.ndarray, b: np.ndarray, nbytes: np.ndarray, cost: np.ndarray) -> np.ndarray:

@@ -87,8 +87,9 @@ def _devices(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
         if any(cluster.kinds[a] != akind for a in accs):
             raise InputError("the max-load DP needs identical accelerators (one device kind besides 'cpu')")
         accs = accs[: limit.get(akind, accs.size)]
-        if np.unique(cluster.memory[accs]).size > 1 or np.unique(cluster.speed[accs]).size > 1:
-            raise InputError("the max-load DP needs identical accelerators (same memory and speed)")
+        if (np.unique(cluster.memory[accs]).size > 1 or np.unique(cluster.speed[accs]).size > 1
+                or np.unique(cluster.op_overhead[accs]).size > 1):
+            raise InputError("the max-load DP needs identical accelerators (same memory, speed and op_overhead)")
     cpus = cpus[: limit.get("cpu", cpus.size)]
     return accs, cpus
 

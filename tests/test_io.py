@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
@@ -28,8 +29,8 @@ def assert_same_graph(a: OpGraph, b: OpGraph, *, labels: bool = True) -> None:
     assert [str(x) for x in a.ids] == [str(x) for x in b.ids]
     assert a.kinds == b.kinds
     np.testing.assert_array_equal(a.compute, b.compute)  # NaN == NaN here
-    for key in ("memory", "src", "dst", "edge_bytes", "edge_cost", "persistent_bytes", "output_bytes",
-                "backward"):
+    for key in ("memory", "src", "dst", "edge_bytes", "edge_cost", "edge_output", "persistent_bytes",
+                "output_bytes", "backward"):
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
     lab = [None if c < 0 else a.colocation_labels[c] for c in a.colocation]
     lbb = [None if c < 0 else b.colocation_labels[c] for c in b.colocation]
@@ -84,6 +85,7 @@ def test_native_columnar_round_trip_of_a_tarnawski_instance(tarnawski_dir, tmp_p
 
 def test_native_columnar_round_trip_with_dynamic_memory_fields(tmp_path):
     g = random_layered_dag(300, seed=4, training=True, unsupported_frac=0.1)
+    assert g.edge_output.max() >= 2  # a gradient node's outputs are numbered
     inst = Instance(g, Cluster.single_host(2, gpu_memory=1e12))
     again = load_instance(save_instance(inst, tmp_path / "g.json"))
     assert_same_graph(g, again.graph)
@@ -115,6 +117,34 @@ def test_native_records_form(tmp_path):
     again = instance_from_native(json.loads(json.dumps(instance_to_native(inst))))
     assert_same_graph(g, again.graph)
     assert_same_cluster(inst.cluster, again.cluster)
+
+
+def test_edge_outputs_and_op_overheads_round_trip():
+    #   a --> b, a --> c carry a's output 0, a --> d its output 1; every gpu op costs 0.5
+    #   more (cluster default), the cpu's op 0.25 (its own field)
+    doc = {"format": "dnnplace.graph/1",
+           "nodes": [{"id": v, "compute": {"gpu": 1, "cpu": 2}, "memory": 0} for v in "abcd"],
+           "edges": [{"src": "a", "dst": "b"}, {"src": "a", "dst": "c", "output": 0},
+                     {"src": "a", "dst": "d", "output": 1}],
+           "cluster": {"op_overhead": 0.5, "devices": [{"name": "gpu0", "kind": "gpu"},
+                                                       {"name": "cpu0", "kind": "cpu", "op_overhead": 0.25}]}}
+    inst = instance_from_native(doc)
+    assert inst.graph.edge_output.tolist() == [0, 0, 1]
+    assert inst.cluster.op_overhead.tolist() == [0.5, 0.25]
+    assert inst.cluster.compute_matrix(inst.graph)[0].tolist() == [1.5, 2.25]
+    out = instance_to_native(inst)
+    assert out["edges"]["output"] == [0, 0, 1]
+    assert [d.get("op_overhead") for d in out["cluster"]["devices"]] == [0.5, 0.25]
+    again = instance_from_native(json.loads(json.dumps(out)))
+    assert_same_graph(inst.graph, again.graph)
+    assert_same_cluster(inst.cluster, again.cluster)
+    # absent when zero, so existing files are written as before
+    plain = instance_to_native(Instance(inst.graph.with_(edge_output=None), Cluster.single_host(1)))
+    assert "output" not in plain["edges"] and all("op_overhead" not in d for d in plain["cluster"]["devices"])
+    for bad in (-1, 1.5, "x"):
+        doc["edges"][2]["output"] = bad
+        with pytest.raises(InputError, match="field 'output' must be an integer >= 0"):
+            instance_from_native(doc)
 
 
 # ---------------------------------------------------------------------------- networkx

@@ -253,7 +253,8 @@ def _pesto(inst: Instance, congestion: bool, transfer_mode: str = "per_edge"):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_pesto_attains_the_exhaustive_optimum(seed):
     """Plain and tight-memory tiny instances, congestion on and off, evaluated per edge
-    (the ILP's accounting): the objective is never below the bound, every ``optimal`` answer is feasible for the evaluator, and
+    (the ILP's accounting): the objective is never below the bound, every ``optimal``
+    answer is feasible for the evaluator, and
     with an ILP solution (no coarsening, solved to optimality) the replay equals the
     exhaustive optimum of the ILP's semantics (any order on every device and link,
     ``exact_any_order``), so the answer is ``optimal``: 115 instances have a feasible

@@ -81,6 +81,25 @@ def test_explicit_edge_cost_overrides_link_model():
     assert run(g, cluster(2, beta0=0.5, beta1=1.0), [0, 1]).makespan == 6.0
 
 
+def test_op_overhead_is_added_to_every_node():
+    # a(1)@gpu0 -> b(2)@gpu1, link 0.5; per-operator overhead 0.5 on gpu0, 0.25 on gpu1:
+    # a [0, 1.5), transfer [1.5, 2), b [2, 4.25): makespan 4.25 (without overheads 3.5).
+    g = graph("ab", [("a", "b")], [1, 2])
+    devs = [Device("gpu0", "gpu", op_overhead=0.5), Device("gpu1", "gpu", op_overhead=0.25)]
+    cl = Cluster.from_links(devs, default={"beta0": 0.5})
+    r = run(g, cl, [0, 1])
+    assert r.makespan == 4.25 and starts(r) == {"a": 0.0, "b": 2.0}
+    assert r.busy.tolist() == [1.5, 2.25]
+    assert run(g, cluster(2, beta0=0.5), [0, 1]).makespan == 3.5
+    # the lower bound counts it: each node's least time over the devices, a 1 + 0.25 and
+    # b 2 + 0.25, on the critical path: 3.5 (without overheads 3)
+    from dnnplace.graphs.bounds import makespan_lower_bound
+
+    assert makespan_lower_bound(g, cl) == 3.5 and makespan_lower_bound(g, cluster(2)) == 3.0
+    with pytest.raises(InputError, match="op_overhead"):
+        Device("gpu0", "gpu", op_overhead=-1.0)
+
+
 # ---------------------------------------------------------------------------- (c) congestion
 #        a(1)@gpu0
 #       /        \        both transfers cost 2 on link gpu0->gpu1, released at t=1

@@ -9,7 +9,7 @@ Column-oriented so that a 200k-node graph loads in a fraction of a second::
                "name": [...], "op_type": [...], "layer": [...], "role": [...]},
      "edges": {"src": [id, ...], "dst": [id, ...], "bytes": [...], "cost": [num or null],
                "batch_scaled": [bool, ...], "output": [int, ...]},
-     "cluster": {"name": ..., "devices": [{"name", "kind", "memory", "speed"}],
+     "cluster": {"name": ..., "devices": [{"name", "kind", "memory", "speed", "op_overhead"}],
                  "beta0": [[...]], "beta1": [[...]], "cost_factor": [[...]], "meta": {}},
      "meta": {}}
 
@@ -124,7 +124,7 @@ def cluster_from_dict(doc: dict) -> Cluster:
             raise InputError(f"cluster.devices[{j}]: needs 'name' and 'kind'")
         mem = d.get("memory")
         devs.append(Device(str(d["name"]), str(d["kind"]), math.inf if mem is None else float(mem),
-                           float(d.get("speed", 1.0))))
+                           float(d.get("speed", 1.0)), float(d.get("op_overhead", doc.get("op_overhead", 0.0)))))
     meta = dict(doc.get("meta", {}))
     name = doc.get("name", "cluster")
     if "beta0" in doc:
@@ -140,7 +140,8 @@ def cluster_to_dict(cl: Cluster) -> dict:
     return {
         "name": cl.name,
         "devices": [{"name": d.name, "kind": d.kind, "memory": None if math.isinf(d.memory) else d.memory,
-                     "speed": d.speed} for d in cl.devices],
+                     "speed": d.speed, **({"op_overhead": d.op_overhead} if d.op_overhead else {})}
+                    for d in cl.devices],
         "beta0": cl.beta0.tolist(), "beta1": cl.beta1.tolist(), "cost_factor": cl.cost_factor.tolist(),
         "meta": cl.meta,
     }

@@ -15,7 +15,8 @@ __all__ = ["to_networkx", "from_networkx"]
 
 def to_networkx(g: OpGraph) -> nx.DiGraph:
     """A DiGraph keyed by node id with attributes ``compute`` (dict of supported kinds),
-    ``memory``, ``backward``, ``colocation`` and edges with ``bytes`` / ``cost``."""
+    ``memory``, ``backward``, ``colocation`` and edges with ``bytes`` / ``cost`` (and
+    ``output`` where it is not 0)."""
     out = nx.DiGraph(name=g.name, unit=g.unit)
     for i, v in enumerate(g.ids):
         comp = {k: float(g.compute[i, j]) for j, k in enumerate(g.kinds) if not math.isnan(g.compute[i, j])}
@@ -31,6 +32,8 @@ def to_networkx(g: OpGraph) -> nx.DiGraph:
         attrs = {"bytes": float(g.edge_bytes[e])}
         if not math.isnan(g.edge_cost[e]):
             attrs["cost"] = float(g.edge_cost[e])
+        if g.edge_output[e]:
+            attrs["output"] = int(g.edge_output[e])
         out.add_edge(g.ids[g.src[e]], g.ids[g.dst[e]], **attrs)
     return out
 
@@ -83,6 +86,7 @@ def from_networkx(dg: nx.DiGraph, *, compute: str = "compute", memory: str = "me
         edge_bytes=user_column([dg.edges[e].get(nbytes, 0.0) for e in edges], field=nbytes, owner=edge),
         edge_cost=user_column([dg.edges[e].get(cost) for e in edges], field=cost, owner=edge, nullable=True,
                               null_means="without an explicit cost (the link model applies)"),
+        edge_output=[dg.edges[e].get("output", 0) for e in edges],
         persistent_bytes=node_numbers("persistent_bytes", 0.0),
         output_bytes=node_numbers("output_bytes", 0.0),
         backward=[bool(dg.nodes[v].get("backward", False)) for v in ids],
