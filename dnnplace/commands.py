@@ -40,18 +40,13 @@ def _parse_param(text: str, flag: str = "--param") -> tuple[str, Any]:
         return key, val
 
 
-def _check_out(path: str | None, flag: str = "--out") -> None:
-    """Fail before any work if an output file is a folder or its folder is not a folder."""
-    if path is None:
-        return
-    if Path(path).is_dir():
-        raise InputError(f"{flag} {path}: is a folder; give a file name (e.g. {Path(path) / 'out.json'})")
-    parent = Path(path).resolve().parent
-    for p in (parent, *parent.parents):
-        if p.exists():
-            if not p.is_dir():
-                raise InputError(f"{flag} {path}: {p} is not a folder")
-            break
+def _check_out(outputs: list[tuple[str, str | None]], inputs: list[tuple[str, str | None]] = (),
+               folders: bool = False) -> None:
+    """Fail before any work if an output path is an input or cannot be written
+    (:func:`dnnplace.outpaths.check_outputs`, the one home of the rule)."""
+    from dnnplace.outpaths import check_outputs
+
+    check_outputs(outputs, inputs, folders=folders)
 
 
 # ---------------------------------------------------------------------------- info
@@ -125,7 +120,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from dnnplace.graphs.evaluate import evaluate
     from dnnplace.graphs.io import load_placement, write_json
 
-    _check_out(args.out)
+    _check_out([("--out", args.out)], [("graph", args.graph), ("placement", args.placement)])
     inst = _load(args.graph, args.cluster)
     p = load_placement(args.placement, inst)
     ev = evaluate(p, args.problem, **_eval_options(args, args.problem))
@@ -143,8 +138,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import placement_from_doc, read_json, write_json
     from dnnplace.graphs.simulate import simulate
 
-    _check_out(args.out)
-    _check_out(args.gantt, "--gantt")
+    _check_out([("--out", args.out), ("--gantt", args.gantt)],
+               [("graph", args.graph), ("placement", args.placement)])
     inst = _load(args.graph, args.cluster)
     doc = read_json(args.placement)
     p = placement_from_doc(doc, inst, source=args.placement)
@@ -205,7 +200,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import save_instance
     from dnnplace.graphs.presets import cluster_preset
 
-    _check_out(args.out)
+    _check_out([("--out", args.out)])
     if args.nodes < 1:
         raise InputError(f"--nodes must be >= 1, got {args.nodes}")
     kw = dict(_parse_param(t) for t in args.param)
@@ -261,7 +256,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import write_json
     from dnnplace.registry import get_method, method_options, solve
 
-    _check_out(args.out)
+    _check_out([("--out", args.out)], [("graph", args.graph), ("--split", args.split),
+                                       ("--warm-start", args.warm_start)])
     if args.objective is not None and args.problem != "maxload":
         raise InputError(f"--objective applies to problem 'maxload' only, not {args.problem!r}")
     req = build_request(args)
@@ -358,6 +354,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     executor = make_executor(args.executor, args.jobs, address=args.ray_address)
     out = Path(args.out) if args.out else (cfg.out_dir or Path("results") / cfg.name)
+    _check_out([("--out" if args.out else "out_dir", str(out))], [("config", args.config)], folders=True)
     records = run_config(cfg, fresh=args.fresh, progress=not args.quiet, out_dir=out,
                          retry_errors=args.retry_errors, executor=executor, margin=args.hang_margin)
     table = (out / "table.md").read_text()
@@ -379,8 +376,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from dnnplace.compare import compare
 
-    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise InputError(f"--out {args.out}: not a folder")
+    _check_out([("--out", args.out)], folders=True)
     md, pngs = compare(args.results, args.out, plots=args.plots)
     say(md.read_text().rstrip())
     say(f"\nwrote {md}, {md.with_suffix('.csv').name} and {len(pngs)} plot(s) in {md.parent}/")
@@ -397,6 +393,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.name not in REPRODUCTIONS:
         known = sorted(REPRODUCTIONS) or "none"
         raise InputError(f"unknown reproduction {args.name!r}; known: {known}")
+    _check_out([("--out", args.out)], folders=True)
     out = REPRODUCTIONS[args.name](quick=args.quick, out_dir=args.out, fresh=args.fresh, progress=not args.quiet)
     say(Path(out).read_text())
     say(f"wrote {out}")

@@ -26,6 +26,10 @@ run through :func:`execute`. The contract of ``<out>/runs.jsonl``:
   the above holds for each. A killed driver or worker loses at most the runs in flight;
   a run that hangs past its time limit plus a margin is recorded as an ``error`` with
   termination ``cancelled``.
+- **One sweep per file.** A sweep holds an exclusive lock on ``runs.jsonl.lock``
+  beside the file (:func:`sweep_lock`) while it reads and appends; a second ``dnnplace
+  run`` on the same file waits for it (saying so), then skips every key it finds, so two
+  sweeps never run one key twice.
 - **fresh** starts over: ``runs.jsonl`` and the ``table.md``/``table.csv`` beside it are
   renamed to ``<name>.<UTC time>.bak`` (e.g. ``runs.jsonl.20261123T170000Z.bak``); no
   backup is ever overwritten, and a killed fresh run leaves no earlier table looking
@@ -52,7 +56,8 @@ from dnnplace.executors import DEFAULT_MARGIN, Executor, Inline, Task, hang_dead
 from dnnplace.graphs.io import jsonable
 from dnnplace.tables import Column, fixed, percent, write_table
 
-__all__ = ["execute", "run_config", "read_runs", "git_revision", "environment", "write_tables", "progress_enabled"]
+__all__ = ["execute", "run_config", "read_runs", "sweep_lock", "git_revision", "environment", "write_tables",
+           "progress_enabled"]
 
 # ---------------------------------------------------------------------------- provenance
 def git_revision(path: str | os.PathLike = REPO_ROOT) -> str | None:
@@ -219,6 +224,39 @@ def _compact(path: Path, records: list[dict]) -> None:
           "is kept; one line per run key)")
 
 
+@contextlib.contextmanager
+def sweep_lock(runs_path: Path, name: str = "sweep"):
+    """One sweep at a time on ``runs_path``: an exclusive ``flock`` on
+    ``<runs.jsonl>.lock`` beside it, held from before the file is read until the sweep
+    ends (the operating system drops it when the process dies, so a killed sweep leaves
+    no stale lock). A second sweep on the same file says whom it waits for on stderr and
+    waits; it then reads the records the first one wrote and runs only what is left, so
+    two sweeps never run one key twice. Ctrl-C while waiting exits as usual (130). Where
+    ``fcntl`` does not exist (Windows) there is no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    import socket
+
+    lock = runs_path.with_name(runs_path.name + ".lock")
+    with open(lock, "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            print(f"{name}: waiting for the sweep that is writing {runs_path} ({holder}); its records are kept and "
+                  "not run again", file=sys.stderr, flush=True)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        fh.flush()
+        yield  # closing the file releases the lock
+
+
 def _backup_name(path: Path, stamp: str) -> Path:
     """``runs.jsonl`` -> ``runs.jsonl.<stamp>.bak``, never the name of an existing file."""
     cand = path.with_name(f"{path.name}.{stamp}.bak")
@@ -299,6 +337,14 @@ def execute(specs: list[RunSpec], runs_path: str | os.PathLike, *, name: str, fr
     """
     runs_path = Path(runs_path)
     runs_path.parent.mkdir(parents=True, exist_ok=True)
+    with sweep_lock(runs_path, name):
+        return _execute_locked(specs, runs_path, name=name, fresh=fresh, progress=progress,
+                               retry_errors=retry_errors, executor=executor, margin=margin)
+
+
+def _execute_locked(specs: list[RunSpec], runs_path: Path, *, name: str, fresh: bool, progress: bool,
+                    retry_errors: bool, executor: Executor | None, margin: float) -> dict[str, dict]:
+    """:func:`execute` while this process holds the sweep lock of ``runs_path``."""
     if fresh:
         moved = _fresh_start(runs_path)
         if moved:

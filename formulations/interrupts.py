@@ -15,7 +15,12 @@ re-raised. An ``interrupted`` termination (Gurobi's own handler) is re-raised to
 - :func:`raise_if_interrupted`: a termination the solver reports after catching the
   signal itself;
 - :func:`no_interrupt_warning`: silences Pyomo's HiGHS interface warning about the
-  ``kInterrupt`` status, which is our own interrupt.
+  ``kInterrupt`` status, which is our own interrupt;
+- :func:`run_stoppable`: a native solve that never runs Python code in the main thread
+  (OR-Tools CP-SAT: its search and its callbacks run in C++ threads, so Python's SIGINT
+  handler would wait for the whole solve) runs in a helper thread while the main thread
+  waits under :class:`InterruptGuard`; a Ctrl-C calls the solver's own stop (CP-SAT's
+  ``stop_search``), awaits its return and raises :class:`KeyboardInterrupt`.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ import contextlib
 import logging
 import signal
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-__all__ = ["InterruptGuard", "raise_if_interrupted", "no_interrupt_warning"]
+__all__ = ["InterruptGuard", "raise_if_interrupted", "no_interrupt_warning", "run_stoppable"]
+
+T = TypeVar("T")
 
 
 class InterruptGuard:
@@ -89,3 +97,45 @@ def no_interrupt_warning():
         yield
     finally:
         log.removeFilter(_DropInterruptWarning)
+
+
+def run_stoppable(run: Callable[[], T], stop: Callable[[], None], *, poll: float = 0.05) -> T:
+    """``run()``, stoppable by Ctrl-C although it never returns to Python in between.
+
+    In the main thread, ``run`` goes to a helper thread and the main thread waits for it
+    under :class:`InterruptGuard` (its waits wake up for signals): on a Ctrl-C, ``stop()``
+    asks the solver to stop (CP-SAT's ``stop_search``, thread-safe), the helper's return
+    is awaited (its answer dropped) and :class:`KeyboardInterrupt` is raised. A second
+    Ctrl-C raises at once (after ``stop()``). Elsewhere (a worker thread, where no
+    signal arrives) ``run()`` is simply called. An exception of ``run`` is re-raised.
+
+    >>> run_stoppable(lambda: 6 * 7, lambda: None)
+    42
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return run()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = run()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="dnnplace-stoppable-solve", daemon=True)
+    stopped = False
+    with InterruptGuard() as guard:
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(poll)
+                if guard.requested and not stopped:
+                    stop()
+                    stopped = True
+        except KeyboardInterrupt:  # a second Ctrl-C: do not wait for the solver
+            if not stopped:
+                stop()
+            raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

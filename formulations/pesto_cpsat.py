@@ -338,6 +338,10 @@ def _solve(m, cp_model, sopts: SolverOptions, scale: float, exact: bool, build: 
     if sopts.seed is not None:
         prm.random_seed = int(sopts.seed)
     prm.log_search_progress = bool(sopts.tee)
+    # CP-SAT would catch SIGINT itself and stop as at a time limit, which reads as a
+    # result: the signal stays Python's, and a Ctrl-C stops the search (stop_search)
+    # and raises KeyboardInterrupt (formulations/interrupts.py)
+    prm.catch_sigint_signal = False
     trace: list[tuple[float, float | None, float | None]] = []
     t0 = time.perf_counter()
 
@@ -345,7 +349,9 @@ def _solve(m, cp_model, sopts: SolverOptions, scale: float, exact: bool, build: 
         def on_solution_callback(self):
             trace.append((time.perf_counter() - t0, self.ObjectiveValue() / scale, self.BestObjectiveBound() / scale))
 
-    code = slv.Solve(m, _Trace())
+    from dnnplace.formulations.interrupts import run_stoppable
+
+    code = run_stoppable(lambda: slv.Solve(m, _Trace()), slv.stop_search)
     seconds = time.perf_counter() - t0
     stats = m.Proto()
     n_bool = sum(1 for v in stats.variables if list(v.domain) == [0, 1])
