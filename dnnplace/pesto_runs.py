@@ -98,7 +98,7 @@ def scaled_cluster(base: Cluster, compute: float = 1.0, link: float = 1.0) -> Cl
     """Devices ``compute`` times faster, links ``link`` times faster (beta0, beta1 / link)."""
     devs = tuple(dataclasses.replace(d, speed=d.speed * compute) for d in base.devices)
     return Cluster(devs, base.beta0 / link, base.beta1 / link, base.cost_factor,
-                   name=f"{base.name}-c{compute}-l{link}", meta=dict(base.meta))
+                   name=f"{base.name}-c{compute}-l{link}", meta=dict(base.meta), ports=base.ports)
 
 
 # ---------------------------------------------------------------------------- instances and runs

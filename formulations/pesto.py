@@ -51,7 +51,10 @@ default mode (a tensor sent once to each device that consumes it, SPEC 2.1) the 
 over-counts transfers: its optimum is an upper bound of what its schedule replays at,
 not a lower bound of the problem, so neither its bound nor its proof of optimality is
 reported (``extra["ilp_bound"]`` keeps the number) and ``optimal`` needs the replay to
-meet the combinatorial bound below. With coarsening the ILP bounds only the coarse
+meet the combinatorial bound below. On a cluster whose devices share their link ports
+(``cluster.ports == "shared"``, the PCIe presets) the ILP still queues transfers per
+link, a relaxation of the simulation: its bound stays valid (per edge), but its
+schedule may replay above its objective. With coarsening the ILP bounds only the coarse
 problem and is kept in ``extra["coarse_bound"]``. The reported ``bound`` is never weaker than
 :func:`~dnnplace.graphs.bounds.makespan_lower_bound` of the original graph (critical
 path, busiest device's share of the work), valid in every case, so a coarsened run still

@@ -25,7 +25,14 @@ import numpy as np
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["Device", "Cluster", "LinkFit", "fit_link"]
+__all__ = ["Device", "Cluster", "LinkFit", "fit_link", "PORT_MODES"]
+
+#: How transfers share the interconnect under congestion (SPEC 2.1): ``"per_link"`` --
+#: every directed device pair is its own link (NVLink, where a GPU's links are point to
+#: point); ``"shared"`` -- a device's outgoing transfers share its egress port and its
+#: incoming ones its ingress port (PCIe, host bridges), so a transfer ``a -> b`` also
+#: waits for ``a``'s other outgoing and ``b``'s other incoming transfers.
+PORT_MODES = ("per_link", "shared")
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,9 @@ class Cluster:
     """Devices plus per-ordered-pair link parameters (``(D, D)`` arrays).
 
     Use the presets (:meth:`single_host`, :meth:`tarnawski`) or give the arrays directly.
-    ``meta["device_limit"]`` (``{kind: count}``) optionally bounds how many devices of a
+    ``ports`` (:data:`PORT_MODES`, default ``"per_link"``) says whether transfers queue
+    per directed link or on each device's egress and ingress port (simulated with
+    congestion). ``meta["device_limit"]`` (``{kind: count}``) optionally bounds how many devices of a
     kind a placement may use: a Tarnawski split naming more accelerators than the
     instance's ``maxFPGAs`` is scored on a wider cluster and flagged by ``validate``.
     """
@@ -69,8 +78,11 @@ class Cluster:
     cost_factor: np.ndarray
     name: str = "cluster"
     meta: dict = field(default_factory=dict)
+    ports: str = "per_link"
 
     def __post_init__(self) -> None:
+        if self.ports not in PORT_MODES:
+            raise InputError(f"cluster {self.name!r}: unknown ports {self.ports!r}; use one of {list(PORT_MODES)}")
         object.__setattr__(self, "devices", tuple(self.devices))
         d = len(self.devices)
         if d == 0:
@@ -168,7 +180,7 @@ class Cluster:
     @classmethod
     def from_links(cls, devices: Sequence[Device], links: Iterable[dict[str, Any]] = (),
                    default: dict[str, float] | None = None, name: str = "cluster",
-                   meta: dict | None = None) -> Cluster:
+                   meta: dict | None = None, ports: str = "per_link") -> Cluster:
         """Build from a device list and link records ``{src, dst, beta0, beta1, cost_factor}``.
 
         ``default`` applies to every ordered pair not listed (``beta0 = beta1 = 0``,
@@ -186,7 +198,7 @@ class Cluster:
             for k in arrs:
                 if k in link:
                     arrs[k][a, b] = float(link[k])
-        return cls(tuple(devices), name=name, meta=dict(meta or {}), **arrs)
+        return cls(tuple(devices), name=name, meta=dict(meta or {}), ports=ports, **arrs)
 
     @classmethod
     def single_host(cls, n_gpus: int, *, interconnect: str = "nvlink", gpu_memory: float = 16e9,
@@ -197,7 +209,10 @@ class Cluster:
 
         Default link figures (times in ``unit``): NVLink ~ 25 GB/s per direction with
         0.01 ms start-up, PCIe 3.0 x16 ~ 12 GB/s with 0.02 ms, GPU<->CPU always PCIe.
-        ``latency``/``bandwidth`` (bytes per second) override the GPU-GPU link.
+        ``latency``/``bandwidth`` (bytes per second) override the GPU-GPU link. On PCIe a
+        GPU's transfers go through its one x16 slot, so its outgoing transfers share one
+        port and its incoming ones another (``ports="shared"``); NVLink presets keep a
+        link per GPU pair (``"per_link"``).
         """
         scale = {"ms": 1e3, "s": 1.0, "us": 1e6}[unit]
         presets = {"nvlink": (0.01e-3, 25e9), "pcie": (0.02e-3, 12e9)}
@@ -220,7 +235,8 @@ class Cluster:
                 lat, bw = (g_lat, g_bw) if gpu_pair else (p_lat, p_bw)
                 b0[a, b], b1[a, b] = lat * scale, scale / bw
         return cls(tuple(devs), b0, b1, np.ones((d, d)),
-                   name=f"{n_gpus}x-gpu-{interconnect}", meta={"unit": unit})
+                   name=f"{n_gpus}x-gpu-{interconnect}", meta={"unit": unit},
+                   ports="shared" if interconnect == "pcie" else "per_link")
 
     @classmethod
     def tarnawski(cls, k: int, l: int, memory: float, *, acc_kind: str = "acc",  # noqa: E741 (paper symbols)

@@ -140,7 +140,13 @@ def _transfer_violations(schedule: Schedule, start: np.ndarray, fin: np.ndarray,
     for e, x, t in zip(e_c[short], x_c[short], t_c[short], strict=True):
         msgs.append(f"{g._edge(e)}: carried by transfer #{x} lasting {xf[x] - xs[x]:g} < its "
                     f"own transfer time {t:g}")
-    if congestion and xe.size:
+    if congestion and xe.size and cl.ports == "shared":  # one transfer at a time per port
+        for side, dv in (("out", xa), ("in", xb)):
+            for a, b in _overlaps(dv, xs, xf, eps):
+                msgs.append(f"port {names[dv[a]]} ({side}): transfer {g._edge(xe[a])} "
+                            f"[{xs[a]:g}, {xf[a]:g}) overlaps transfer {g._edge(xe[b])} "
+                            f"[{xs[b]:g}, {xf[b]:g})")
+    elif congestion and xe.size:
         for a, b in _overlaps(xa * cl.size + xb, xs, xf, eps):
             msgs.append(f"link {names[xa[a]]}->{names[xb[a]]}: transfer {g._edge(xe[a])} "
                         f"[{xs[a]:g}, {xf[a]:g}) overlaps transfer {g._edge(xe[b])} "
@@ -160,7 +166,8 @@ def validate_schedule(schedule: Schedule, *, congestion: bool = True, transfers:
     ``(source node, output, destination device)`` -- the edge's own, or a deduplicated one that
     lasts at least as long -- that starts after the source finishes, lasts its
     link-model time and ends before the destination starts; with ``congestion=True``
-    transfers on one directed link must not overlap.
+    transfers on one directed link must not overlap (with the cluster's
+    ``ports == "shared"``: no two transfers out of one device, nor into one device).
     Without ``transfers`` each cross edge needs ``start(v) >= finish(u) + time(u, v)``
     (link occupancy cannot be checked then).
 

@@ -8,18 +8,23 @@ dispatch order, and returns node and transfer start/finish times. It is a plain
   position ``p``, code ``n + p`` that node becoming ready. Codes are unique, so the
   order of events never depends on heap internals; events at one time are processed
   together (completions first) before idle devices pick their next node.
-* a completing node ``u`` starts its transfer tasks -- on a directed link that is free
-  (``congestion=True``: FCFS, one transfer at a time; else at once) -- and then
+* a completing node ``u`` starts its transfer tasks -- once the resources they occupy
+  are free (``congestion=True``: FCFS, one transfer at a time per resource; else at
+  once) -- and then
   *delivers* to its consumers: a same-device consumer at once, a remote one when the
   transfer carrying the tensor finishes. A node becomes ready when its last arrival
   is delivered, at the latest of its arrival times.
 * with a given link order (``link_seq``, congestion on) a completing node only
-  *releases* its transfer tasks; a link serves its sequence strictly in order: the
-  next task starts at ``max(link free, its release)`` once it is released, and is
-  followed at once by the tasks after it that are already released. A transfer's
-  finish is known when it is served, so it delivers to its consumers then (its start
-  is never before the current time, so events stay in time order). Without a link
-  order the loop is the FCFS one above, unchanged.
+  *releases* its transfer tasks; every resource serves its sequence strictly in order:
+  a task starts at ``max(its resources free, its release)`` once it is released and
+  next in the sequence of each of its resources, and then the tasks it unblocked that
+  are already released follow at once. A transfer's finish is known when it is
+  served, so it delivers to its consumers then (its start is never before the current
+  time, so events stay in time order). Without a link order the loop is the FCFS one
+  above, unchanged.
+* resources (:func:`transfer_resources`): with ``cluster.ports == "per_link"`` a
+  transfer occupies its directed link ``a * D + b``; with ``"shared"`` it occupies the
+  egress port of ``a`` (resource ``a``) and the ingress port of ``b`` (``D + b``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,19 @@ from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.sim_costs import Transfers
 from dnnplace.graphs.sim_policies import device_sequences, raise_deadlock
 
-__all__ = ["run_events"]
+__all__ = ["run_events", "transfer_resources"]
+
+
+def transfer_resources(placement: Placement, tx: Transfers) -> tuple[np.ndarray, np.ndarray, int]:
+    """The two resources every transfer occupies under congestion, and how many there
+    are: per link, its directed link ``a * D + b`` twice (``D * D`` resources); with
+    shared ports, the egress port of ``a`` (``a``) and the ingress port of ``b``
+    (``D + b``; ``2 * D`` resources)."""
+    D = placement.cluster.size
+    if placement.cluster.ports == "shared":
+        return tx.src_dev.astype(np.int64), (D + tx.dst_dev).astype(np.int64), 2 * D
+    link = (tx.src_dev * D + tx.dst_dev).astype(np.int64)
+    return link, link, D * D
 
 
 def _deliveries(placement: Placement, tx: Transfers,
@@ -81,9 +98,10 @@ def run_events(placement: Placement, dur: np.ndarray, tx: Transfers, by_rank: np
     policy : str
     congestion : bool
     link_seq : list of lists, optional
-        Per directed link ``a * D + b``, its transfer tasks in the order it must serve
-        them (:func:`dnnplace.graphs.sim_policies.link_sequences`); used with
-        ``congestion`` only (without it transfers overlap and no order applies).
+        Per resource (:func:`transfer_resources`: a directed link ``a * D + b``, or a
+        port), its transfer tasks in the order it must serve them
+        (:func:`dnnplace.graphs.sim_policies.link_sequences`); used with ``congestion``
+        only (without it transfers overlap and no order applies).
 
     Raises
     ------
@@ -98,26 +116,27 @@ def run_events(placement: Placement, dur: np.ndarray, tx: Transfers, by_rank: np
     strict, fifo = policy == "order", policy == "fifo"
     rank_a = np.empty(n, dtype=np.int64)
     rank_a[by_rank] = np.arange(n)
+    res1, res2, n_res = transfer_resources(placement, tx)
     lists = (dur.tolist(), placement.device.tolist(), g.topo_position.tolist(), g.topo_order.tolist(),
-             rank_a.tolist(), by_rank.tolist(), tx.duration.tolist(), (tx.src_dev * D + tx.dst_dev).tolist(),
+             rank_a.tolist(), by_rank.tolist(), tx.duration.tolist(), res1.tolist(), res2.tolist(),
              x_ptr, r_ptr, r_nodes, r_slot, np.bincount(g.dst, minlength=n).tolist())
     seq = device_sequences(placement, by_rank) if strict else []
     nxt = [0] * D
     links = None
-    if lorder:  # (sequence per link, next position per link, released flags, destinations CSR)
-        links = (link_seq, [0] * (D * D), [False] * X, tx.dst_ptr.tolist(), tx.dst_nodes.tolist())
-    start, fin, xs, xf, done = _loop(n, D, X, lists, seq, nxt, strict, fifo, congestion, links)
+    if lorder:  # (sequence per resource, next position per resource, released flags, destinations CSR)
+        links = (link_seq, [0] * n_res, [False] * X, tx.dst_ptr.tolist(), tx.dst_nodes.tolist())
+    start, fin, xs, xf, done = _loop(n, D, X, n_res, lists, seq, nxt, strict, fifo, congestion, links)
     if done < n:  # only a strict order can stall on a DAG
         raise_deadlock(placement, seq, nxt, (tx, links[0], links[1]) if links is not None else None)
     return (np.asarray(start, dtype=np.float64), np.asarray(fin, dtype=np.float64),
             np.asarray(xs, dtype=np.float64), np.asarray(xf[:X], dtype=np.float64))
 
 
-def _loop(n: int, D: int, X: int, lists: tuple, seq: list[list[int]], nxt: list[int],
+def _loop(n: int, D: int, X: int, n_res: int, lists: tuple, seq: list[list[int]], nxt: list[int],
           strict: bool, fifo: bool, congestion: bool, links: tuple | None = None) -> tuple[list, list, list, list, int]:
     """The event loop proper, on Python lists (the hot path); advances ``nxt`` (and, with
-    a link order, each link's position) in place."""
-    dur, dev, tp, order, rank, by_rank, xdur, xlink, x_ptr, r_ptr, r_nodes, r_slot, cnt = lists
+    a link order, each resource's position) in place."""
+    dur, dev, tp, order, rank, by_rank, xdur, xres1, xres2, x_ptr, r_ptr, r_nodes, r_slot, cnt = lists
     lseq = None
     if links is not None:
         lseq, lnxt, xrel, d_ptr, d_nodes = links
@@ -127,7 +146,7 @@ def _loop(n: int, D: int, X: int, lists: tuple, seq: list[list[int]], nxt: list[
     is_ready = [False] * n if strict else []
     running = [False] * D
     queues: list[list] = [[] for _ in range(D)]
-    link_free = [0.0] * (D * D)
+    link_free = [0.0] * n_res  # per resource (link or port): when it is free
     heappush, heappop = heapq.heappush, heapq.heappop
     heap = [(0.0, n + tp[i]) for i in range(n) if cnt[i] == 0]
     heapq.heapify(heap)
@@ -143,20 +162,25 @@ def _loop(n: int, D: int, X: int, lists: tuple, seq: list[list[int]], nxt: list[
                 d = dev[u]
                 running[d] = False
                 dirty.append(d)
-                if lseq is not None:  # a given link order: release, then serve each link in order
+                if lseq is not None:  # a given order: release, then serve each resource in order
                     for x in range(x_ptr[u], x_ptr[u + 1]):
                         xrel[x] = True
-                        lk = xlink[x]
-                        sq = lseq[lk]
-                        p = lnxt[lk]
-                        if sq[p] != x:
-                            continue  # an earlier transfer of this link is not released yet
-                        s = link_free[lk]
-                        if s < t:
-                            s = t
-                        last = len(sq)
-                        while True:
-                            y = sq[p]
+                        todo = [x]
+                        while todo:  # x, then every released transfer that serving one unblocks
+                            y = todo.pop()
+                            a = xres1[y]
+                            b = xres2[y]
+                            sa = lseq[a]
+                            sb = lseq[b]
+                            pa = lnxt[a]
+                            pb = lnxt[b]
+                            if not xrel[y] or pa == len(sa) or sa[pa] != y or pb == len(sb) or sb[pb] != y:
+                                continue  # not released, or an earlier transfer of a resource is not
+                            s = link_free[a]
+                            if link_free[b] > s:
+                                s = link_free[b]
+                            if s < t:
+                                s = t
                             f = s + xdur[y]
                             xs[y] = s
                             xf[y] = f
@@ -168,20 +192,27 @@ def _loop(n: int, D: int, X: int, lists: tuple, seq: list[list[int]], nxt: list[
                                 cnt[v] = c
                                 if c == 0:
                                     heappush(heap, (rt[v], n + tp[v]))
-                            p += 1
-                            s = f
-                            if p == last or not xrel[sq[p]]:
-                                break
-                        link_free[lk] = s
-                        lnxt[lk] = p
-                elif congestion:  # FCFS: each transfer as soon as its link is free
+                            link_free[a] = f
+                            link_free[b] = f
+                            lnxt[a] = pa + 1
+                            if b != a:
+                                lnxt[b] = pb + 1
+                                if pb + 1 < len(sb):
+                                    todo.append(sb[pb + 1])
+                            if pa + 1 < len(sa):
+                                todo.append(sa[pa + 1])
+                elif congestion:  # FCFS: each transfer as soon as its resources are free
                     for x in range(x_ptr[u], x_ptr[u + 1]):
-                        lk = xlink[x]
-                        s = link_free[lk]
+                        a = xres1[x]
+                        b = xres2[x]
+                        s = link_free[a]
+                        if link_free[b] > s:
+                            s = link_free[b]
                         if s < t:
                             s = t
                         f = s + xdur[x]
-                        link_free[lk] = f
+                        link_free[a] = f
+                        link_free[b] = f
                         xs[x] = s
                         xf[x] = f
                 else:  # transfers overlap freely

@@ -149,9 +149,12 @@ def check_link_priorities(placement: Placement, policy: str, link_priorities: An
 
 def link_sequences(placement: Placement, tx: Transfers, link_priorities: np.ndarray,
                    dedup: bool) -> list[list[int]]:
-    """Per directed link ``a * D + b``, its transfer tasks (indices into ``tx``) in the
-    order the link serves them: increasing ``link_priorities`` of the task's edge, ties
-    by the source's topological position, then edge id (the FCFS tie rule). A
+    """Per resource (a directed link ``a * D + b``, or with shared ports the egress port
+    ``a`` and the ingress port ``D + b``:
+    :func:`~dnnplace.graphs.sim_events.transfer_resources`), its transfer tasks (indices
+    into ``tx``) in the order it serves them: increasing ``link_priorities`` of the
+    task's edge, ties by the source's topological position, then edge id (the FCFS tie
+    rule). A
     deduplicated task (``dedup``: one per (source node, output, destination device))
     stands for several edges and takes the lowest value among them."""
     g, D = placement.graph, placement.cluster.size
@@ -164,33 +167,61 @@ def link_sequences(placement: Placement, tx: Transfers, link_priorities: np.ndar
         val = low[np.searchsorted(keys, tensor_keys(placement, tx.edge))]
     else:
         val = link_priorities[tx.edge]
-    link = tx.src_dev * D + tx.dst_dev
-    order = np.lexsort((tx.edge, g.topo_position[tx.src_node], val, link))
-    bounds = np.searchsorted(link[order], np.arange(D * D + 1)).tolist()
-    ol = order.tolist()
-    return [ol[bounds[k]:bounds[k + 1]] for k in range(D * D)]
+    if placement.cluster.ports == "shared":
+        res = np.concatenate([tx.src_dev, D + tx.dst_dev]).astype(np.int64)
+        task = np.concatenate([np.arange(tx.edge.shape[0])] * 2)
+        n_res = 2 * D
+    else:
+        res = (tx.src_dev * D + tx.dst_dev).astype(np.int64)
+        task = np.arange(tx.edge.shape[0])
+        n_res = D * D
+    order = np.lexsort((tx.edge[task], g.topo_position[tx.src_node[task]], val[task], res))
+    bounds = np.searchsorted(res[order], np.arange(n_res + 1)).tolist()
+    ol = task[order].tolist()
+    return [ol[bounds[k]:bounds[k + 1]] for k in range(n_res)]
 
 
 def _link_stall(placement: Placement, v: int, links: tuple) -> str:
     """Why ``v`` never becomes ready although its predecessors ran: a transfer into it
-    waits on its link behind one whose source never runs."""
+    waits on its link (or port) behind one whose source never runs."""
     g, names, D = placement.graph, placement.cluster.names, placement.cluster.size
+    shared = placement.cluster.ports == "shared"
     tx, lseq, lnxt = links
     dev = placement.device.tolist()
     ptr, nodes = tx.dst_ptr.tolist(), tx.dst_nodes.tolist()
-    pos = {x: (lk, k) for lk, sq in enumerate(lseq) for k, x in enumerate(sq)}
+    pos: dict[int, list] = {}
+    for r, sq in enumerate(lseq):
+        for k, x in enumerate(sq):
+            pos.setdefault(x, []).append((r, k))
+
+    def where(r: int) -> str:
+        if not shared:
+            return f"link {names[r // D]}->{names[r % D]}"
+        return f"port {names[r]} (out)" if r < D else f"port {names[r - D]} (in)"
+
     for x in range(tx.edge.shape[0]):
         if v not in nodes[ptr[x]:ptr[x + 1]]:
             continue
-        lk, k = pos[x]
-        if k < lnxt[lk]:
-            continue  # carried
-        y = lseq[lk][lnxt[lk]]
-        w = int(tx.src_node[y])
-        return (f"; it needs the transfer of {g._edge(int(tx.edge[x]))} on link {names[lk // D]}->{names[lk % D]} "
-                f"(position {k} of that link's order), which waits for {g._edge(int(tx.edge[y]))} "
-                f"(position {lnxt[lk]}), whose source {g._node(w)} never runs (it is stuck on "
-                f"{names[dev[w]]!r})")
+        for r, k in pos[x]:
+            if k < lnxt[r]:
+                continue  # carried, or passed on this resource
+            y = lseq[r][lnxt[r]]
+            if y == x:
+                continue  # first in line here: it waits on its other resource
+            # with shared ports y may itself wait in line on its other port: follow the
+            # chain to the transfer whose source never runs
+            seen = {x}
+            while y not in seen:
+                seen.add(y)
+                nxt_y = next((lseq[r2][lnxt[r2]] for r2, _ in pos[y] if lseq[r2][lnxt[r2]] != y), None)
+                if nxt_y is None:
+                    break
+                y = nxt_y
+            w = int(tx.src_node[y])
+            return (f"; it needs the transfer of {g._edge(int(tx.edge[x]))} on {where(r)} "
+                    f"(position {k} of that {'link' if not shared else 'port'}'s order), which waits for "
+                    f"{g._edge(int(tx.edge[y]))}, whose source {g._node(w)} never runs "
+                    f"(it is stuck on {names[dev[w]]!r})")
     return ""
 
 
@@ -224,7 +255,7 @@ def raise_deadlock(placement: Placement, seq: list[list[int]], nxt: list[int], l
             why = _link_stall(placement, v, links)
         msg = (f"policy 'order' deadlocks: device {names[d]!r} must run {g._node(v)} next "
                f"(position {nxt[d]} of its order) but it never becomes ready{why}; {what} precedence")
-        if links is None or "on link" in why:
+        if links is None or "on link" in why or "on port" in why:
             raise InputError(msg)
         first = first or msg
     if first is not None:

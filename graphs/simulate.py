@@ -10,7 +10,9 @@ simulator's code path.
 Execution model
 ---------------
 * A device runs one node at a time without preemption; node ``i`` takes
-  ``cluster.compute_matrix(graph)[i, dev(i)]`` time units (``graph.unit``).
+  ``cluster.compute_matrix(graph)[i, dev(i)]`` time units (``graph.unit``): its kind's
+  compute time divided by the device's ``speed``, plus the device's ``op_overhead`` (a
+  per-operator launch cost, default 0, to be fitted from measured executions).
 * What is sent (SPEC 2.1, ``transfer_mode``). By default (``"per_destination"``) a
   tensor goes once to each device that consumes it, as frameworks run it: the edges
   ``(u, v)`` with ``dev(u) = a`` and ``dev(v) = b != a`` that carry the same output of
@@ -32,7 +34,12 @@ Execution model
   anomalies), though fewer transfers rarely hurt.
 * ``congestion=True``: a directed link carries one transfer at a time, first come first
   served by release time (ties: the source's topological position, then edge id),
-  non-preemptive -- the FCFS link queue of Pesto Sec. 3.2 / 3.2.2. ``congestion=False``:
+  non-preemptive -- the FCFS link queue of Pesto Sec. 3.2 / 3.2.2. Where the cluster's
+  devices share their ports (``cluster.ports == "shared"``: PCIe, host bridges; the
+  ``single-host-N-pcie`` presets) a transfer ``a -> b`` occupies ``a``'s egress port and
+  ``b``'s ingress port instead, so a device sends one tensor at a time and receives one
+  at a time (full duplex), first come first served on both ports; ``"per_link"`` (the
+  default, NVLink presets) keeps one queue per directed pair. ``congestion=False``:
   transfers overlap freely (``finish = release + duration``), the classic
   congestion-free DAG-scheduling assumption (Pesto's ablation, Fig. 5).
 
@@ -76,7 +83,9 @@ Link orders (``link_priorities``, policy ``"order"`` only)
     :class:`~dnnplace.graphs.errors.InputError`. Without ``link_priorities`` links are
     FCFS exactly as above; without congestion transfers overlap and a link order has
     no effect. :meth:`SimResult.link_priorities` gives the link order a simulation
-    followed, so replaying a simulation's own orders reproduces it.
+    followed, so replaying a simulation's own orders reproduces it. With shared ports
+    the same values order each port: a transfer waits for every transfer ranked before
+    it on its egress and on its ingress port.
 
 Events at the same time are processed together before devices pick their next node
 (completions first, then nodes becoming ready), so ties never depend on heap internals.

@@ -41,7 +41,7 @@ def assert_same_graph(a: OpGraph, b: OpGraph, *, labels: bool = True) -> None:
 
 
 def assert_same_cluster(a: Cluster, b: Cluster) -> None:
-    assert a.devices == b.devices
+    assert a.devices == b.devices and a.ports == b.ports
     for key in ("beta0", "beta1", "cost_factor"):
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
     assert a.meta == b.meta

@@ -450,6 +450,94 @@ def test_congestion_never_shortens_a_fixed_order(seed, dedup):
         assert validate_schedule(r.schedule, transfers=r, congestion=r.congestion) == []
 
 
+# ---------------------------------------------------------------------------- link ports
+def _ported(d: int, ports: str, beta0: float = 2.0) -> Cluster:
+    """``d`` GPUs, every transfer ``beta0``; ``ports`` per link or shared per device."""
+    return Cluster.from_links([Device(f"gpu{i}", "gpu") for i in range(d)], default={"beta0": beta0}, ports=ports)
+
+
+def test_shared_ports_serialise_a_device_s_transfers():
+    # egress: a(1)@gpu0 feeds b@gpu1 and c@gpu2 (1 each), transfers of 2. Per link they
+    # overlap: [1,3) both, b, c [3,4): 4. Shared: gpu0's egress port carries one at a
+    # time, a->b [1,3) (lower edge id), a->c [3,5); c [5,6): 6.
+    g = graph("abc", [("a", "b"), ("a", "c")], [1, 1, 1])
+    per, sh = run(g, _ported(3, "per_link"), [0, 1, 2]), run(g, _ported(3, "shared"), [0, 1, 2])
+    assert (per.makespan, sh.makespan) == (4.0, 6.0)
+    assert per.xfer_start.tolist() == [1.0, 1.0] and sh.xfer_start.tolist() == [1.0, 3.0]
+    # ingress: p@gpu0 and q@gpu1 both feed r@gpu2: per link [1,3) both, r [3,4): 4;
+    # shared, gpu2's ingress port: p->r [1,3), q->r [3,5); r [5,6): 6
+    g = graph("pqr", [("p", "r"), ("q", "r")], [1, 1, 1])
+    assert run(g, _ported(3, "per_link"), [0, 1, 2]).makespan == 4.0
+    assert run(g, _ported(3, "shared"), [0, 1, 2]).xfer_start.tolist() == [1.0, 3.0]
+    assert run(g, _ported(3, "shared"), [0, 1, 2]).makespan == 6.0
+    # full duplex: a@gpu0 -> b@gpu1 and c@gpu1 -> d@gpu0 use different ports: 4 both ways
+    g = graph("abcd", [("a", "b"), ("c", "d")], [1, 1, 1, 1])
+    assert run(g, _ported(2, "shared"), [0, 1, 1, 0]).makespan == run(g, _ported(2, "per_link"), [0, 1, 1, 0]).makespan \
+        == 4.0
+    # without congestion ports do not matter
+    g = graph("abc", [("a", "b"), ("a", "c")], [1, 1, 1])
+    assert run(g, _ported(3, "shared"), [0, 1, 2], congestion=False).makespan == 4.0
+
+
+def test_shared_ports_are_checked_and_ordered():
+    g = graph("abc", [("a", "b"), ("a", "c")], [1, 1, 1])
+    per = run(g, _ported(3, "per_link"), [0, 1, 2])
+    # the per-link schedule is invalid where the ports are shared
+    bad = validate_schedule(Schedule(Placement(g, _ported(3, "shared"), [0, 1, 2]), per.start, per.finish),
+                            transfers=per, congestion=True)
+    assert len(bad) == 1 and "port gpu0 (out)" in bad[0] and "overlaps" in bad[0]
+    # a port order: a->c first on gpu0's egress: a->c [1,3), c [3,4); a->b [3,5), b [5,6)
+    pl = Placement(g, _ported(3, "shared"), [0, 1, 2])
+    r = simulate(pl, policy="order", priorities=[0, 1, 2], link_priorities=[1, 0])
+    assert r.xfer_start.tolist() == [3.0, 1.0] and r.start.tolist() == [0.0, 5.0, 3.0]
+    assert validate_schedule(r.schedule, transfers=r) == []
+    # a port order against precedence: a@gpu0 -> b@gpu1 -> c@gpu0 -> d@gpu2; gpu0's egress
+    # port serving c->d before a->b waits on b, which waits on a->b: a deadlock (per link
+    # the two transfers use different links and the same order replays)
+    g = graph("abcd", [("a", "b"), ("b", "c"), ("c", "d")], [1, 1, 1, 1])
+    lp = [1, 0, 0]
+    ok = simulate(Placement(g, _ported(3, "per_link"), [0, 1, 0, 2]), policy="order", priorities=[0, 1, 2, 3],
+                  link_priorities=lp)
+    assert ok.makespan == 10.0
+    with pytest.raises(InputError, match=r"deadlocks.*on port gpu0 \(out\).*edge 'c'->'d'"):
+        simulate(Placement(g, _ported(3, "shared"), [0, 1, 0, 2]), policy="order", priorities=[0, 1, 2, 3],
+                 link_priorities=lp)
+
+
+def test_shared_port_replays_reproduce_fcfs():
+    """A FCFS run on shared ports, replayed in its own device and port orders, gives the
+    same schedule bit for bit (100 random fan-out graphs x 2 transfer modes), and the
+    ports never shorten it against per-link queues with the same orders."""
+    checked = slower = 0
+    for seed in range(100):
+        pl = fanout_case(seed)
+        cl = pl.cluster
+        sh = Placement(pl.graph, Cluster(cl.devices, cl.beta0, cl.beta1, cl.cost_factor, ports="shared"), pl.device)
+        for mode in ("per_destination", "per_edge"):
+            r = simulate(sh, policy="fifo", transfer_mode=mode)
+            assert validate_schedule(r.schedule, transfers=r) == []
+            rep = simulate(sh, policy="order", priorities=r.schedule.priorities(), link_priorities=r.link_priorities(),
+                           transfer_mode=mode)
+            assert np.array_equal(rep.start, r.start) and np.array_equal(rep.xfer_start, r.xfer_start)
+            per_link = simulate(pl, policy="order", priorities=r.schedule.priorities(),
+                                link_priorities=r.link_priorities(), transfer_mode=mode)
+            assert rep.makespan >= per_link.makespan - 1e-9
+            slower += rep.makespan > per_link.makespan + 1e-9
+            checked += 1
+    assert checked == 200 and slower >= 100, slower  # measured: 118 of 200 longer on shared ports
+
+
+def test_pcie_presets_share_ports():
+    from dnnplace.graphs.io.native import cluster_from_dict, cluster_to_dict
+
+    pcie, nvlink = Cluster.single_host(4, interconnect="pcie"), Cluster.single_host(4)
+    assert (pcie.ports, nvlink.ports) == ("shared", "per_link")
+    assert cluster_from_dict(cluster_to_dict(pcie)).ports == "shared"
+    assert "ports" not in cluster_to_dict(nvlink)
+    with pytest.raises(InputError, match="unknown ports"):
+        Cluster.from_links([Device("g", "gpu")], ports="bus")
+
+
 def fanout_case(seed: int) -> Placement:
     """A seeded random DAG (4-24 nodes, edges i -> j for i < j) whose nodes have one or
     two outputs; each edge carries one output of its source and that output's bytes

@@ -10,7 +10,8 @@ Column-oriented so that a 200k-node graph loads in a fraction of a second::
      "edges": {"src": [id, ...], "dst": [id, ...], "bytes": [...], "cost": [num or null],
                "batch_scaled": [bool, ...], "output": [int, ...]},
      "cluster": {"name": ..., "devices": [{"name", "kind", "memory", "speed", "op_overhead"}],
-                 "beta0": [[...]], "beta1": [[...]], "cost_factor": [[...]], "meta": {}},
+                 "beta0": [[...]], "beta1": [[...]], "cost_factor": [[...]], "meta": {},
+                 "ports": "per_link" or "shared"},
      "meta": {}}
 
 ``null`` in a compute column means "cannot run on this kind"; ``null`` memory of a
@@ -118,6 +119,9 @@ def cluster_from_dict(doc: dict) -> Cluster:
     """A cluster from its JSON form (``links`` records or full ``beta0``/``beta1`` matrices)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("devices"), list):
         raise InputError("cluster: needs a 'devices' list")
+    from dnnplace.graphs.io.numbers import check_cluster_numbers
+
+    check_cluster_numbers(doc)  # "16GB", 10**400, an infinite link cost: one line naming the device or link
     devs = []
     for j, d in enumerate(doc["devices"]):
         if not isinstance(d, dict) or "name" not in d or "kind" not in d:
@@ -127,12 +131,14 @@ def cluster_from_dict(doc: dict) -> Cluster:
                            float(d.get("speed", 1.0)), float(d.get("op_overhead", doc.get("op_overhead", 0.0)))))
     meta = dict(doc.get("meta", {}))
     name = doc.get("name", "cluster")
+    ports = str(doc.get("ports", "per_link"))
     if "beta0" in doc:
         dd = len(devs)
         arrs = {k: np.asarray(doc.get(k, np.ones((dd, dd)) if k == "cost_factor" else np.zeros((dd, dd))),
                               dtype=np.float64) for k in ("beta0", "beta1", "cost_factor")}
-        return Cluster(tuple(devs), name=name, meta=meta, **arrs)
-    return Cluster.from_links(devs, doc.get("links", []), doc.get("default_link"), name=name, meta=meta)
+        return Cluster(tuple(devs), name=name, meta=meta, ports=ports, **arrs)
+    return Cluster.from_links(devs, doc.get("links", []), doc.get("default_link"), name=name, meta=meta,
+                              ports=ports)
 
 
 def cluster_to_dict(cl: Cluster) -> dict:
@@ -143,7 +149,7 @@ def cluster_to_dict(cl: Cluster) -> dict:
                      "speed": d.speed, **({"op_overhead": d.op_overhead} if d.op_overhead else {})}
                     for d in cl.devices],
         "beta0": cl.beta0.tolist(), "beta1": cl.beta1.tolist(), "cost_factor": cl.cost_factor.tolist(),
-        "meta": cl.meta,
+        "meta": cl.meta, **({"ports": cl.ports} if cl.ports != "per_link" else {}),
     }
 
 
