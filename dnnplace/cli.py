@@ -18,7 +18,8 @@ shapes)::
 Exit codes: 0 success; 2 bad input (one ``dnnplace: error: ...`` line on stderr naming
 the culprit, nothing on stdout, no output file): unreadable or inconsistent files,
 unknown methods, options, solvers or solver options, out-of-range solver settings
-(``--time-limit`` <= 0, ``--mip-gap`` < 0, ``--threads`` < 1), ``--out`` naming a folder,
+(``--time-limit`` <= 0, ``--mip-gap`` outside [0, 1), ``--threads`` < 1), an output path (``--out``,
+``--gantt``) naming a folder, an input or another output, or not writable (all checked before any work),
 a model over the solver's licence (Gurobi's size-limited pip licence), an invalid
 experiment config (checked whole before its first run); 1 an unexpected failure (rerun
 with ``--verbose`` for the traceback) or a sweep with failed runs; 130 interrupted
@@ -140,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MIP backend (default highs; gurobi needs gurobipy, scip pyscipopt; docs/backends.md)")
     g.add_argument("--time-limit", type=float, metavar="S",
                    help="seconds, > 0 (leave it out for no limit; 0 or negative is an error)")
-    g.add_argument("--mip-gap", type=float, metavar="G", help="relative gap to stop at, >= 0 (e.g. 0.01)")
+    g.add_argument("--mip-gap", type=float, metavar="G", help="relative gap to stop at, >= 0 and < 1 (e.g. 0.01)")
     g.add_argument("--threads", type=int, metavar="T", help=">= 1 (leave it out for the solver's default)")
     g.add_argument("--seed", type=int, metavar="N", help=">= 0")
     g.add_argument("--tee", action="store_true", help="show the solver log")

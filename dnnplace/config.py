@@ -47,9 +47,9 @@ _TOP_KEYS = {"name", "description", "out_dir", "defaults", "grid", "runs"}
 _SOLVER_KEYS = {f.name for f in dataclasses.fields(SolverOptions)}
 # run keys; those in _AXES may be a list (one run per value)
 _RUN_KEYS = {"graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start",
-             "congestion", "policy", "transform", "solver", "params"}
+             "congestion", "policy", "transfer_mode", "transform", "solver", "params"}
 _AXES = ("graphs", "problems", "methods", "objective", "contiguity", "cluster", "seed", "warm_start", "congestion",
-         "policy", "transform")
+         "policy", "transfer_mode", "transform")
 _DEFAULTS = {"congestion": True, "policy": "fifo", "transform": None}  # left out of a run's identity at their default
 
 
@@ -69,25 +69,33 @@ class RunSpec:
     congestion: bool = True
     policy: str = "fifo"
     transform: str | None = None  # a graph transform applied before solving (dnnplace.graphs.transforms)
+    transfer_mode: str = "per_destination"  # makespan: what is sent (SPEC 2.1; "per_edge": Pesto's accounting)
     solver: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
         """What makes two runs the same run (everything but the resolved path; makespan
-        settings only where they differ from their default, so older keys stay valid)."""
+        settings only where they differ from their default, so older keys stay valid).
+        A makespan run always names its transfer mode: records made before a tensor was
+        sent once per consuming device (SPEC 2.1) were made per edge, so their keys no
+        longer match and a resumed sweep runs them again; other problems do not simulate
+        and keep their keys."""
         d = dataclasses.asdict(self)
         d.pop("graph")
         d["graph"] = d.pop("graph_label")
         for k, v in _DEFAULTS.items():
             if d[k] == v:
                 d.pop(k)
+        if self.problem != "makespan":
+            d.pop("transfer_mode")
         return d
 
     def request(self) -> SolveRequest:
         """The :class:`~dnnplace.registry.SolveRequest` of this run."""
         return SolveRequest(problem=self.problem, objective=self.objective, contiguity=self.contiguity,
                             solver=SolverOptions(**self.solver), warm_start=self.warm_start, seed=self.seed,
-                            congestion=self.congestion, policy=self.policy, params=dict(self.params))
+                            congestion=self.congestion, policy=self.policy, params=dict(self.params),
+                            transfer_mode=self.transfer_mode)
 
     @property
     def key(self) -> str:
@@ -110,6 +118,8 @@ class RunSpec:
         if self.warm_start:
             bits.append(f"ws={self.warm_start}")
         bits += [f"{k}={getattr(self, k)}" for k, v in _DEFAULTS.items() if getattr(self, k) != v]
+        if self.problem == "makespan" and self.transfer_mode != "per_destination":
+            bits.append(f"transfers={self.transfer_mode}")
         short = {"time_limit": "tl", "rel_gap": "gap", "threads": "thr", "solver": "solver"}
         for k, v in self.solver.items():
             if v is not None and k != "tee":
@@ -215,6 +225,57 @@ def _check_solver(solver: dict, where: str, checked: dict[str, list[str]] | None
         checked[key] = warnings
 
 
+# what each run key's values must be, as TOML writes them: strings are never read as
+# booleans or numbers (``congestion = "false"`` is an error, not ``True``)
+_AXIS_TYPES = {"congestion": (bool, "true or false (a TOML boolean, not a string)"),
+               "seed": (int, "a whole number >= 0")}
+_AXIS_NAMES = {"graphs": "a graph path or glob", "problems": "a problem name", "methods": "a method name",
+               "objective": "an objective name", "contiguity": "a contiguity mode", "cluster": "a cluster preset",
+               "warm_start": "a method name or a placement file", "policy": "a policy name",
+               "transform": "a transform name", "transfer_mode": "a transfer mode"}
+
+
+def _toml(value: Any) -> str:
+    """A value as TOML writes it (``"false"``, ``5``, ``true``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value) if isinstance(value, (int, float)) else type(value).__name__
+
+
+def _check_axis_types(axes: dict[str, list], where: str) -> None:
+    """Every value of every run key of the right type, and the named transforms and
+    warm starts known, before any run (``seed = "zero"``, ``methods = 5``, ``transform =
+    "nope"`` and a missing warm-start file are one line each)."""
+    for key, values in axes.items():
+        for v in values:
+            typ, what = _AXIS_TYPES.get(key, (str, _AXIS_NAMES.get(key, "a string")))
+            ok = isinstance(v, typ) and (typ is bool or not isinstance(v, bool))
+            if typ is str:
+                ok = ok and bool(v.strip())
+            if typ is int and ok:
+                ok = v >= 0
+            if not ok:
+                got = ("an empty string" if isinstance(v, str) and not v.strip() else "a string" if isinstance(v, str)
+                       else "a boolean" if isinstance(v, bool) else "a negative number" if typ is int and
+                       isinstance(v, int) else "a number" if isinstance(v, (int, float)) else f"a {type(v).__name__}")
+                raise InputError(f"{where}: {key} = {_toml(v)}: expected {what}, got {got}")
+    from dnnplace.graphs.transforms import TRANSFORMS
+
+    for v in axes.get("transform", []):
+        if v not in TRANSFORMS:
+            raise InputError(f"{where}: transform = {_toml(v)}: unknown graph transform; known: {sorted(TRANSFORMS)}")
+    if axes.get("warm_start"):
+        from dnnplace.registry import all_methods
+
+        known = all_methods()
+        for v in axes["warm_start"]:
+            if v not in known and not os.path.exists(v):
+                raise InputError(f"{where}: warm_start = {_toml(v)}: no such file, nor a method name (see "
+                                 "`dnnplace methods`)")
+
+
 def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | None = None) -> list[RunSpec]:
     from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
 
@@ -230,6 +291,7 @@ def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | 
         raise InputError(f"{where}: 'params' must be a table")
     params = dict(params)
     axes = {k: _as_list(spec[k], k, where) for k in _AXES if k in spec}
+    _check_axis_types(axes, where)
     axes.setdefault("problems", ["maxload"])
     for v in axes["problems"]:
         if v not in PROBLEMS:
@@ -242,6 +304,11 @@ def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | 
             raise InputError(f"{where}: unknown contiguity {v!r}; use one of {list(CONTIGUITY_MODES)}")
     for v in axes.get("cluster", []):
         cluster_preset(v)  # validate early
+    from dnnplace.graphs.sim_costs import TRANSFER_MODES
+
+    for v in axes.get("transfer_mode", []):
+        if v not in TRANSFER_MODES:
+            raise InputError(f"{where}: unknown transfer_mode {v!r}; use one of {list(TRANSFER_MODES)}")
     graphs: list[tuple[str, str]] = []
     for pat in axes.pop("graphs"):
         graphs += _resolve_graphs(pat, base, where)
@@ -255,7 +322,7 @@ def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | 
                            objective=kw.get("objective", "pipedream"), contiguity=kw.get("contiguity"),
                            cluster=kw.get("cluster"), seed=int(kw.get("seed", 0)), warm_start=kw.get("warm_start"),
                            congestion=bool(kw.get("congestion", True)), policy=kw.get("policy", "fifo"),
-                           transform=kw.get("transform"),
+                           transform=kw.get("transform"), transfer_mode=kw.get("transfer_mode", "per_destination"),
                            solver=solver, params=params))
     return out
 
@@ -309,11 +376,11 @@ def parse_config(doc: dict, *, base: str | os.PathLike | None = None, source: st
 
 def load_config(path: str | os.PathLike) -> ExperimentConfig:
     """Read and validate a TOML experiment config."""
+    from dnnplace.graphs.io import read_text
+
     p = Path(path)
     try:
-        doc = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
+        doc = tomllib.loads(read_text(p))  # missing, compressed or non-UTF-8: one line naming the file
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{p}: invalid TOML: {exc}") from None
     return parse_config(doc, base=p.resolve().parent, source=str(p))

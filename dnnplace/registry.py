@@ -207,7 +207,12 @@ def warm_start_placement(inst: Instance, request: SolveRequest, contiguity: str 
         raise InputError("no warm start requested")
     if os.path.exists(name):
         return WarmStart(load_placement(name, inst), f"file {name}")
-    method = get_method(name)
+    if name not in all_methods() and (os.sep in name or "/" in name or os.path.splitext(name)[1]):
+        raise InputError(f"warm start {name}: no such file (nor a method name)")  # a path, not a mistyped method
+    try:
+        method = get_method(name)
+    except InputError as exc:
+        raise InputError(f"warm start {name}: not a file, and {exc}") from None
     # a max-load method (e.g. the DP) still gives a good split to start the latency IP from
     problem = request.problem if request.problem in method.problems else "maxload"
     if problem not in method.problems:

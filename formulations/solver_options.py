@@ -105,8 +105,8 @@ def _problem(key: str, v: Any) -> str | None:
         if not _number(v) or not math.isfinite(v) or v <= 0:
             return "must be a positive number of seconds (leave it out for no limit)"
     elif key == "rel_gap":
-        if not _number(v) or not math.isfinite(v) or v < 0:
-            return "must be a relative gap >= 0, e.g. 0.01 for 1%"
+        if not _number(v) or not math.isfinite(v) or v < 0 or v >= 1:  # a gap of 1 (100 %) stops at any incumbent
+            return "must be a relative gap >= 0 and < 1, e.g. 0.01 for 1%"
     elif key == "threads":
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             return "must be a whole number of threads >= 1 (leave it out for the solver's default)"

@@ -115,6 +115,10 @@ def user_column(values: Any, *, field: str, owner: Any = None, nullable: bool = 
         arr = np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
         arr = None
+    except OverflowError:  # an integer past the float range (10**400): absurd, never inf
+        big = next(i for i, v in enumerate(values) if isinstance(v, int) and abs(v) > 1e308)
+        raise InputError(f"{who(big)} is a {len(str(abs(values[big])))}-digit number, too large for a 64-bit "
+                         "float") from None
     if arr is None or arr.ndim != 1:
         bad = next(i for i, v in enumerate(values)
                    if isinstance(v, bool) or not isinstance(v, (int, float, np.number, type(None))))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import gzip
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -285,3 +288,200 @@ def test_doc_copy_is_untouched_by_loading(tarnawski_dir, tmp_path):
     from dnnplace.graphs.io.tarnawski import instance_from_tarnawski
     instance_from_tarnawski(doc)
     assert doc == before
+
+
+# ---------------------------------------------------------------------------- the command line (issue 24)
+# Every kind of bad input in docs/bad-input.md: the command exits 2 with exactly the one
+# line the table gives, nothing on stdout, no output file. The table and KINDS must agree
+# (test_the_bad_input_table_in_the_docs_is_this_list), so the docs list what is tested.
+DOCS_TABLE = Path(__file__).resolve().parents[1] / "docs" / "bad-input.md"
+GOOD = native([node("a", cpu=None, memory=10), node("b", cpu=None, memory=10)],
+              [{"src": "a", "dst": "b", "bytes": 100}],
+              {"devices": [{"name": "gpu0", "kind": "gpu", "memory": 1000},
+                           {"name": "gpu1", "kind": "gpu", "memory": 1000}],
+               "links": [{"src": "gpu0", "dst": "gpu1", "beta0": 0.01, "beta1": 1e-6}]})
+GOOD_TEXT = json.dumps(GOOD)
+SOLVE = ["solve", "g.json", "--problem", "makespan", "--method", "heft"]
+CONFIG = 'name = "c"\nout_dir = "out"\n[grid]\ngraphs = "g.json"\nproblems = "makespan"\nmethods = "heft"\n'
+
+
+def _tarnawski_text(tarnawski_dir, old: str, new: str) -> str:
+    text = (tarnawski_dir / "throughput-inputs/LayerGraphs/bert24_inference.json").read_text()
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def _graph(old: str, new: str) -> str:
+    assert GOOD_TEXT.count(old) == 1, old
+    return GOOD_TEXT.replace(old, new)
+
+
+def _config(line: str, methods: bool = True) -> str:
+    return CONFIG.replace('methods = "heft"\n', line + "\n") if not methods else CONFIG + line + "\n"
+
+
+DEV_MEM = '"memory": 1000}, {"name": "gpu1"'
+NODE_MEM = '"memory": 10}, {"id": "b"'
+# kind -> (argv, {file: text or bytes or callable(tarnawski_dir)}, the message after "dnnplace: error: ")
+KINDS = {
+    "config: a string where a boolean goes": (
+        ["run", "c.toml"], {"c.toml": _config('congestion = "false"')},
+        'c.toml: [grid]: congestion = "false": expected true or false (a TOML boolean, not a string), got a string'),
+    "config: a number where a method goes": (
+        ["run", "c.toml"], {"c.toml": _config("methods = 5", methods=False)},
+        "c.toml: [grid]: methods = 5: expected a method name, got a number"),
+    "config: a word where a seed goes": (
+        ["run", "c.toml"], {"c.toml": _config('seed = "zero"')},
+        'c.toml: [grid]: seed = "zero": expected a whole number >= 0, got a string'),
+    "config: a boolean where a seed goes": (
+        ["run", "c.toml"], {"c.toml": _config("seed = true")},
+        "c.toml: [grid]: seed = true: expected a whole number >= 0, got a boolean"),
+    "config: an unknown transform": (
+        ["run", "c.toml"], {"c.toml": _config('transform = "nope"')},
+        "c.toml: [grid]: transform = \"nope\": unknown graph transform; known: ['contract-layers']"),
+    "config: a warm start that is neither a file nor a method": (
+        ["run", "c.toml"], {"c.toml": _config('warm_start = "start.json"')},
+        'c.toml: [grid]: warm_start = "start.json": no such file, nor a method name (see `dnnplace methods`)'),
+    "config: gzip-compressed": (
+        ["run", "c.toml"], {"c.toml": gzip.compress(CONFIG.encode(), mtime=0)},
+        "c.toml: is a gzip-compressed file, not text; unpack it first (gunzip -c c.toml > unpacked.toml)"),
+    "config: Latin-1 text": (
+        ["run", "c.toml"], {"c.toml": (CONFIG + 'description = "caf\u00e9"\n').encode("latin-1")},
+        "c.toml: not UTF-8 text (byte 0xe9 at line 7, offset 109); save it as UTF-8 (a Latin-1 file: iconv -f "
+        "latin1 -t utf-8 c.toml)"),
+    "graph: gzip-compressed": (
+        SOLVE, {"g.json": gzip.compress(GOOD_TEXT.encode(), mtime=0)},
+        "g.json: is a gzip-compressed file, not text; unpack it first (gunzip -c g.json > unpacked.json)"),
+    "graph: Latin-1 text": (
+        SOLVE, {"g.json": GOOD_TEXT.replace('"bad"', '"caf\u00e9"').encode("latin-1")},
+        "g.json: not UTF-8 text (byte 0xe9 at line 1, offset 43); save it as UTF-8 (a Latin-1 file: iconv -f "
+        "latin1 -t utf-8 g.json)"),
+    "graph: nested 100,000 deep": (
+        SOLVE, {"g.json": "[" * 100_000 + "]" * 100_000},
+        f"g.json: JSON nested too deeply (arrays or objects inside each other more than about "
+        f"{sys.getrecursionlimit()} levels)"),
+    "graph: a node memory of 10**400": (
+        SOLVE, {"g.json": _graph(NODE_MEM, NODE_MEM.replace("10", str(10 ** 400)))},
+        "node 'a': field 'memory' is a 401-digit number, too large for a 64-bit float"),
+    "graph: a 5000-digit number": (
+        SOLVE, {"g.json": _graph(NODE_MEM, NODE_MEM.replace("10", "1" * 5000))},
+        "g.json: an absurd number: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 "
+        "digits"),
+    "graph: a node memory as a string": (
+        SOLVE, {"g.json": _graph(NODE_MEM, NODE_MEM.replace("10", '"16GB"'))},
+        "node 'a': field 'memory' is not a number: '16GB'"),
+    "cluster: a device memory as a string": (
+        SOLVE, {"g.json": _graph(DEV_MEM, DEV_MEM.replace("1000", '"16GB"'))},
+        "cluster device 'gpu0': memory must be a number of bytes (e.g. 16e9; null for unbounded), got a string "
+        "'16GB'"),
+    "cluster: a device memory of 10**400": (
+        SOLVE, {"g.json": _graph(DEV_MEM, DEV_MEM.replace("1000", str(10 ** 400)))},
+        "cluster device 'gpu0': memory is a 401-digit number, too large for a 64-bit float"),
+    "cluster: an infinite device memory (1e999)": (
+        SOLVE, {"g.json": _graph(DEV_MEM, DEV_MEM.replace("1000", "1e999"))},
+        "cluster device 'gpu0': memory must be a finite number of bytes (e.g. 16e9; null for unbounded), got inf"),
+    "cluster: a boolean device memory": (
+        SOLVE, {"g.json": _graph(DEV_MEM, DEV_MEM.replace("1000", "true"))},
+        "cluster device 'gpu0': memory must be a number of bytes (e.g. 16e9; null for unbounded), got a bool True"),
+    "cluster: a speed as a string": (
+        SOLVE, {"g.json": _graph(DEV_MEM, DEV_MEM.replace("1000}", '1000, "speed": "fast"}'))},
+        "cluster device 'gpu0': speed must be a number, got a string 'fast'"),
+    "cluster: an infinite link cost (1e999)": (
+        SOLVE, {"g.json": _graph('"beta1": 1e-06', '"beta1": 1e999')},
+        "cluster link gpu0->gpu1: beta1 must be a finite number, got inf"),
+    "cluster: an infinite link cost (Infinity)": (
+        SOLVE, {"g.json": _graph('"beta0": 0.01', '"beta0": Infinity')},
+        "cluster link gpu0->gpu1: beta0 must be a finite number, got inf"),
+    "cluster: an infinite link in a matrix": (
+        SOLVE, {"g.json": _graph('"links": [{"src": "gpu0", "dst": "gpu1", "beta0": 0.01, "beta1": 1e-06}]',
+                                 '"beta0": [[0, 0.01], [0.01, 0]], "beta1": [[0, 1e-06], [1e999, 0]]')},
+        "cluster link gpu1->gpu0: beta1 must be a finite number, got inf"),
+    "cluster: a link cost as a string": (
+        SOLVE, {"g.json": _graph('"beta1": 1e-06', '"beta1": "1us"')},
+        "cluster link gpu0->gpu1: beta1 must be a number, got a string '1us'"),
+    "Tarnawski input: maxSizePerFPGA of 10**400": (
+        ["solve", "t.json", "--method", "greedy"],
+        {"t.json": lambda d: _tarnawski_text(d, '"maxSizePerFPGA": 17185374208.0', f'"maxSizePerFPGA": {10 ** 400}')},
+        "t.json: field 'maxSizePerFPGA' is a 401-digit number, too large for a 64-bit float"),
+    "Tarnawski input: maxFPGAs of 10**400": (
+        ["solve", "t.json", "--method", "greedy"],
+        {"t.json": lambda d: _tarnawski_text(d, '"maxFPGAs": 6', f'"maxFPGAs": {10 ** 400}')},
+        "t.json: maxFPGAs is a 401-digit number; at most 4096 devices are supported"),
+    "Tarnawski input: maxFPGAs of 100000": (
+        ["solve", "t.json", "--method", "greedy"],
+        {"t.json": lambda d: _tarnawski_text(d, '"maxFPGAs": 6', '"maxFPGAs": 100000')},
+        "t.json: maxFPGAs is 100000; at most 4096 devices are supported"),
+    "--mip-gap of 2": (["solve", "g.json", "--method", "ip", "--mip-gap", "2"], {"g.json": GOOD_TEXT},
+                       "--mip-gap 2: must be a relative gap >= 0 and < 1, e.g. 0.01 for 1%"),
+    "--mip-gap of 1": (["solve", "g.json", "--method", "ip", "--mip-gap", "1"], {"g.json": GOOD_TEXT},
+                       "--mip-gap 1: must be a relative gap >= 0 and < 1, e.g. 0.01 for 1%"),
+    "--warm-start naming a missing file": (
+        ["solve", "t.json", "--method", "ip", "--warm-start", "start.json"],
+        {"t.json": lambda d: _tarnawski_text(d, '"maxFPGAs": 6', '"maxFPGAs": 2')},
+        "warm start start.json: no such file (nor a method name)"),
+    "--out naming the input graph": (SOLVE + ["--out", "g.json"], {"g.json": GOOD_TEXT},
+                                     "--out g.json: is the input graph g.json; writing there would overwrite it "
+                                     "(give another file name)"),
+}
+
+
+def _write_files(tmp_path, files, tarnawski_dir):
+    for name, content in files.items():
+        if callable(content):
+            content = content(tarnawski_dir)
+        path = tmp_path / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_bad_input_on_the_command_line_is_one_line_naming_the_culprit(kind, tmp_path, monkeypatch, capsys,
+                                                                      tarnawski_dir):
+    from dnnplace.cli import main
+
+    argv, files, message = KINDS[kind]
+    monkeypatch.chdir(tmp_path)
+    if "g.json" not in files and any(a == "g.json" for a in argv) or "c.toml" in files:
+        files = {"g.json": GOOD_TEXT, **files}
+    _write_files(tmp_path, files, tarnawski_dir)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"dnnplace: error: {message}\n", err[-3000:]
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written, the input unchanged
+
+
+def test_the_good_inputs_behind_the_bad_ones_work(tmp_path, monkeypatch, capsys):
+    """The files the bad kinds are made from are good: the messages come from the fault."""
+    from dnnplace.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "g.json").write_text(GOOD_TEXT)
+    (tmp_path / "c.toml").write_text(CONFIG + 'congestion = false\nseed = 3\ntransform = "contract-layers"\n')
+    assert main(SOLVE) == 0
+    assert main(["run", "c.toml"]) == 0
+    recs = [json.loads(x) for x in (tmp_path / "out" / "runs.jsonl").read_text().splitlines()]
+    assert len(recs) == 1 and recs[0]["status"] == "feasible" and recs[0]["run"]["congestion"] is False
+
+
+def _docs_rows() -> dict[str, str]:
+    import re
+
+    rows = {}
+    for line in DOCS_TABLE.read_text().splitlines():
+        m = re.fullmatch(r"\| (.+?) \| `` (.*) `` \|", line)
+        if m:
+            rows[m[1].replace("\\|", "|")] = m[2]
+    return rows
+
+
+def test_the_bad_input_table_in_the_docs_is_this_list():
+    rows = _docs_rows()
+    assert list(rows) == list(KINDS)
+    checked = 0
+    for kind, (_, _, message) in KINDS.items():
+        assert rows[kind] == message, kind
+        checked += 1
+    assert checked == len(KINDS) >= 30

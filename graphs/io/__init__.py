@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,24 +31,59 @@ from dnnplace.graphs.io.tarnawski import (
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.presets import cluster_preset
 
-__all__ = ["jsonable", "read_json", "write_json", "load_instance", "save_instance", "load_placement",
+__all__ = ["jsonable", "read_text", "read_json", "write_json", "load_instance", "save_instance", "load_placement",
            "placement_from_doc", "placement_to_split"]
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """Parse a JSON file; a missing or truncated file gets a one-line :class:`InputError`."""
+_COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip -c"), b"BZh": ("bzip2", "bunzip2 -c"), b"\xfd7zXZ\x00": ("xz", "unxz -c"),
+               b"\x28\xb5\x2f\xfd": ("zstd", "unzstd -c"), b"PK\x03\x04": ("zip", "unzip -p")}
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """A text input file as UTF-8 (a byte-order mark is dropped); one-line
+    :class:`InputError` messages name the file when it is missing, unreadable, compressed
+    (gzip, bzip2, xz, zstd, zip: said so, with the command that unpacks it) or not UTF-8
+    (the first bad byte, its line, and how to convert a Latin-1 file)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        data = p.read_bytes()
     except FileNotFoundError:
         raise InputError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{p}: is a folder, not a file") from None
     except OSError as exc:
         raise InputError(f"{p}: cannot read ({exc.strerror})") from None
+    for magic, (kind, tool) in _COMPRESSED.items():
+        if data.startswith(magic):
+            raise InputError(f"{p}: is a {kind}-compressed file, not text; unpack it first "
+                             f"({tool} {p} > unpacked{p.suffix})")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"{p}: not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}, offset {exc.start}); "
+                         f"save it as UTF-8 (a Latin-1 file: iconv -f latin1 -t utf-8 {p})") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Parse a JSON file (:func:`read_text`); a missing, truncated, compressed, non-UTF-8
+    or too deeply nested file gets a one-line :class:`InputError`."""
+    p = Path(path)
+    text = read_text(p)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         hint = " (file truncated?)" if exc.pos >= len(text.rstrip()) - 1 else ""
         raise InputError(f"{p}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from None
+    except ValueError as exc:  # an integer of more than 4300 digits (Python's conversion limit)
+        raise InputError(f"{p}: an absurd number: {_one_line(exc).split(';')[0]}") from None
+    except RecursionError:
+        raise InputError(f"{p}: JSON nested too deeply (arrays or objects inside each other more than about "
+                         f"{sys.getrecursionlimit()} levels)") from None
 
 
 def jsonable(x: Any) -> Any:

@@ -33,6 +33,9 @@ __all__ = ["is_tarnawski", "is_split", "instance_from_tarnawski", "instance_to_t
 _NODE_KEYS = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode", "colorClass",
               "size", "name", "layerId")
 _EDGE_KEYS = ("sourceId", "destId", "cost", "size")
+MAX_DEVICES = 4096
+"""The most accelerators (``maxFPGAs``) or CPUs (``maxCPUs``) an input may ask for: a
+larger count (``10**400``) is an error, not a cluster too large for memory."""
 
 
 def is_tarnawski(doc: Any) -> bool:
@@ -56,6 +59,9 @@ def _num(rec: dict, key: str, where: str) -> float:
     if key not in rec:
         raise InputError(f"{where}: missing field {key!r}")
     val = rec[key]
+    if isinstance(val, int) and not isinstance(val, bool) and abs(val) > 1e308:  # 10**400: absurd, not inf
+        raise InputError(f"{where}: field {key!r} is a {len(str(abs(val)))}-digit number, too large for a 64-bit "
+                         "float")
     if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val):
         raise InputError(f"{where}: field {key!r} must be a finite number, got {val!r}")
     if val < 0:
@@ -167,6 +173,9 @@ def instance_from_tarnawski(doc: dict, name: str = "graph", source: str | None =
     for key, val in (("maxFPGAs", n_acc), ("maxCPUs", n_cpu)):
         if isinstance(val, bool) or not isinstance(val, (int, float)) or val < 0 or int(val) != val:
             raise InputError(f"{source or name}: {key} must be a non-negative integer, got {val!r}")
+        if val > MAX_DEVICES:  # a cluster of D devices holds D x D link arrays
+            shown = val if val < 1e12 else f"a {len(str(int(val)))}-digit number"
+            raise InputError(f"{source or name}: {key} is {shown}; at most {MAX_DEVICES} devices are supported")
     cluster = Cluster.tarnawski(int(n_acc), int(n_cpu), _num(doc, "maxSizePerFPGA", source or name))
     return Instance(graph, cluster, source)
 
