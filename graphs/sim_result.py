@@ -238,6 +238,7 @@ class SimResult:
             "congestion": bool(self.congestion),
             "link_order": self.link_order,
             "transfer_mode": self.transfer_mode,
+            "ports": cl.ports,
             "transfers": self.n_transfers,
             "transfer_bytes": float(self.link_bytes.sum()),
             "devices": devices,

@@ -202,6 +202,32 @@ def test_grid_runs_and_defaults_expand(tmp_path):
     assert len({s.key for s in cfg.specs}) == len(cfg.specs)
 
 
+def test_transfer_mode_is_a_run_key_of_makespan_runs(tmp_path):
+    """``transfer_mode`` reaches the request and the record; a makespan run's key always
+    names it (records made per edge before the default changed are run again on
+    resume), a max-load run's key never does (it does not simulate)."""
+    main(["generate", "random-dag", "--nodes", "12", "--seed", "2", "--out", str(tmp_path / "g.json")])
+    doc = {"name": "t", "grid": {"graphs": str(tmp_path / "g.json"), "methods": "heft", "problems": "makespan",
+                                 "cluster": "single-host-2-nvlink", "transfer_mode": ["per_destination", "per_edge"]}}
+    specs = parse_config(doc).specs
+    assert [s.transfer_mode for s in specs] == ["per_destination", "per_edge"]
+    assert [s.request().transfer_mode for s in specs] == ["per_destination", "per_edge"]
+    assert specs[0].identity()["transfer_mode"] == "per_destination" and specs[0].key != specs[1].key
+    assert "transfers=per_edge" in specs[1].options_summary() and "transfers" not in specs[0].options_summary()
+    ml = parse_config({"name": "m", "grid": {"graphs": f"{LAYER}/bert24_inference.json", "methods": "greedy"}})
+    assert "transfer_mode" not in ml.specs[0].identity()
+    with pytest.raises(InputError, match="unknown transfer_mode 'per_tensor'"):
+        parse_config({**doc, "grid": {**doc["grid"], "transfer_mode": "per_tensor"}})
+    res = registry.solve(*_instance_and(specs[1]))
+    assert res.options["transfer_mode"] == "per_edge" and res.evaluation["transfer_mode"] == "per_edge"
+
+
+def _instance_and(spec):
+    from dnnplace.graphs.io import prepare_instance
+
+    return prepare_instance(spec.graph, cluster=spec.cluster), spec.method, spec.request()
+
+
 def test_cluster_preset_runs_a_generated_graph(tmp_path):
     main(["generate", "random-dag", "--nodes", "20", "--seed", "4", "--out", str(tmp_path / "g.json")])
     cfg = write_config(tmp_path, """
