@@ -228,11 +228,12 @@ def _compact(path: Path, records: list[dict]) -> None:
 def sweep_lock(runs_path: Path, name: str = "sweep"):
     """One sweep at a time on ``runs_path``: an exclusive ``flock`` on
     ``<runs.jsonl>.lock`` beside it, held from before the file is read until the sweep
-    ends (the operating system drops it when the process dies, so a killed sweep leaves
-    no stale lock). A second sweep on the same file says whom it waits for on stderr and
-    waits; it then reads the records the first one wrote and runs only what is left, so
-    two sweeps never run one key twice. Ctrl-C while waiting exits as usual (130). Where
-    ``fcntl`` does not exist (Windows) there is no lock."""
+    ends, when the lock file is removed (the operating system drops the lock when the
+    process dies, so a killed sweep leaves no stale lock, only the file). A second sweep
+    on the same file says whom it waits for on stderr and waits; it then reads the
+    records the first one wrote and runs only what is left, so two sweeps never run one
+    key twice. Ctrl-C while waiting exits as usual (130). Where ``fcntl`` does not exist
+    (Windows) there is no lock."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
@@ -241,20 +242,40 @@ def sweep_lock(runs_path: Path, name: str = "sweep"):
     import socket
 
     lock = runs_path.with_name(runs_path.name + ".lock")
-    with open(lock, "a+") as fh:
+    said = False
+    while True:
+        fh = open(lock, "a+")
         try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
-            print(f"{name}: waiting for the sweep that is writing {runs_path} ({holder}); its records are kept and "
-                  "not run again", file=sys.stderr, flush=True)
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not said:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "another process"
+                    print(f"{name}: waiting for the sweep that is writing {runs_path} ({holder}); its records are "
+                          "kept and not run again", file=sys.stderr, flush=True)
+                    said = True
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:  # the holder removed the file on its way out: lock the file that is there now
+                same = os.stat(lock).st_ino == os.fstat(fh.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            fh.close()
+            raise
+        if same:
+            break
+        fh.close()
+    try:
         fh.seek(0)
         fh.truncate()
         fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
         fh.flush()
-        yield  # closing the file releases the lock
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)  # still holding the lock: a waiter then finds its file gone and retries
+        fh.close()
 
 
 def _backup_name(path: Path, stamp: str) -> Path:

@@ -302,3 +302,4 @@ threads = 1
     waited = [e for _, e in outs if "waiting for the sweep that is writing" in e]
     ran_again = [e for _, e in outs if "6 of 6 runs already in" in e]
     assert len(waited) == 1 and len(ran_again) == 1, [e[-1000:] for _, e in outs]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["runs.jsonl", "table.csv", "table.md"]  # no lock
