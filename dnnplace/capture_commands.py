@@ -115,9 +115,21 @@ def cmd_capture(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_profiles(profiles) -> None:
+    print(f"{'kind':<12} {'beta0 us':>10} {'GB/s':>10} {'r2':>8} {'max |rel resid|':>16}")
+    for p in profiles:
+        r = p.row()
+        print(f"{r['kind']:<12} {r['beta0_us']:>10.2f} {r['bandwidth_GBps']:>10.2f} {r['r2']:>8.4f} "
+              f"{r['max_rel_residual']:>16.3f}")
+        for b, s, e in zip(p.nbytes, p.seconds, p.residuals):
+            print(f"    {int(b):>12} B  {s * 1e6:>10.2f} us  residual {e:+.3f}")
+
+
 def cmd_profile_links(args: argparse.Namespace) -> int:
     """Time copies and send/recv over sizes, fit the linear model, write a cluster file
-    (``--nvml``: the data-sheet links of the local GPU topology instead, no timing)."""
+    (``--nvml``: the data-sheet links of the local GPU topology instead, no timing;
+    ``--gloo N``: gloo send/recv between N one-thread CPU processes, a ``local-cpu-N`` file).
+    Refuses (exit 2) to write a GPU cluster for GPUs that are not visible."""
     from dnnplace.graphs.io import write_json
     from dnnplace.graphs.io.native import cluster_to_dict
     if args.nvml:
@@ -130,9 +142,31 @@ def cmd_profile_links(args: argparse.Namespace) -> int:
         return 0
     from dnnplace.graphs.capture.ops import require_torch
     torch = require_torch()
-    from dnnplace.graphs.capture.links import DEFAULT_SIZES, cluster_from_fits, time_copies, time_p2p
+    import dataclasses
+
+    from dnnplace.graphs.capture.links import (
+        DEFAULT_SIZES,
+        cluster_from_fits,
+        cpu_cluster_from_p2p,
+        time_copies,
+        time_p2p,
+        time_p2p_pairs,
+    )
     sizes = [int(float(s)) for s in args.sizes.split(",")] if args.sizes else list(DEFAULT_SIZES)
+    if args.gloo is not None:
+        if args.gloo < 2:
+            raise InputError(f"--gloo {args.gloo}: send/recv needs at least two processes")
+        fits = time_p2p_pairs(args.gloo, sizes, backend="gloo", repeats=args.repeats, threads=1)
+        _print_profiles([dataclasses.replace(p, kind=f"cpu{a}-cpu{b}") for (a, b), p in fits.items()])
+        cl = cpu_cluster_from_p2p(args.gloo, fits, threads=1)
+        write_json(args.out, {"format": "dnnplace.cluster/1", **cluster_to_dict(cl)})
+        print(f"local-cpu-{args.gloo} cluster (gloo send/recv, one thread per process) -> {args.out}")
+        return 0
     n_gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    want = n_gpus if args.gpus is None else args.gpus
+    if n_gpus == 0 or want > n_gpus:
+        raise InputError(f"profile-links: {want or 'a'} GPU cluster asked for, {n_gpus} GPU(s) visible; refusing to "
+                         "fit GPU links from CPU copies (this host's CPU processes: --gloo N)")
     profiles = []
     if n_gpus >= 2:
         profiles.append(time_copies("d2d", sizes, repeats=args.repeats))
@@ -140,15 +174,9 @@ def cmd_profile_links(args: argparse.Namespace) -> int:
     profiles.append(time_copies("d2h", sizes, repeats=args.repeats))
     if not args.no_p2p:
         profiles.append(time_p2p(sizes, repeats=args.repeats))
-    print(f"{'kind':<12} {'beta0 us':>10} {'GB/s':>10} {'r2':>8} {'max |rel resid|':>16}")
-    for p in profiles:
-        r = p.row()
-        print(f"{r['kind']:<12} {r['beta0_us']:>10.2f} {r['bandwidth_GBps']:>10.2f} {r['r2']:>8.4f} "
-              f"{r['max_rel_residual']:>16.3f}")
-        for b, s, e in zip(p.nbytes, p.seconds, p.residuals):
-            print(f"    {int(b):>12} B  {s * 1e6:>10.2f} us  residual {e:+.3f}")
+    _print_profiles(profiles)
     gpu = next((p for p in profiles if p.kind == "d2d" or p.kind.startswith("p2p")), profiles[0])
-    cl = cluster_from_fits(max(n_gpus, args.gpus), gpu, profiles[1 if n_gpus >= 2 else 0])
+    cl = cluster_from_fits(want, gpu, profiles[1 if n_gpus >= 2 else 0])
     write_json(args.out, {"format": "dnnplace.cluster/1", **cluster_to_dict(cl)})
     print(f"cluster with {cl.size} devices -> {args.out}")
     return 0
@@ -190,9 +218,14 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=cmd_capture)
 
     p = sub.add_parser("profile-links", help="time transfers, fit beta0 + beta1*bytes, write a cluster file")
-    p.add_argument("--sizes", help="comma-separated byte sizes (default 1 KiB .. 16 MiB)")
+    p.add_argument("--sizes", help="comma-separated byte sizes (default 1 KiB .. 16 MiB, powers of four)")
     p.add_argument("--repeats", type=int, default=10)
-    p.add_argument("--gpus", type=int, default=2, help="GPUs in the written cluster when none is visible")
+    p.add_argument("--gpus", type=int, help="GPUs in the written cluster (default: the visible ones; more than "
+                                             "are visible is refused)")
+    p.add_argument("--gloo", type=int, metavar="N",
+                   help="this host as N CPU processes (one thread each): time gloo send/recv between every pair and "
+                        "write a local-cpu-N cluster (use it as --cluster FILE; the local-cpu-N preset holds "
+                        "measured defaults)")
     p.add_argument("--no-p2p", action="store_true", help="skip the torch.distributed send/recv")
     p.add_argument("--nvml", action="store_true",
                    help="no timing: NVLink/PCIe per GPU pair from NVML (pip install nvidia-ml-py) mapped to the "

@@ -3,12 +3,17 @@ byte counts with units, as the command line and experiment configs write them.""
 
 from __future__ import annotations
 
+import math
+import os
 import re
 
-from dnnplace.graphs.cluster import Cluster
+import numpy as np
+
+from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["CLUSTER_PRESETS", "INTERCONNECTS", "parse_bytes", "cluster_preset"]
+__all__ = ["CLUSTER_PRESETS", "INTERCONNECTS", "LOCAL_CPU_LINK", "parse_bytes", "cluster_preset",
+           "host_memory", "local_cpu_cluster"]
 
 CLUSTER_PRESETS = {
     "single-host-<N>-<nvlink|pcie>[-<GPU memory>]": "one host, N GPUs (kind 'gpu') on NVLink or PCIe, plus cpu0",
@@ -18,6 +23,9 @@ CLUSTER_PRESETS = {
                                   "all transfers through host RAM",
     "hierarchy-<S>x<G>[-<memory>]": "Tarnawski App. C.3: S servers of G accelerators (e.g. hierarchy-2x4, "
                                     "hierarchy-4x8-16GB), a network 4x slower than the host copy between servers",
+    "local-cpu-<N>[-<memory>]": "this host as N CPU worker processes (kind 'cpu', cpu0..cpu<N-1>, one thread "
+                                "each), host RAM / N each unless given, every pair linked by the measured gloo "
+                                "send/recv defaults (LOCAL_CPU_LINK); a profiled file: profile-links --gloo N",
 }
 
 INTERCONNECTS = {
@@ -30,6 +38,26 @@ INTERCONNECTS = {
     "pcie5": (0.02e-3, 63e9),      # PCIe Gen5 x16
 }
 """Interconnect generations of the ``single-host`` presets: start-up time and bandwidth."""
+
+LOCAL_CPU_LINK = (0.148e-3, 2.03e9)  # measured 2026-11-25 on the 2-CPU AMD EPYC VM, torch 2.13 CPU
+"""Measured defaults of the ``local-cpu-N`` links: (start-up seconds, bytes/s), as ``INTERCONNECTS``
+(in a graph's ms: ``beta0 = 0.148`` ms, ``beta1 = 4.93e-7`` ms per byte, 2.03 GB/s).
+
+A ``torch.distributed`` gloo send/recv between two CPU processes of this host, one thread
+each (:func:`dnnplace.graphs.capture.links.time_p2p_pairs`), half a round trip; every size
+(1 KiB .. 64 MiB, powers of two) the median of 20 round trips after 3 warm-ups, then the
+median over 7 fresh process pairs; fitted by relative-weighted least squares (r2 0.989).
+Measured 2026-11-25 on this project's development VM (2 vCPUs, AMD EPYC, 25 GB RAM, Linux
+6.18, torch 2.13.0+cpu, load average 4-5 from other work) with::
+
+    .venv/bin/python benchmarks/bench_local_links.py --runs 7 --repeats 20 --out results/local-cpu-links.md
+
+(the table is in ``results/local-cpu-links.md``). On that shared machine small messages
+are bimodal, about 0.1 ms or about 2 ms per run and size (a wake-up delay under CPU
+contention, not pinned down; 3 of 17 sizes have the 2 ms median; the fit follows the other 14). Another host differs:
+``dnnplace profile-links --gloo N --out cluster.json`` measures every pair there and writes a
+``local-cpu-N`` cluster file to pass as ``--cluster cluster.json``.
+"""
 
 _UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
           "KIB": 2 ** 10, "MIB": 2 ** 20, "GIB": 2 ** 30, "TIB": 2 ** 40}
@@ -47,6 +75,45 @@ def parse_bytes(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2).upper()]
 
 
+def host_memory() -> float:
+    """This host's physical RAM in bytes (``inf`` where the OS does not say)."""
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return math.inf
+
+
+def local_cpu_cluster(n: int, *, links: dict | None = None, memory: float | None = None, unit: str = "ms",
+                      name: str | None = None, meta: dict | None = None) -> Cluster:
+    """This host as ``n`` CPU worker processes ``cpu0 .. cpu<n-1>`` (kind ``cpu``).
+
+    ``memory`` per device defaults to a fair share of this host's RAM (:func:`host_memory`
+    divided by ``n``). ``links`` maps a device pair ``(a, b)`` (either order) to its
+    ``(start-up seconds, bytes/s)``; pairs not given use :data:`LOCAL_CPU_LINK`. Times are
+    in ``unit``; ``cost_factor`` is 1 everywhere (separate processes copy their tensors).
+
+    >>> c = local_cpu_cluster(3, links={(0, 1): (1e-3, 1e9)}, memory=8e9)
+    >>> c.names, c.kinds[0], float(c.memory[2])
+    (('cpu0', 'cpu1', 'cpu2'), 'cpu', 8000000000.0)
+    >>> round(float(c.beta0[1, 0]), 9), round(float(c.beta1[0, 1]) * 1e6, 9)  # ms, ms per MB
+    (1.0, 1.0)
+    """
+    if n < 1:
+        raise InputError(f"local-cpu cluster: needs at least one device, got {n}")
+    scale = {"ms": 1e3, "s": 1.0, "us": 1e6}[unit]
+    mem = host_memory() / n if memory is None else float(memory)
+    devs = tuple(Device(f"cpu{i}", "cpu", mem) for i in range(n))
+    b0, b1 = np.zeros((n, n)), np.zeros((n, n))
+    given = {tuple(sorted(map(int, k))): v for k, v in (links or {}).items()}
+    for a in range(n):
+        for b in range(n):
+            if a != b:
+                lat, bw = given.get((min(a, b), max(a, b)), LOCAL_CPU_LINK)
+                b0[a, b], b1[a, b] = lat * scale, scale / bw
+    return Cluster(devs, b0, b1, np.ones((n, n)), name=name or f"local-cpu-{n}",
+                   meta={"unit": unit, "links": "profiled" if links else "measured defaults", **(meta or {})})
+
+
 def cluster_preset(spec: str, graph=None) -> Cluster:
     """Build a cluster from a preset name (see :data:`CLUSTER_PRESETS`).
 
@@ -62,6 +129,9 @@ def cluster_preset(spec: str, graph=None) -> Cluster:
     >>> c = cluster_preset("tarnawski-2-1-16GB")
     >>> c.names, float(c.memory[0])
     (('acc0', 'acc1', 'cpu0'), 16000000000.0)
+    >>> c = cluster_preset("local-cpu-2-4GB")
+    >>> c.names, c.kinds, float(c.memory[1])
+    (('cpu0', 'cpu1'), ('cpu', 'cpu'), 4000000000.0)
     """
     s = str(spec).strip()
     unit = getattr(graph, "unit", "ms")
@@ -77,6 +147,10 @@ def cluster_preset(spec: str, graph=None) -> Cluster:
         mem = parse_bytes(m.group(4)) if m.group(4) else 16e9
         return Cluster.single_host(n, interconnect=m.group(2), gpu_memory=mem, latency=lat, bandwidth=bw,
                                    unit=unit if unit in ("ms", "s", "us") else "ms")
+    m = re.fullmatch(r"local-cpu-(\d+)(?:-(.+))?", s)
+    if m:
+        return local_cpu_cluster(int(m.group(1)), memory=parse_bytes(m.group(2)) if m.group(2) else None,
+                                 unit=unit if unit in ("ms", "s", "us") else "ms")
     m = re.fullmatch(r"tarnawski-(\d+)-(\d+)-(.+)", s)
     if m:
         k, l_cpus = int(m.group(1)), int(m.group(2))
@@ -96,4 +170,4 @@ def cluster_preset(spec: str, graph=None) -> Cluster:
         mem = parse_bytes(m.group(3)) if m.group(3) else float("inf")
         return hierarchical_cluster((int(m.group(1)), int(m.group(2))), memory=mem, kind=acc)
     raise InputError(f"unknown cluster preset {s!r}; use one of {list(CLUSTER_PRESETS)} "
-                     "(e.g. single-host-4-nvlink, single-host-2-pcie-32GB, tarnawski-4-1-16GB)")
+                     "(e.g. single-host-4-nvlink, single-host-2-pcie-32GB, tarnawski-4-1-16GB, local-cpu-2)")

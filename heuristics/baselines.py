@@ -27,7 +27,9 @@ __all__ = ["single_device", "greedy_fill", "layer_split", "latency_starts"]
 
 
 def _accelerators(cluster: Cluster) -> np.ndarray:
-    return np.array([i for i, k in enumerate(cluster.kinds) if k != "cpu"], dtype=np.int64)
+    """The non-CPU devices; on a CPU-only cluster (``local-cpu-N``) every device."""
+    accs = np.array([i for i, k in enumerate(cluster.kinds) if k != "cpu"], dtype=np.int64)
+    return accs if accs.size else np.arange(cluster.size, dtype=np.int64)
 
 
 def _fallback(graph: OpGraph, cluster: Cluster) -> int:

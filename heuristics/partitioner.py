@@ -51,8 +51,10 @@ def partition_split(inst: Instance, *, seed: int = 0, memory: bool = False,
 
     g, cl = inst.graph, inst.require_cluster()
     accs, cpus = _devices(cl)
+    if accs.size == 0:  # a CPU-only cluster (local-cpu-N): its CPUs are the parts
+        accs, cpus = cpus, cpus[:0]
     if accs.size == 0:
-        raise InputError("the partitioner needs at least one accelerator")
+        raise InputError("the partitioner needs at least one device")
     comp = cl.compute_matrix(g)[:, accs[0]]
     lab = colocation_labels(g)
     k = int(lab.max()) + 1

@@ -9,9 +9,12 @@
 * :class:`Measured` ``(device)``: every node timed through an ``fx.Interpreter`` on real
   tensors of the traced shapes (random values): ``perf_counter`` around each node on the
   CPU, a pair of CUDA events per node on a GPU; median of ``repeats`` runs after
-  ``warmup`` runs. Profiles are cached as JSON (:func:`cache_path`), keyed by model
-  name, input shapes and dtypes, device, torch version and mode, so a GPU profile is
-  reused on CPU-only machines and in CI.
+  ``warmup`` runs. On the CPU the timing runs under ``torch.set_num_threads(threads)``
+  (default 1, as the executor runs each CPU device; restored afterwards) and
+  ``cost_model("measured:cpu")`` gives the graph the compute kind ``cpu``. Profiles are
+  cached as JSON (:func:`cache_path`), keyed by model name, input shapes and dtypes,
+  device (and CPU thread count), torch version and mode, so a GPU profile is reused on
+  CPU-only machines and in CI.
 * :class:`Calibrated` ``(target)``: one measured run fits a per-op-type efficiency
   ``e_op = median(measured / roofline_local)``; the times are ``roofline_target * e_op``
   (op types never measured use the median over all nodes).
@@ -195,7 +198,11 @@ def _real(t: Any, device: str, gen: Any) -> Any:
 
 @dataclass
 class Measured(CostModel):
-    """Each ATen node timed on ``device`` (``"cpu"`` or ``"cuda"``); see the module docstring."""
+    """Each ATen node timed on ``device`` (``"cpu"`` or ``"cuda"``); see the module docstring.
+
+    ``threads`` (CPU only): ``torch.set_num_threads`` while timing, restored afterwards
+    (``None``: leave torch's setting); recorded in ``describe()`` and the cache key.
+    """
 
     device: str = "cpu"
     warmup: int = 1
@@ -203,7 +210,18 @@ class Measured(CostModel):
     cache_dir: str | None = None
     use_cache: bool = True
     kind: str = "gpu"
+    threads: int | None = 1
     last_profile: dict = field(default_factory=dict, repr=False)
+
+    def _threads(self) -> int | None:
+        """The thread count the CPU timing runs under (``None`` on a GPU)."""
+        if self.device.startswith("cuda"):
+            return None
+        return self.threads if self.threads else require_torch().get_num_threads()
+
+    def _cache_device(self) -> str:
+        t = self._threads()
+        return self._device_name() + (f"/threads={t}" if t else "")
 
     def _device_name(self) -> str:
         torch = require_torch()
@@ -214,15 +232,22 @@ class Measured(CostModel):
 
     def profile(self, cap: Captured, key: str = "model") -> dict:
         """``{fx node name: median ms}`` plus ``apply:<param>`` entries; from the cache when present."""
-        path = cache_path(key, cap, self._device_name(), self.cache_dir)
+        path = cache_path(key, cap, self._cache_device(), self.cache_dir)
         if self.use_cache and path.exists():
             doc = json.loads(path.read_text())
             self.last_profile = {"cache": str(path), "hit": True}
             return doc["ms"]
-        ms = self._run(cap)
+        torch = require_torch()
+        before = torch.get_num_threads()
+        if self._threads():
+            torch.set_num_threads(self._threads())
+        try:
+            ms = self._run(cap)
+        finally:
+            torch.set_num_threads(before)
         if self.use_cache:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"key": key, "device": self._device_name(), "ms": ms}))
+            path.write_text(json.dumps({"key": key, "device": self._cache_device(), "ms": ms}))
         self.last_profile = {"cache": str(path) if self.use_cache else None, "hit": False}
         return ms
 
@@ -291,7 +316,7 @@ class Measured(CostModel):
 
     def describe(self):
         return {"model": "measured", "device": self.device, "device_name": self._device_name(),
-                "warmup": self.warmup, "repeats": self.repeats, **self.last_profile}
+                "threads": self._threads(), "warmup": self.warmup, "repeats": self.repeats, **self.last_profile}
 
 
 @dataclass
@@ -335,12 +360,18 @@ class Calibrated(CostModel):
                 "measured": self.measured.describe(), "efficiency": self.efficiency}
 
 
-def cost_model(spec: Any, *, kind: str = "gpu") -> CostModel:
+def cost_model(spec: Any, *, kind: str | None = None) -> CostModel:
     """A cost model from its spec: ``roofline:<gpu>``, ``measured[:<device>]``,
     ``calibrated:<gpu>``; a :class:`CostModel` passes through.
 
+    ``kind`` names the graph's compute column: by default ``cpu`` for ``measured:cpu``
+    (one thread per operator, as the executor's CPU devices run), ``gpu`` otherwise.
+
     >>> cost_model("roofline:a100").describe()["model"]
     'roofline:a100'
+    >>> m = cost_model("measured:cpu")
+    >>> m.kind, m.threads, cost_model("measured:cuda").kind
+    ('cpu', 1, 'gpu')
     >>> cost_model("roofline:tpu")
     Traceback (most recent call last):
     ...
@@ -357,10 +388,11 @@ def cost_model(spec: Any, *, kind: str = "gpu") -> CostModel:
         return SPECS[name]
 
     if head == "roofline":
-        return Roofline(device(arg or "v100"), kind=kind)
+        return Roofline(device(arg or "v100"), kind=kind or "gpu")
     if head == "measured":
-        return Measured(device=arg or "cpu", kind=kind)
+        dev = arg or "cpu"
+        return Measured(device=dev, kind=kind or ("cpu" if dev == "cpu" else "gpu"))
     if head == "calibrated":
-        return Calibrated(device(arg or "v100"), kind=kind)
+        return Calibrated(device(arg or "v100"), kind=kind or "gpu")
     raise InputError(f"unknown cost model {spec!r}; use roofline:<v100|a100|h100>, measured[:cpu|cuda] "
                      "or calibrated:<v100|a100|h100>")

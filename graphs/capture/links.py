@@ -8,7 +8,9 @@ Pesto Sec. 3.1, FastT Sec. 4 and Celeritas Sec. 4 model a transfer of ``b`` byte
 * ``h2d`` / ``d2h``: pinned host memory to a GPU and back (on a CPU-only machine: a
   host-to-host ``copy_`` between two buffers, the same code path with ``perf_counter``);
 * ``p2p``: a ``torch.distributed`` send/recv between two processes (NCCL on GPUs, gloo on
-  the CPU), the time of a round trip halved;
+  the CPU), the time of a round trip halved; :func:`time_p2p_pairs` times every pair of
+  ``N`` processes (one thread each for the executor's CPU devices) and
+  :func:`cpu_cluster_from_p2p` writes them as a ``local-cpu-N`` cluster;
 
 over a geometric range of sizes (median of repeats after a warm-up), fits each kind by
 weighted least squares (:func:`dnnplace.graphs.cluster.fit_link` with relative weights,
@@ -30,7 +32,8 @@ import numpy as np
 from dnnplace.graphs.cluster import Cluster, Device, LinkFit, fit_link
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["LinkProfile", "fit_profile", "time_copies", "time_p2p", "cluster_from_fits", "DEFAULT_SIZES"]
+__all__ = ["LinkProfile", "fit_profile", "time_copies", "time_p2p", "time_p2p_pairs", "cluster_from_fits",
+           "cpu_cluster_from_p2p", "DEFAULT_SIZES"]
 
 DEFAULT_SIZES = tuple(int(4 ** k) for k in range(5, 13))  # 1 KiB .. 16 MiB
 """Transfer sizes in bytes (powers of four)."""
@@ -124,50 +127,91 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _p2p_worker(rank: int, port: int, backend: str, sizes: list, repeats: int, warmup: int, out) -> None:
+def _p2p_worker(rank: int, world: int, port: int, backend: str, sizes: list, repeats: int, warmup: int,
+                threads: int | None, out) -> None:
     import torch
     import torch.distributed as dist
+    if threads:
+        torch.set_num_threads(threads)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group(backend, rank=rank, world_size=2)
+    dist.init_process_group(backend, rank=rank, world_size=world)
     dev = f"cuda:{rank}" if backend == "nccl" else "cpu"
     sync = (lambda: torch.cuda.synchronize(dev)) if backend == "nccl" else (lambda: None)
-    res = []
-    for n in sizes:
-        buf = torch.empty(int(n), dtype=torch.uint8, device=dev)
+    for a in range(world):
+        for b in range(a + 1, world):
+            dist.barrier()  # one pair at a time: the others wait here
+            if rank not in (a, b):
+                continue
+            peer = b if rank == a else a
+            res = []
+            for n in sizes:
+                buf = torch.empty(int(n), dtype=torch.uint8, device=dev)
 
-        def ping(buf=buf):
-            if rank == 0:
-                dist.send(buf, 1)
-                dist.recv(buf, 1)
-            else:
-                dist.recv(buf, 0)
-                dist.send(buf, 0)
+                def ping(buf=buf, peer=peer, first=rank == a):
+                    if first:
+                        dist.send(buf, peer)
+                        dist.recv(buf, peer)
+                    else:
+                        dist.recv(buf, peer)
+                        dist.send(buf, peer)
 
-        res.append(_median_time(ping, sync, repeats, warmup) / 2)
-    if rank == 0:
-        out.put(res)
+                res.append(_median_time(ping, sync, repeats, warmup) / 2)
+            if rank == a:
+                out.put(((a, b), res))
+    dist.barrier()
     dist.destroy_process_group()
 
 
-def time_p2p(sizes: Sequence[int] = DEFAULT_SIZES, *, backend: str | None = None, repeats: int = 10,
-             warmup: int = 3) -> LinkProfile:
-    """Time a ``torch.distributed`` send/recv between two local processes (half a round trip)."""
+def time_p2p_pairs(world: int = 2, sizes: Sequence[int] = DEFAULT_SIZES, *, backend: str | None = None,
+                   repeats: int = 10, warmup: int = 3, threads: int | None = None,
+                   timeout: float = 600.0) -> dict[tuple[int, int], LinkProfile]:
+    """Time ``torch.distributed`` send/recv between every pair of ``world`` local processes.
+
+    One pair at a time (the others wait at a barrier), each size's time the median of
+    ``repeats`` round trips after ``warmup``, halved. ``threads`` sets
+    ``torch.set_num_threads`` in every process (1: as the executor runs its CPU devices).
+    Returns ``{(a, b): profile}`` for ``a < b``; the kind is ``p2p(<backend>)``.
+    """
     import torch
     import torch.multiprocessing as mp
-    backend = backend or ("nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= 2 else "gloo")
+    if world < 2:
+        raise InputError(f"send/recv needs at least two processes, got {world}")
+    backend = backend or ("nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= world else "gloo")
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_p2p_worker, args=(r, port, backend, list(sizes), repeats, warmup, q))
-             for r in range(2)]
+    procs = [ctx.Process(target=_p2p_worker,
+                         args=(r, world, port, backend, list(sizes), repeats, warmup, threads, q))
+             for r in range(world)]
     for p in procs:
         p.start()
+    import queue
+    fits = {}
+    deadline = time.monotonic() + timeout
     try:
-        seconds = q.get(timeout=600)
+        while len(fits) < world * (world - 1) // 2:
+            try:
+                pair, seconds = q.get(timeout=1.0)
+            except queue.Empty:
+                dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+                if dead or time.monotonic() > deadline:
+                    raise InputError(f"send/recv timing over {backend} failed: "
+                                     + (f"process {dead[0]} exited with {procs[dead[0]].exitcode}" if dead
+                                        else f"no result within {timeout:.0f} s")) from None
+                continue
+            fits[pair] = fit_profile(f"p2p({backend})", sizes, seconds)
     finally:
         for p in procs:
             p.join(timeout=60)
-    return fit_profile(f"p2p({backend})", sizes, seconds)
+            if p.is_alive():
+                p.kill()
+    return dict(sorted(fits.items()))
+
+
+def time_p2p(sizes: Sequence[int] = DEFAULT_SIZES, *, backend: str | None = None, repeats: int = 10,
+             warmup: int = 3, threads: int | None = None) -> LinkProfile:
+    """Time a ``torch.distributed`` send/recv between two local processes (half a round trip)."""
+    return time_p2p_pairs(2, sizes, backend=backend, repeats=repeats, warmup=warmup, threads=threads)[(0, 1)]
 
 
 def cluster_from_fits(n_gpus: int, gpu: LinkProfile, host: LinkProfile | None = None, *,
@@ -192,3 +236,21 @@ def cluster_from_fits(n_gpus: int, gpu: LinkProfile, host: LinkProfile | None = 
                 b0[i, j], b1[i, j] = max(f.beta0, 0.0) * scale, max(f.beta1, 0.0) * scale
     return Cluster(tuple(devs), b0, b1, np.ones((d, d)), name=name,
                    meta={"unit": unit, "fits": {p.kind: p.row() for p in {gpu.kind: gpu, host.kind: host}.values()}})
+
+
+def cpu_cluster_from_p2p(n: int, fits: dict[tuple[int, int], LinkProfile], *, memory: float | None = None,
+                         unit: str = "ms", threads: int | None = 1) -> Cluster:
+    """A ``local-cpu-<n>`` cluster whose pair ``(a, b)`` carries ``fits[(a, b)]``
+    (:func:`time_p2p_pairs`; pairs not timed keep the preset's measured defaults).
+
+    >>> p = fit_profile("p2p(gloo)", [1e3, 1e6], [1e-4 + 1e-9 * 1e3, 1e-4 + 1e-9 * 1e6])
+    >>> c = cpu_cluster_from_p2p(2, {(0, 1): p}, memory=1e9)
+    >>> c.name, c.names, round(float(c.beta0[1, 0]), 6), round(float(c.beta1[0, 1]) * 1e6, 6)
+    ('local-cpu-2', ('cpu0', 'cpu1'), 0.1, 1.0)
+    """
+    from dnnplace.graphs.presets import local_cpu_cluster
+    links = {pair: (max(p.fit.beta0, 0.0), 1.0 / p.fit.beta1 if p.fit.beta1 > 0 else float("inf"))
+             for pair, p in fits.items()}
+    return local_cpu_cluster(n, links=links, memory=memory, unit=unit,
+                             meta={"threads": threads,
+                                   "fits": {f"cpu{a}-cpu{b}": p.row() for (a, b), p in fits.items()}})
