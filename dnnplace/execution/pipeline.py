@@ -13,7 +13,8 @@ placement into stage modules and :func:`run_pipeline` trains them over micro-bat
   stage 0``).
 * **stage modules**: the forward graph is traced with
   :func:`dnnplace.graphs.capture.fx.trace` (``training=False``, the same trace as the
-  capture, so fx node names equal the graph's ids) and cut into one ``torch.fx``
+  capture, so fx node names equal the graph's ids; :func:`run_pipeline` traces it at the
+  micro-batch's shapes, which the graph bakes into views and factories) and cut into one ``torch.fx``
   ``GraphModule`` per stage. Views (and constants) are not values of their own: a stage
   replays the views it reads on the tensor it received (a tensor and its views cross
   once, as in :mod:`~dnnplace.execution.program`). Stage ``s`` takes every value made on
@@ -31,16 +32,20 @@ placement into stage modules and :func:`run_pipeline` trains them over micro-bat
   micro-batches (``scale_grads=False``), so the micro-batch losses must add up to the
   whole-batch loss: a *sum-type* loss (``sum``) is used as is, a *mean-type* loss
   (``mse``, ``cross_entropy``: a mean over the batch) is weighted by
-  ``rows / batch`` (exact for unequal micro-batches too). Which of the two a loss is,
+  ``rows / batch`` = ``1 / M`` (``M`` must divide the batch: the stages are built for
+  one micro-batch shape). Which of the two a loss is,
   is found once on the eager model (the micro-batch losses of its output either sum to
   the batch loss or average to it); a loss that is neither is refused.
-* **the step**: one process per stage (gloo, ``torch.set_num_threads(1)``, started and
-  stopped under a deadline by :func:`dnnplace.execution.launch._spawn`), a
+* **the step**: the stage modules are built once, in the launching process, and each
+  stage's process loads its own module (``torch.save``; it rebuilds the model only for the
+  inputs and the loss); one process per stage (gloo, ``torch.set_num_threads(1)``,
+  started and stopped under a deadline by :func:`dnnplace.execution.launch._spawn`), a
   ``PipelineStage`` and ``ScheduleGPipe`` or ``Schedule1F1B`` over ``M`` micro-batches,
   then the optimizer's update of each stage's parameters; ``warmup`` steps, then
   ``steps`` timed ones (barrier, then from the earliest start to the latest end over the
-  processes). Step 0's loss and every parameter gradient are compared with an eager
-  single-process ``loss.backward()`` on the whole batch.
+  processes). Step 0's every parameter gradient and every step's loss (so the optimizer
+  updates too) are compared with eager single-process steps (``loss.backward()`` on the
+  whole batch, then ``torch.optim``'s step).
 
 The forward graph is the model in eval mode (that is what ``--inference`` captures:
 dropout off, batch norm on its running statistics), so the stages train that forward
@@ -136,7 +141,7 @@ def _check_placement(placement: Mapping[str, str], ids: Sequence[str], device_na
     if unknown is not None:
         raise InputError(f"the result places node {unknown!r}, which the model's forward graph does not have "
                          "(--pipeline runs a plan made on a graph captured with --inference, from the same model "
-                         "and input shapes)")
+                         "and input shapes; it traces the stages at the micro-batch size)")
     missing = next((v for v in ids if v not in placement), None)
     if missing is not None:
         raise InputError(f"the result does not place node {missing!r} of the model's forward graph")
@@ -145,17 +150,6 @@ def _check_placement(placement: Mapping[str, str], ids: Sequence[str], device_na
         bad = next((d for d in placement.values() if d not in names), None)
         if bad is not None:
             raise InputError(f"the result places nodes on device {bad!r}, which the cluster does not have")
-
-
-def _contiguous(t: Any) -> Any:
-    """A stage output as sent (gloo sends contiguous tensors)."""
-    return t.contiguous()
-
-
-def _restride(t: Any, stride: tuple) -> Any:
-    """A received tensor in its producer's layout (the views replayed on it may need it)."""
-    import torch
-    return torch.empty_strided(t.shape, stride, dtype=t.dtype).copy_(t)
 
 
 def build_stages(net: Any, inputs: Sequence[Any], placement: Mapping[str, str],
@@ -181,6 +175,7 @@ def build_stages(net: Any, inputs: Sequence[Any], placement: Mapping[str, str],
     import torch
     import torch.fx as fx
 
+    from dnnplace.execution.stage_fx import StageTracer, contiguous, grad_contiguous, restride
     from dnnplace.graphs.capture.fx import trace
     from dnnplace.graphs.capture.ops import is_view
     cap = trace(net, tuple(inputs), training=False)
@@ -246,7 +241,7 @@ def build_stages(net: Any, inputs: Sequence[Any], placement: Mapping[str, str],
     modules, stage_params, stage_nodes, recv_names, recv_bytes = [], [], [], [], []
     inputs_ph = [nd for nd in phs if kind[nd] == "input"]
     for s in range(n_st):
-        g = fx.Graph()
+        g = fx.Graph(tracer_cls=StageTracer)   # so a pickled stage module is rebuilt with its boundary ops
         root = torch.nn.Module()
         env: dict[Any, Any] = {}
         held: dict[str, str] = {}
@@ -258,8 +253,10 @@ def build_stages(net: Any, inputs: Sequence[Any], placement: Mapping[str, str],
             val = r.meta.get("val")
             if s > 0 and isinstance(val, torch.Tensor):
                 nbytes += val.numel() * val.element_size()
+                if val.is_floating_point() or val.is_complex():
+                    p = g.call_function(grad_contiguous, (p,))
                 if val.dim() and not val.is_contiguous():
-                    p = g.call_function(_restride, (p, tuple(val.stride())))
+                    p = g.call_function(restride, (p, tuple(val.stride())))
             env[r] = p
 
         def value(a: Any, g=g, env=env, root=root, held=held, s=s) -> Any:
@@ -268,7 +265,7 @@ def build_stages(net: Any, inputs: Sequence[Any], placement: Mapping[str, str],
             if a.op == "placeholder":
                 if home[a] != s or kind[a] == "input":
                     raise RuntimeError(f"stage {s}: value {a.name!r} is neither held nor received")
-                attr = f"p{len(held)}"
+                attr = f"p{len(root._parameters)}" if kind[a] == "param" else f"b{len(root._buffers)}"
                 tensor = params.get(pname[a]) if kind[a] == "param" else buffers.get(pname[a])
                 if tensor is None:
                     raise InputError(f"the model has no parameter or buffer {pname[a]!r} of the forward graph")
@@ -297,11 +294,11 @@ def build_stages(net: Any, inputs: Sequence[Any], placement: Mapping[str, str],
         else:
             outs = []
             for r in carry_in[s + 1]:
+                # every sent tensor made contiguous at run time: the real strides can differ
+                # from the trace's (a CPU convolution's output, say); a no-op when they agree
                 v = value(r)
                 val = r.meta.get("val")
-                if isinstance(val, torch.Tensor) and not val.is_contiguous():
-                    v = g.call_function(_contiguous, (v,))
-                outs.append(v)
+                outs.append(g.call_function(contiguous, (v,)) if isinstance(val, torch.Tensor) else v)
         g.output(tuple(outs))
         g.lint()
         mod = fx.GraphModule(root, g, class_name=f"Stage{s}")
@@ -379,8 +376,6 @@ def _bounds(batch: int, m: int) -> list[tuple[int, int]]:
 @dataclass(frozen=True)
 class _Job:
     model: ModelSpec
-    placement: tuple            # ((node id, device), ...)
-    device_names: tuple
     microbatches: int
     schedule: str
     kind: str                   # "sum" or "mean"
@@ -414,17 +409,14 @@ def _run_stage(rank: int, job: _Job) -> None:
     try:
         net, inputs, loss_fn = load(job.model)
         net.eval()
-        stages = build_stages(net, inputs, dict(job.placement), job.device_names)
-        if stages.n != job.world:
-            raise RuntimeError(f"{stages.n} stages in this process, {job.world} expected")
-        mod = stages.modules[rank]
+        saved = torch.load(os.path.join(job.out_dir, f"stage-{rank}.pt"), weights_only=False)
+        mod, names = saved["module"], saved["params"]
         batch = _batch(inputs)
         last = rank == job.world - 1
         spec = None
         if last:
             with torch.no_grad():
                 spec = _flat_outputs(net(*inputs))[1]
-        losses_seen: list[float] = []
 
         def pipe_loss(out: Any, rows: Any) -> Any:
             lo, hi = int(rows[0]), int(rows[-1]) + 1
@@ -437,7 +429,7 @@ def _run_stage(rank: int, job: _Job) -> None:
         sched = cls(stage, job.microbatches, loss_fn=pipe_loss, scale_grads=False)
         opt = _optimizer(job.model.optimizer, list(mod.parameters()), job.model.lr)
         target = torch.arange(batch)
-        records, grads, loss0 = [], {}, None
+        records, grads, step_losses = [], {}, []
         for s in range(job.warmup + job.steps):
             if opt is not None:
                 opt.zero_grad(set_to_none=True)
@@ -453,21 +445,27 @@ def _run_stage(rank: int, job: _Job) -> None:
             else:
                 sched.step()
             if s == 0:
-                grads = {stages.params[rank][k]: p.grad.detach().clone()
+                grads = {names[k]: p.grad.detach().clone()
                          for k, p in mod.named_parameters() if p.grad is not None}
-                loss0 = float(sum(float(x) for x in losses_seen)) if last else None
             if opt is not None:
                 opt.step()
             t_end = time.perf_counter()
+            if last:
+                step_losses.append(float(sum(float(x.detach()) for x in losses_seen)))
             if s >= job.warmup:
                 records.append([t0, t_end])
             if rank == 0:
                 print(f"pipeline step {s + 1}/{job.warmup + job.steps}{' (warm-up)' if s < job.warmup else ''}: "
                       f"{(t_end - t0) * 1e3:.2f} ms (stage 0)", file=sys.stderr, flush=True)
         dist.barrier()
-        torch.save({"grads": grads, "loss": loss0}, os.path.join(job.out_dir, f"outputs-{rank}.pt"))
+        torch.save({"grads": grads, "losses": step_losses}, os.path.join(job.out_dir, f"outputs-{rank}.pt"))
         with open(os.path.join(job.out_dir, f"times-{rank}.json"), "w") as f:
             json.dump({"rank": rank, "steps": records}, f)
+    except Exception as exc:
+        # the launcher reports the first process it sees fail, often a peer's "connection
+        # closed"; the cause is here
+        print(f"stage {rank} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise
     finally:
         dist.destroy_process_group()
 
@@ -500,6 +498,7 @@ class PipelineMeasured:
     loss: float
     reference_loss: float
     n_grads_checked: int
+    n_losses_checked: int
     eager_step_ms: float
     stages: list[dict] = field(default_factory=list)
 
@@ -512,33 +511,35 @@ class PipelineMeasured:
                 "eager_step_ms": self.eager_step_ms, "eager_per_sample_ms": self.eager_step_ms / self.batch,
                 "matches_reference": self.matches_reference, "max_abs_grad_diff": self.max_abs_grad_diff,
                 "loss": self.loss, "reference_loss": self.reference_loss, "grads_checked": self.n_grads_checked,
-                "stages": self.stages}
+                "losses_checked": self.n_losses_checked, "stages": self.stages}
 
 
-def _eager(model: ModelSpec, repeats: int, threads: int) -> tuple[float, dict, float]:
-    """Loss, gradients by parameter name and median step time (ms, forward + backward +
-    optimizer) of the model in eval mode on the whole batch in this process."""
+def _eager(model: ModelSpec, n_steps: int, threads: int) -> tuple[list[float], dict, float]:
+    """Eager training steps (forward, ``loss.backward()``, ``torch.optim`` step) of the
+    model in eval mode on the whole batch in this process, ``n_steps`` of them from the
+    model as built: every step's loss, step 0's gradients by parameter name and the
+    median step time (ms) of the steps after the first."""
     import torch
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         net, inputs, loss_fn = load(model)
         net.eval()
-        loss = loss_fn(net(*inputs), *inputs)
-        loss.backward()
-        grads = {k: p.grad.detach().clone() for k, p in net.named_parameters() if p.grad is not None}
-        ref = float(loss.detach())
         opt = _optimizer(model.optimizer, list(net.parameters()), model.lr)
-        times = []
-        for _ in range(repeats + 1):
+        losses, grads, times = [], {}, []
+        for s in range(max(n_steps, 2)):
             t0 = time.perf_counter()
             if opt is not None:
                 opt.zero_grad(set_to_none=True)
-            loss_fn(net(*inputs), *inputs).backward()
+            loss = loss_fn(net(*inputs), *inputs)
+            loss.backward()
+            if s == 0:
+                grads = {k: p.grad.detach().clone() for k, p in net.named_parameters() if p.grad is not None}
             if opt is not None:
                 opt.step()
             times.append((time.perf_counter() - t0) * 1e3)
-        return ref, grads, statistics.median(times[1:])
+            losses.append(float(loss.detach()))
+        return losses[:n_steps], grads, statistics.median(times[1:])
     finally:
         torch.set_num_threads(old)
 
@@ -563,10 +564,13 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
         raise InputError(f"--steps must be >= 1 and the warm-up >= 0 (got {steps}, {warmup})")
     net, inputs, loss_fn = load(model)
     net.eval()
-    stages = build_stages(net, inputs, placement, device_names)
     batch = _batch(inputs)
-    if not 1 <= microbatches <= batch:
-        raise InputError(f"--microbatches must be between 1 and the batch size {batch} (got {microbatches})")
+    if microbatches < 1 or batch % microbatches:
+        raise InputError(f"--microbatches must divide the batch size {batch} (got {microbatches}): the pipeline's "
+                         "stages are built for one micro-batch shape")
+    # traced at the micro-batch's shapes (the graph bakes sizes into views and factories);
+    # the node ids are those of the whole batch's graph
+    stages = build_stages(net, _rows(inputs, 0, batch // microbatches), placement, device_names)
     if schedule == "1f1b" and microbatches < stages.n:
         raise InputError(f"1F1B needs at least as many micro-batches as stages ({stages.n}), got {microbatches}")
     import torch
@@ -574,10 +578,11 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
         out = net(*inputs)
     kind = loss_kind(out, inputs, loss_fn, microbatches)
     del net, out
-    ref_loss, ref_grads, eager_ms = _eager(model, repeats=max(steps, 3), threads=threads)
+    ref_losses, ref_grads, eager_ms = _eager(model, warmup + steps, threads=threads)
     with tempfile.TemporaryDirectory(prefix="dnnplace-pipe-") as tmp:
-        job = _Job(model=model, placement=tuple(placement.items()), device_names=tuple(device_names),
-                   microbatches=microbatches, schedule=schedule, kind=kind, steps=steps, warmup=warmup,
+        for s in range(stages.n):   # the parent's stage modules (the model as built), one file per process
+            torch.save({"module": stages.modules[s], "params": stages.params[s]}, os.path.join(tmp, f"stage-{s}.pt"))
+        job = _Job(model=model, microbatches=microbatches, schedule=schedule, kind=kind, steps=steps, warmup=warmup,
                    out_dir=tmp, init_file=os.path.join(tmp, "rendezvous"), timeout_s=timeout_s, world=stages.n,
                    threads=threads)
         print(f"pipelining {stages.n} stage(s) ({' -> '.join(stages.devices)}), {microbatches} micro-batches, "
@@ -590,9 +595,10 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
             outs.append(torch.load(os.path.join(tmp, f"outputs-{r}.pt")))
     step_ms = [(max(rec[s][1] for rec in records) - min(rec[s][0] for rec in records)) * 1e3
                for s in range(steps)]
-    loss = outs[-1]["loss"]
+    losses = outs[-1]["losses"]   # every step's, warm-up included: the updates must agree too
     grads = {k: g for o in outs for k, g in o["grads"].items()}
-    ok = loss is not None and bool(np.isfinite(loss)) and abs(loss - ref_loss) <= atol + rtol * abs(ref_loss)
+    ok = len(losses) == len(ref_losses) and all(
+        bool(np.isfinite(a)) and abs(a - b) <= atol + rtol * abs(b) for a, b in zip(losses, ref_losses))
     diffs = []
     for name, ref in ref_grads.items():
         ours = grads.get(name)
@@ -607,8 +613,9 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
         ok = False
     return PipelineMeasured(step_ms=step_ms, batch=batch, microbatches=microbatches, schedule=schedule,
                             loss_kind=kind, matches_reference=bool(ok), max_abs_grad_diff=max(diffs, default=0.0),
-                            loss=float("nan") if loss is None else loss, reference_loss=ref_loss,
-                            n_grads_checked=len(diffs), eager_step_ms=eager_ms, stages=stages.summary())
+                            loss=losses[0] if losses else float("nan"), reference_loss=ref_losses[0],
+                            n_grads_checked=len(diffs), n_losses_checked=min(len(losses), len(ref_losses)),
+                            eager_step_ms=eager_ms, stages=stages.summary())
 
 
 # ---------------------------------------------------------------------------- command
@@ -648,7 +655,7 @@ def cmd_pipeline(args: argparse.Namespace, spec: ModelSpec, placement: Mapping[s
     say(f"max-load objective: {'-' if obj is None else format(obj, '.6g') + ' ' + unit} ({source})")
     say(f"matches the eager step: {'yes' if m.matches_reference else 'NO'} (loss {m.loss:.6g} vs "
         f"{m.reference_loss:.6g}, {m.loss_kind}-type loss, {m.n_grads_checked} gradients, max |diff| "
-        f"{m.max_abs_grad_diff:.3g})")
+        f"{m.max_abs_grad_diff:.3g}; the loss of all {m.n_losses_checked} steps, optimizer updates between)")
     if args.out:
         write_json(args.out, out, indent=None)
         say(f"wrote {args.out}")
