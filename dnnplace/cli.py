@@ -45,7 +45,9 @@ __all__ = ["main", "build_parser"]
 def _add_cluster(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", metavar="PRESET",
                    help="use (or replace the file's cluster with) a preset: single-host-N-nvlink|pcie[-MEM], "
-                        "tarnawski-K-L-MEM (e.g. tarnawski-4-1-16GB)")
+                        "single-host-N-nvlink2|nvlink3|nvlink4|pcie3|pcie4|pcie5[-MEM], local-cpu-N[-MEM], "
+                        "tarnawski-K-L-MEM (e.g. tarnawski-4-1-16GB), hierarchy-AxB (docs/formats.md); evaluate "
+                        "and simulate default to the cluster a result JSON was solved on")
 
 
 def _add_eval_flags(p: argparse.ArgumentParser, makespan_only: bool = False) -> None:
@@ -100,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="score a placement with the independent evaluator")
     p.add_argument("graph")
     p.add_argument("placement", help="result JSON, Tarnawski split file, or {node: device} map")
-    p.add_argument("--problem", choices=PROBLEMS, default="maxload", help="default maxload")
+    p.add_argument("--problem", choices=PROBLEMS,
+                   help="default: the result's problem (a result JSON), else maxload")
     _add_eval_flags(p)
     _add_cluster(p)
     p.add_argument("--out", metavar="EVAL.json", help="write the evaluation as JSON")
@@ -133,8 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_generate)
 
     p = sub.add_parser("solve", help="run a registered method and write its result JSON")
-    p.add_argument("graph")
-    p.add_argument("--problem", choices=PROBLEMS, default="maxload", help="default maxload")
+    p.add_argument("graph", help="graph file, or a bundled workload by name (e.g. captured/transformer-base)")
+    p.add_argument("--problem", choices=PROBLEMS,
+                   help="default: the method's problem when it solves one (heft: makespan), else maxload")
     p.add_argument("--method", required=True, help="see `dnnplace methods`")
     g = p.add_argument_group("solver")
     g.add_argument("--solver", default="highs",

@@ -21,10 +21,27 @@ __all__ = ["cmd_info", "cmd_evaluate", "cmd_simulate", "cmd_generate", "cmd_solv
 
 # ---------------------------------------------------------------------------- helpers
 def _load(graph: str, cluster: str | None = None):
-    """Instance from a file, with ``--cluster`` replacing (or supplying) its cluster."""
+    """Instance from a file (or a bundled workload by name), with ``--cluster`` replacing
+    (or supplying) its cluster."""
     from dnnplace.graphs.io import load_instance
 
-    return load_instance(graph, cluster)
+    return load_instance(_graph_path(graph), cluster)
+
+
+def _graph_path(arg: str) -> str:
+    """A graph argument as a path (a bundled workload by name: :func:`dnnplace.data.resolve_graph`)."""
+    from dnnplace.data import resolve_graph
+
+    return resolve_graph(arg)
+
+
+def _placement_instance(args: argparse.Namespace):
+    """``(instance, placement document)`` for ``evaluate``/``simulate``: the graph with
+    ``--cluster``, else the cluster the result JSON was solved on, else the file's."""
+    from dnnplace.graphs.io import instance_for_placement, read_json
+
+    doc = read_json(args.placement)
+    return instance_for_placement(args.graph, args.cluster, doc, source=args.placement), doc
 
 
 def _parse_param(text: str, flag: str = "--param") -> tuple[str, Any]:
@@ -117,13 +134,23 @@ def _eval_options(args: argparse.Namespace, problem: str) -> dict[str, Any]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from dnnplace.graphs.evaluate import evaluate
-    from dnnplace.graphs.io import load_placement, write_json
+    from dnnplace.graphs.evaluate import PROBLEMS, evaluate
+    from dnnplace.graphs.io import placement_from_doc, write_json
 
+    args.graph = _graph_path(args.graph)
     _check_out([("--out", args.out)], [("graph", args.graph), ("placement", args.placement)])
-    inst = _load(args.graph, args.cluster)
-    p = load_placement(args.placement, inst)
-    ev = evaluate(p, args.problem, **_eval_options(args, args.problem))
+    inst, doc = _placement_instance(args)
+    if args.problem is None:  # a result JSON says what it solved
+        recorded = doc.get("problem") if isinstance(doc, dict) and "placement" in doc else None
+        args.problem = recorded if recorded in PROBLEMS else "maxload"
+    p = placement_from_doc(doc, inst, source=args.placement)
+    opts = _eval_options(args, args.problem)
+    if args.problem == "makespan" and isinstance(doc, dict) and isinstance(doc.get("options"), dict):
+        # re-score as the result was scored: its transfer mode (the default otherwise)
+        mode = doc["options"].get("transfer_mode")
+        if mode is not None:
+            opts.setdefault("transfer_mode", mode)
+    ev = evaluate(p, args.problem, **opts)
     print_evaluation(ev, p)
     if args.out:
         write_json(args.out, ev.to_dict())
@@ -138,11 +165,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import placement_from_doc, read_json, write_json
     from dnnplace.graphs.simulate import simulate
 
+    args.graph = _graph_path(args.graph)
     _check_out([("--out", args.out), ("--gantt", args.gantt)],
                [("graph", args.graph), ("placement", args.placement)])
-    inst = _load(args.graph, args.cluster)
-    doc = read_json(args.placement)
+    inst, doc = _placement_instance(args)
     p = placement_from_doc(doc, inst, source=args.placement)
+    graph = p.graph  # the input graph, or the transformed graph a result's placement is for
     priorities = None
     if args.policy in ("order", "priority"):
         start = doc.get("start") if isinstance(doc, dict) else None
@@ -150,14 +178,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             raise InputError(f"--policy {args.policy} needs start times: give a result JSON with a 'start' map "
                              f"({args.placement} has none)")
         try:
-            priorities = np.array([float(start[str(i)]) for i in inst.graph.ids])
+            priorities = np.array([float(start[str(i)]) for i in graph.ids])
         except KeyError as exc:
             raise InputError(f"{args.placement}: 'start' has no time for node {exc.args[0]!r}") from None
     from dnnplace.graphs.link_orders import link_priorities_from_doc
 
     link_priorities = None
     if args.policy == "order":  # the result's order of transfers on each link, if any; else FCFS
-        link_priorities = link_priorities_from_doc(doc, inst.graph, source=args.placement)
+        link_priorities = link_priorities_from_doc(doc, graph, source=args.placement)
     res = simulate(p, policy=args.policy, priorities=priorities, congestion=args.congestion,
                    link_priorities=link_priorities)
     d = res.to_dict()
@@ -231,6 +259,8 @@ def build_request(args: argparse.Namespace):
     """The :class:`~dnnplace.registry.SolveRequest` that ``dnnplace solve`` flags describe."""
     from dnnplace.registry import SolveRequest, SolverOptions
 
+    if args.problem is None:  # cmd_solve infers it from the method first
+        args.problem = "maxload"
     params: dict[str, Any] = dict(_parse_param(t) for t in args.param)
     for key in ("subgraphs_per_device", "coarsen_to", "split"):
         v = getattr(args, key)
@@ -254,14 +284,17 @@ def build_request(args: argparse.Namespace):
 
 def cmd_solve(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import write_json
-    from dnnplace.registry import get_method, method_options, solve
+    from dnnplace.registry import get_method, infer_problem, method_options, run_method
 
+    args.graph = _graph_path(args.graph)
     _check_out([("--out", args.out)], [("graph", args.graph), ("--split", args.split),
                                        ("--warm-start", args.warm_start)])
+    method = get_method(args.method)  # unknown method or option -> InputError before loading anything big
+    if args.problem is None:  # the method's problem when it solves one (heft: makespan), else max-load
+        args.problem = infer_problem(method) if len(method.problems) == 1 else "maxload"
     if args.objective is not None and args.problem != "maxload":
         raise InputError(f"--objective applies to problem 'maxload' only, not {args.problem!r}")
     req = build_request(args)
-    method = get_method(args.method)  # unknown method or option -> InputError before loading anything big
     method_options(method, req)
     from dnnplace.formulations.solver_options import check_backend
 
@@ -272,7 +305,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     inst = prepare_instance(args.graph, args.cluster)  # infeasible instance -> one line naming why
     if args.split and not Path(args.split).is_file():
         raise InputError(f"--split {args.split}: no such file")
-    res = solve(inst, method, req)
+    res, placed = run_method(inst, method, req)
     if res.status == "error" and res.termination == "licensingProblems":
         # the model is too large for the installed licence: bad input for this backend, not a result
         from dnnplace.formulations.solver_options import SolverLicenceError, licence_message
@@ -283,8 +316,13 @@ def cmd_solve(args: argparse.Namespace) -> int:
         + (f" [{res.termination}]" if res.termination else ""))
     if res.message:
         say(f"message: {res.message}")
-    say(f"objective: {fmt_num(res.objective)} {unit}   bound: {fmt_num(res.bound)}   "
-        f"gap: {'-' if res.gap is None else f'{100 * res.gap:.2f}%'}")
+    say(f"objective: {fmt_num(res.objective)} {unit}   bound: {fmt_num(res.lower_bound)}   "
+        f"gap: {'-' if res.certified_gap is None else f'{100 * res.certified_gap:.2f}%'}"
+        f"   ({_bound_source(res)})")
+    if res.transform is not None:
+        g = res.transform["graph"]
+        say(f"answers on a transformed graph ({g['name']}: {g['nodes']:,} nodes, {g['edges']:,} edges; the input "
+            f"has {inst.graph.n:,}): {res.transform['bound_note']}")
     solver = f"{res.solver} {res.solver_version or ''}".strip() if res.solver else "none"
     say(f"solver: {solver}   build: {res.build_seconds:.3f} s   solve: {res.solve_seconds:.3f} s")
     ev = res.evaluation
@@ -298,15 +336,28 @@ def cmd_solve(args: argparse.Namespace) -> int:
             f"{'yes' if ev.get('feasible') else 'no'}" + (f" ({agree})" if agree else ""))
         for v in ev.get("violations", []):
             say(f"  violation: {v}")
-        if res.placement is not None:
-            from dnnplace.graphs.io import placement_from_doc
-            p = placement_from_doc(res.placement, inst)
+        if placed is not None:
             say()
-            say(device_table(p, ev))
+            say(device_table(placed, ev))
     if args.out:
         write_json(args.out, res.to_dict())
         say(f"\nwrote {args.out}")
     return 0 if res.status != "error" else 1
+
+
+def _bound_source(res) -> str:
+    """Where the printed bound comes from."""
+    if res.lower_bound is None:
+        return "no bound comparable with the input graph's" if res.transform is not None else "no bound"
+    if res.transform is not None:
+        return "the input graph's busiest-device work share"
+    tol = 1e-9 * max(1.0, abs(res.lower_bound))
+    if res.bound is not None and abs(res.bound - res.lower_bound) <= tol:
+        return "the method's own bound" if res.solver in (None, "none") else f"proved by {res.solver}"
+    what = {"makespan": "critical path of least times, busiest device's work share",
+            "maxload": "busiest device's work share", "latency": "critical path of least times"}.get(res.problem, "")
+    return f"the graph's lower bound: {what}" + ("" if res.bound is None else f"; the method's own: "
+                                                                               f"{fmt_num(res.bound)}")
 
 
 # ---------------------------------------------------------------------------- methods
@@ -351,6 +402,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.hang_margin is None or not args.hang_margin > 0:
         raise InputError(f"--hang-margin {args.hang_margin}: must be a positive number of seconds")
+    from dnnplace.data import resolve_config
+
+    args.config = resolve_config(args.config)  # a bundled config by name: quickstart
     cfg = load_config(args.config)
     executor = make_executor(args.executor, args.jobs, address=args.ray_address)
     out = Path(args.out) if args.out else (cfg.out_dir or Path("results") / cfg.name)

@@ -14,7 +14,7 @@ from pathlib import Path
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["workloads_dir", "tarnawski_dir", "experiments_dir", "experiment_config", "reference_path",
-           "expert_split_path"]
+           "expert_split_path", "resolve_graph", "resolve_config"]
 
 
 def _path(package: str, *parts: str) -> Path:
@@ -65,3 +65,53 @@ def expert_split_path(graph_name: str) -> Path:
             return c
     raise InputError(f"no expert split for {graph_name!r}: pass one with --split FILE "
                      f"(bundled: {sorted(p.name for p in folder.glob('*.json'))})")
+
+
+def resolve_graph(arg: str) -> str:
+    """A graph argument as a path: the file itself when it exists, else a bundled
+    workload named relative to ``graphs/workloads/`` (``tarnawski/throughput-inputs/
+    LayerGraphs/bert24_inference.json``, ``captured/transformer-base``), or by its
+    stem when that is unique (``transformer-base``, ``bert24_inference``); ``.json``
+    may be left out. Unknown names come back unchanged (the loader then says "no such
+    file").
+
+    >>> Path(resolve_graph("captured/transformer-base")).name
+    'transformer-base.json'
+    >>> Path(resolve_graph("bert24_training")).relative_to(workloads_dir()).as_posix()
+    'tarnawski/throughput-inputs/LayerGraphs/bert24_training.json'
+    >>> resolve_graph("gnmt_inference")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnplace.graphs.errors.InputError: gnmt_inference: no such file; bundled workloads of that name: tarnawski/...
+    """
+    if not arg or Path(arg).exists():
+        return arg
+    root = workloads_dir()
+    names = [arg] if arg.endswith(".json") else [arg, f"{arg}.json"]
+    for prefix in ("", "graphs/workloads/"):  # a path from the checkout's root, used outside it
+        for n in names:
+            if n.startswith(prefix) and (root / n[len(prefix):]).is_file():
+                return str(root / n[len(prefix):])
+    if "/" not in arg and "\\" not in arg:
+        hits = sorted(p for n in names for p in root.rglob(n) if p.is_file() and "human-experts" not in p.parts)
+        if len(hits) == 1:
+            return str(hits[0])
+        if hits:
+            raise InputError(f"{arg}: no such file; bundled workloads of that name: "
+                             f"{', '.join(h.relative_to(root).as_posix() for h in hits)} (give one of them)")
+    return arg
+
+
+def resolve_config(arg: str) -> str:
+    """A config argument as a path: the file itself when it exists, else a bundled
+    config by name (``quickstart``, ``experiments/quickstart.toml``).
+
+    >>> Path(resolve_config("quickstart")).name
+    'quickstart.toml'
+    """
+    if not arg or Path(arg).exists():
+        return arg
+    stem = Path(arg).name.removesuffix(".toml")
+    if (Path(arg).parent.name in ("", "experiments")) and (experiments_dir() / f"{stem}.toml").is_file():
+        return str(experiments_dir() / f"{stem}.toml")
+    return arg

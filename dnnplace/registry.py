@@ -31,7 +31,7 @@ from dnnplace.results import Result, relative_gap
 
 __all__ = ["SolveRequest", "SolverOptions", "Method", "MethodOutput", "EvaluationMismatch", "all_methods",
            "get_method", "methods_for", "method_options", "solve", "run_method", "warm_start_placement",
-           "evaluation_options"]
+           "evaluation_options", "instance_lower_bound", "cluster_record", "infer_problem"]
 
 
 class EvaluationMismatch(AssertionError):
@@ -76,6 +76,43 @@ def method_options(method: str | Method, request: SolveRequest) -> Options:
     if request.transfer_mode not in TRANSFER_MODES:
         raise InputError(f"unknown transfer mode {request.transfer_mode!r}; use one of {TRANSFER_MODES}")
     return parse_options(m.options, request.params, method=m.name)
+
+
+def infer_problem(method: str | Method) -> str:
+    """The problem a method solves when it solves only one (``heft`` -> ``makespan``);
+    an :class:`InputError` naming the choices otherwise."""
+    m = get_method(method) if isinstance(method, str) else method
+    if len(m.problems) == 1:
+        return m.problems[0]
+    raise InputError(f"method {m.name!r} solves {', '.join(m.problems)}: say which with --problem")
+
+
+def instance_lower_bound(graph: OpGraph, cluster, problem: str) -> float:
+    """A value no answer to ``problem`` on the instance beats, whatever the method:
+    makespan, the critical path of least times and the busiest device's work share
+    (:func:`~dnnplace.graphs.bounds.makespan_lower_bound`); max-load, the work share
+    (:func:`~dnnplace.graphs.bounds.maxload_lower_bound`); latency, the critical path
+    (:func:`~dnnplace.graphs.bounds.critical_path_lower_bound`)."""
+    from dnnplace.graphs import bounds
+
+    if problem == "makespan":
+        return bounds.makespan_lower_bound(graph, cluster)
+    if problem == "maxload":
+        return bounds.maxload_lower_bound(graph, cluster)
+    return bounds.critical_path_lower_bound(graph, cluster)
+
+
+def cluster_record(cluster) -> str | dict[str, Any] | None:
+    """The cluster as a result records it: its preset name where it came from one
+    (:func:`dnnplace.graphs.io.load_instance` notes it), else its JSON form."""
+    if cluster is None:
+        return None
+    preset = cluster.meta.get("preset")
+    if isinstance(preset, str):
+        return preset
+    from dnnplace.graphs.io.native import cluster_to_dict
+
+    return cluster_to_dict(cluster)
 
 
 def evaluation_options(request: SolveRequest, contiguity: str) -> dict[str, Any]:
@@ -139,8 +176,13 @@ def _run_method(instance: Instance, method: str | Method, request: SolveRequest)
                  solve_seconds=wall - out.build_seconds if out.solve_seconds is None else out.solve_seconds,
                  wall_seconds=wall, trace=list(out.trace), unit=instance.graph.unit, extra=dict(out.extra),
                  memory_model=out.memory_model if request.problem == "makespan" else "static")
+    res.cluster = cluster_record(instance.cluster)
     if out.graph is not None:
+        from dnnplace.graphs.transforms import answer_graph_record
+
         res.extra["scored_graph"] = f"transformed: {out.graph.n} nodes, {out.graph.m} edges"
+        res.transform = answer_graph_record(out.graph, instance.graph)
+    res.lower_bound = _lower_bound(instance, request.problem, res)
     if out.placement is None:
         return res, None
     p = out.placement
@@ -178,8 +220,32 @@ def _run_method(instance: Instance, method: str | Method, request: SolveRequest)
             and res.objective < res.bound - 1e-6 * max(1.0, abs(res.bound)) and ev.feasible):
         raise EvaluationMismatch(f"{m.name} on {res.instance}: objective {res.objective!r} is below the method's "
                                  f"own bound {res.bound!r}")
+    lb = res.lower_bound
+    if (lb is not None and res.objective is not None and ev.feasible
+            and res.objective < lb - 1e-6 * max(1.0, abs(lb))):
+        raise EvaluationMismatch(f"{m.name} on {res.instance}: objective {res.objective!r} is below the instance's "
+                                 f"lower bound {lb!r}")
     res.gap = relative_gap(res.objective, res.bound)
     return res, p
+
+
+def _lower_bound(instance: Instance, problem: str, res: Result) -> float | None:
+    """The best bound known for the answer in ``res`` (see :class:`~dnnplace.results.Result`):
+    the larger of the method's own bound and :func:`instance_lower_bound`; for an answer
+    on a transformed graph, the input's work share where it holds (``res.transform``)."""
+    cluster = instance.cluster
+    if cluster is None or instance.graph.n == 0:
+        return res.bound
+    if res.transform is not None:
+        if not res.transform.get("work_bound_holds"):
+            return None
+        from dnnplace.graphs.bounds import work_lower_bound
+
+        return work_lower_bound(instance.graph, cluster)
+    lb = instance_lower_bound(instance.graph, cluster, problem)
+    if res.bound is not None and np.isfinite(res.bound):
+        lb = max(lb, float(res.bound))
+    return lb
 
 
 def _only_memory(p: Placement, ev) -> bool:

@@ -16,6 +16,23 @@ no_solution    stopped (time limit, interrupt) before any solution was found
 error          the backend failed; ``message`` says why
 =============  ==============================================================
 
+``bound`` is the method's own (a solver's proven bound, for the request's feasible set:
+contiguity, coarsening as the method states); ``lower_bound`` is the best bound known for
+the answer, the larger of ``bound`` and the instance's own lower bound
+(:func:`dnnplace.registry.instance_lower_bound`: critical path and busiest device's work
+share for a makespan, the work share for a max-load, the critical path for a latency), so
+every method, heuristics included, has a certified gap ``|objective - lower_bound| /
+|objective|`` (``gap`` stays the gap to the method's own ``bound``).
+
+``cluster`` is the cluster the run was solved on: a preset name (``single-host-2-nvlink``)
+or the cluster as JSON (``docs/formats.md``), so ``evaluate``, ``simulate`` and ``compare``
+need no ``--cluster`` again. ``transform`` is set when the placement is for a graph the
+method built from the input (FastT's data-parallel graph, OS-DPOS's split operators,
+:func:`dnnplace.graphs.transforms.answer_graph_record`): the steps that rebuild it from
+the input (or the graph itself), its fingerprint, and ``bound_note``, how its objective
+compares with the input graph's bound (``lower_bound`` is then the input's work share
+only, or ``None`` where not comparable).
+
 ``memory_model`` is the memory a method keeps within capacity and the evaluation judges:
 ``static`` (SPEC: the sum of ``memory`` per device) or ``dynamic`` (PARDNN's peak of live
 tensors, Eq. 2). A makespan evaluation reports both verdicts in
@@ -76,6 +93,14 @@ class Result:
     unit: str = "ms"
     extra: dict[str, Any] = field(default_factory=dict)
     memory_model: str = "static"
+    cluster: str | dict[str, Any] | None = None
+    lower_bound: float | None = None
+    transform: dict[str, Any] | None = None
+
+    @property
+    def certified_gap(self) -> float | None:
+        """``|objective - lower_bound| / |objective|`` (``None`` without both)."""
+        return relative_gap(self.objective, self.lower_bound)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

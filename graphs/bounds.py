@@ -39,7 +39,47 @@ from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.levels import blevel
 
-__all__ = ["makespan_lower_bound", "latency_lower_bound"]
+__all__ = ["makespan_lower_bound", "latency_lower_bound", "work_lower_bound", "maxload_lower_bound",
+           "critical_path_lower_bound"]
+
+
+def _min_times(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """Each node's least compute time over the devices that can run it (0 if none can)."""
+    comp = cluster.compute_matrix(graph)
+    w = np.where(np.isnan(comp), np.inf, comp).min(axis=1)
+    return np.where(np.isfinite(w), w, 0.0)
+
+
+def work_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
+    """The busiest device's share of the total work, :math:`\\tfrac{1}{|D|}\\sum_v
+    \\underline w(v)`: no makespan, max-load or pipeline stage time beats it, and it
+    also holds for answers on a graph whose operators were split or replicated over the
+    batch (the parts of an operator together never do less work than it).
+
+    >>> g = OpGraph(ids=list("ab"), kinds=["gpu"], compute=[[3.0], [1.0]], memory=[0, 0], src=[0], dst=[1])
+    >>> work_lower_bound(g, Cluster.single_host(2, with_cpu=False))
+    2.0
+    """
+    if graph.n == 0:
+        return 0.0
+    return float(_min_times(graph, cluster).sum()) / cluster.size
+
+
+def critical_path_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
+    """The critical path of least compute times (no transfers): no makespan or
+    single-sample latency of ``graph`` beats it."""
+    if graph.n == 0:
+        return 0.0
+    return float(blevel(graph, kind=_min_times(graph, cluster), comm=0.0).max())
+
+
+def maxload_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
+    """A max-load (time per sample of a pipeline, SPEC 2.2: PipeDream, GPipe or overlap
+    objective, with or without replicated stages) no placement beats: the busiest
+    device's share of the work (:func:`work_lower_bound`; every variant's load of a
+    device is at least the compute time of its nodes, and a stage replicated on ``r``
+    devices serves ``1/r`` of the samples on each)."""
+    return work_lower_bound(graph, cluster)
 
 
 def makespan_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
@@ -61,10 +101,7 @@ def makespan_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     """
     if graph.n == 0:
         return 0.0
-    comp = cluster.compute_matrix(graph)
-    w = np.where(np.isnan(comp), np.inf, comp).min(axis=1)
-    w = np.where(np.isfinite(w), w, 0.0)
-    return max(float(blevel(graph, kind=w, comm=0.0).max()), float(w.sum()) / cluster.size)
+    return max(critical_path_lower_bound(graph, cluster), work_lower_bound(graph, cluster))
 
 
 def _heaviest_path(graph: OpGraph, w: np.ndarray) -> tuple[list[int], list[int]]:

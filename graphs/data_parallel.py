@@ -198,8 +198,18 @@ def data_parallel(graph: OpGraph, n: int, *, batch_model: BatchModel | None = No
         names=opt(graph.names, None, None), op_types=op_types, layers=opt(graph.layers, None, None),
         roles=tuple(roles[order[:base]].tolist()) + ("grad",) * agg.size + ("compute",) * (total - read0),
         name=f"{graph.name}-dp{n}", meta={**graph.meta, "data_parallel": {"replicas": n, "scaling": scaling,
-                                                                         "replica_batch": b}})
+                                                                         "replica_batch": b},
+                                          "transforms": _step(graph, {
+                                              "kind": "data-parallel", "replicas": n, "scaling": scaling,
+                                              "batch": bm.batch, "t0": bm.t0, "half_batch": bm.half_batch,
+                                              "profiled": bool(bm.profiles)})})
     return DataParallel(g, replica, n)
+
+
+def _step(graph: OpGraph, step: dict) -> tuple:
+    """``graph``'s transform steps with ``step`` appended (``meta["transforms"]``, what
+    :func:`dnnplace.graphs.transforms.replay` rebuilds a transformed graph from)."""
+    return tuple(graph.meta.get("transforms", ())) + (step,)
 
 
 def dp_baseline_devices(dp: DataParallel, cluster: Cluster) -> np.ndarray:

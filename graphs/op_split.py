@@ -241,6 +241,10 @@ def split_operation(graph: OpGraph, v: int, dim: str, n: int, *, kappa: float = 
     meta["origin"] = opt(origin, [origin[v]] * k_new)
     meta["split_role"] = opt(graph.meta.get("split_role", ("op",) * graph.n), kinds_new)
     meta["split_log"] = tuple(graph.meta.get("split_log", ())) + ((str(origin[v]), dim, n, float(kappa)),)
+    # the step that rebuilds this graph from the one before (dnnplace.graphs.transforms.replay)
+    meta["transforms"] = tuple(graph.meta.get("transforms", ())) + (
+        {"kind": "split", "op": graph.ids[v], "dim": dim, "parts": int(n), "kappa": float(kappa),
+         "aux_cost_per_byte": float(aux_cost_per_byte)},)
     return graph.with_(
         ids=opt(graph.ids, new_ids), compute=np.vstack([graph.compute[keep], comp_new]),
         memory=cat(graph.memory, mem_new), src=np.concatenate(src), dst=np.concatenate(dst),

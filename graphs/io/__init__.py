@@ -32,7 +32,7 @@ from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.presets import cluster_preset
 
 __all__ = ["jsonable", "read_text", "read_json", "write_json", "load_instance", "save_instance", "load_placement",
-           "placement_from_doc", "placement_to_split"]
+           "placement_from_doc", "placement_to_split", "result_cluster", "instance_for_placement"]
 
 
 _COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip -c"), b"BZh": ("bzip2", "bunzip2 -c"), b"\xfd7zXZ\x00": ("xz", "unxz -c"),
@@ -140,8 +140,47 @@ def load_instance(path: str | os.PathLike, cluster: str | None = None) -> Instan
         raise InputError(f"{path}: neither a native graph (no 'format' field) nor a Tarnawski input "
                          "(no 'maxSizePerFPGA'/'maxFPGAs'/'maxCPUs' field, no 'cpuLatency' in its nodes)")
     if cluster:
-        inst = Instance(inst.graph, cluster_preset(cluster, inst.graph), inst.source)
+        inst = Instance(inst.graph, _preset(cluster, inst.graph), inst.source)
     return inst
+
+
+def _preset(name: str, graph) -> Any:
+    """:func:`cluster_preset`, noting the preset's name in ``meta["preset"]`` (a result
+    records the name instead of the whole cluster)."""
+    import dataclasses
+
+    cl = cluster_preset(name, graph)
+    return dataclasses.replace(cl, meta={**cl.meta, "preset": str(name).strip()})
+
+
+def result_cluster(doc: Any, graph, source: str = "result") -> Any:
+    """The cluster a result JSON was solved on (its ``cluster`` field: a preset name or a
+    cluster object), or ``None`` when it records none."""
+    from dnnplace.graphs.io.native import cluster_from_dict
+
+    rec = doc.get("cluster") if isinstance(doc, dict) else None
+    if rec is None:
+        return None
+    if isinstance(rec, str):
+        return _preset(rec, graph)
+    if isinstance(rec, dict):
+        try:
+            return cluster_from_dict(rec)
+        except InputError as exc:
+            raise InputError(f"{source}: its 'cluster': {exc}") from None
+    raise InputError(f"{source}: 'cluster' must be a preset name or a cluster object, got {type(rec).__name__}")
+
+
+def instance_for_placement(graph_path: str | os.PathLike, cluster: str | None, doc: Any,
+                           source: str = "placement") -> Instance:
+    """The instance to score a placement file on: the graph file with ``cluster`` (a
+    preset, ``--cluster``) if given, else the cluster the result was solved on (its
+    ``cluster`` field), else the graph file's own."""
+    inst = load_instance(graph_path, cluster)
+    if cluster:
+        return inst
+    cl = result_cluster(doc, inst.graph, source)
+    return inst if cl is None else Instance(inst.graph, cl, inst.source)
 
 
 def prepare_instance(path: str | os.PathLike, cluster: str | None = None) -> Instance:
@@ -168,11 +207,16 @@ def placement_from_doc(doc: Any, inst: Instance, source: str = "placement") -> P
     cluster = inst.require_cluster()
     if is_split(doc):
         return placement_from_split(doc, inst)
+    graph = inst.graph
     if isinstance(doc, dict) and isinstance(doc.get("placement"), dict):
+        if doc.get("transform") is not None:  # a result for a graph the method built from this one
+            from dnnplace.graphs.transforms import graph_of_record
+
+            graph = graph_of_record(doc["transform"], inst.graph, source)
         doc = doc["placement"]
     if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
         raise InputError(f"{source}: expected a result JSON, a Tarnawski split or a {{node: device}} map")
-    return Placement.from_mapping(inst.graph, cluster, doc)
+    return Placement.from_mapping(graph, cluster, doc)
 
 
 def load_placement(path: str | os.PathLike, inst: Instance) -> Placement:
