@@ -7,26 +7,27 @@ reaches its process through ``torch.save``; ``torch.fx`` rebuilds a pickled
 made with :class:`StageTracer`, which keeps the three as calls (a plain trace would
 inline them, and the gradient hook of :func:`grad_contiguous` would be lost).
 
-This module imports torch; only the pipeline imports it, when it runs.
+The classes exist where torch is installed (the package imports without it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import torch
+try:
+    import torch
+except ImportError:   # listing and importing the package works without torch; running a pipeline needs it
+    torch = None
 
-__all__ = ["StageTracer", "grad_contiguous", "contiguous", "restride"]
+if torch is not None:
+    class _GradContiguous(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x.view_as(x)
 
-
-class _GradContiguous(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: Any) -> Any:
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx: Any, g: Any) -> Any:
-        return g.contiguous()
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g.contiguous()
 
 
 def grad_contiguous(t: Any) -> Any:
@@ -48,10 +49,11 @@ def restride(t: Any, stride: tuple) -> Any:
     return torch.empty_strided(t.shape, stride, dtype=t.dtype).copy_(t)
 
 
-class StageTracer(torch.fx.Tracer):
-    """The tracer of the stage graphs: the boundary operations stay calls when a pickled
-    stage module is rebuilt."""
+if torch is not None:
+    class StageTracer(torch.fx.Tracer):
+        """The tracer of the stage graphs: the boundary operations stay calls when a pickled
+        stage module is rebuilt."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("autowrap_functions", (grad_contiguous, contiguous, restride))
-        super().__init__(*args, **kwargs)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("autowrap_functions", (grad_contiguous, contiguous, restride))
+            super().__init__(*args, **kwargs)
