@@ -87,7 +87,7 @@ class Stages:
     params: list[dict[str, str]]       # stage -> {module attribute: model parameter name}
     nodes: list[list[str]]             # stage -> graph node ids it holds
     recv: list[list[str]]              # stage -> fx values it receives (stage 0: the model inputs)
-    recv_bytes: list[int]              # bytes received per sample-batch (from the trace's shapes)
+    recv_bytes: list[int]              # bytes received per micro-batch (the traced inputs' shapes)
 
     @property
     def n(self) -> int:
