@@ -38,7 +38,15 @@ from typing import Any
 import numpy as np
 
 from dnnplace.graphs.capture.fx import Captured
-from dnnplace.graphs.capture.ops import OPTIMIZER_STATE, is_view, op_name, require_torch, storage_bytes, value_bytes
+from dnnplace.graphs.capture.ops import (
+    OPTIMIZER_STATE,
+    apply_update,
+    is_view,
+    op_name,
+    require_torch,
+    storage_bytes,
+    value_bytes,
+)
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["DeviceSpec", "SPECS", "CostModel", "Roofline", "Measured", "Calibrated", "cost_model",
@@ -179,7 +187,7 @@ def cache_path(key: str, cap: Captured, device: str, cache_dir: str | os.PathLik
     torch = require_torch()
     ident = {"inputs": cap.meta.get("inputs"), "device": device, "torch": torch.__version__,
              "training": cap.meta.get("training"), "optimizer": cap.meta.get("optimizer"),
-             "nodes": [nd.name for nd in cap.gm.graph.nodes]}
+             "nodes": [nd.name for nd in cap.gm.graph.nodes], "apply": "apply_update"}
     digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
     root = Path(cache_dir or os.environ.get("DNNPLACE_PROFILE_CACHE") or Path.home() / ".cache/dnnplace/profiles")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
@@ -286,20 +294,22 @@ class Measured(CostModel):
                 if cuda:
                     torch.cuda.synchronize(dev)
             ms = {k: float(np.median([s.elapsed_time(e) for s, e in v] if cuda else v)) for k, v in samples.items()}
-            # optimizer updates: one fused add per parameter and state tensor
+            # optimizer updates: the executor's own update (graphs/capture/ops.py: apply_update)
             ph = [nd for nd in cap.gm.graph.nodes if nd.op == "placeholder"]
-            state = OPTIMIZER_STATE.get(cap.meta.get("optimizer") or "sgd", 0)
+            kind = cap.meta.get("optimizer") or "sgd"
             for p, a in cap.apply_of.items():
                 idx = next(j for j, nd in enumerate(ph) if cap.rep.get(nd.name) == p)
                 w = args[idx]
-                g = torch.empty_like(w).normal_() if w.is_floating_point() else w
-                reps = []
+                if not w.is_floating_point():
+                    ms[f"apply:{cap.ids[a]}"] = 0.0
+                    continue
+                g = torch.empty_like(w).normal_()
+                reps, state = [], {}
                 for _ in range(self.warmup + self.repeats):
                     if cuda:
                         torch.cuda.synchronize(dev)
                     t0 = time.perf_counter()
-                    for _s in range(1 + state):
-                        w.add_(g, alpha=-1e-6) if w.is_floating_point() else None
+                    apply_update(kind, w, g, state, 1e-3)
                     if cuda:
                         torch.cuda.synchronize(dev)
                     reps.append(1e3 * (time.perf_counter() - t0))
