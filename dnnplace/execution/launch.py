@@ -156,7 +156,7 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
         print(f"executing {len(plans)} plan(s) on {world} process(es), "
               f"{max(sum(len(p.recvs) for p in pr) for pr in progs_of)} transfers per step at most",
               file=sys.stderr, flush=True)
-        _spawn(mp, wp, world, timeout_s * len(plans))
+        run_processes(mp, wp, world, timeout_s * len(plans))
         records = []
         for r in range(world):
             with open(os.path.join(tmp, f"times-{r}.json")) as f:
@@ -190,7 +190,6 @@ def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[in
               outs: list, ref_losses: list[float], ref_grads: dict, eager_ms: float, steps: int, atol: float,
               rtol: float) -> Measured:
     """Times and the reference check of plan ``j`` from every rank's records."""
-    import torch
     records = records[:len(used)]
     step_ms = [(max(rec["steps"][s]["t_end"] for rec in records) - min(rec["steps"][s]["t0"] for rec in records))
                * 1e3 for s in range(steps)]
@@ -201,17 +200,7 @@ def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[in
     losses = next((o["losses"] for o in outs if o.get("losses")), [])
     loss, ref_loss = (losses[0] if losses else float("nan")), ref_losses[0]
     grads = {k: g for o in outs for k, g in o["grads"].items()}
-    # every step's loss, not only step 0's: the optimizer updates are checked too
-    ok = bool(losses) and all(np.isfinite(a) and abs(a - b) <= atol + rtol * abs(b) for a, b in zip(losses, ref_losses))
-    diffs = []
-    for name, ref in ref_grads.items():
-        ours = grads.get(name)
-        if ours is None or ours.shape != ref.shape:
-            ok = False
-            diffs.append(float("inf"))
-            continue
-        diffs.append(float((ours - ref).abs().max()) if ref.numel() else 0.0)
-        ok = ok and bool(torch.allclose(ours, ref, atol=atol, rtol=rtol))
+    ok, diffs = check_reference(losses, ref_losses, grads, ref_grads, atol=atol, rtol=rtol)
     return Measured(step_ms=step_ms, ops=ops, matches_reference=bool(ok), max_abs_grad_diff=max(diffs, default=0.0),
                     loss=loss, reference_loss=ref_loss, n_grads_checked=len(diffs),
                     n_losses_checked=min(len(losses), len(ref_losses)), eager_step_ms=eager_ms,
@@ -221,10 +210,31 @@ def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[in
                     transfer_bytes=sum(t.nbytes for p in progs for t in p.recvs))
 
 
-def _spawn(mp: Any, plan: WorkerPlan, world: int, timeout_s: float) -> None:
-    """Start the workers and wait for all of them; kill every one on a failure, on the
+def check_reference(losses: Sequence[float], ref_losses: Sequence[float], grads: Mapping[str, Any],
+                    ref_grads: Mapping[str, Any], *, atol: float, rtol: float) -> tuple[bool, list[float]]:
+    """Whether a run equals the eager steps: every step's loss (the optimizer updates are
+    checked too, not only step 0) and every gradient of step 0, elementwise within
+    ``atol + rtol * |eager|``; no gradient missing or extra. Also the max |diff| per gradient."""
+    import torch
+    ok = bool(losses) and all(bool(np.isfinite(a)) and abs(a - b) <= atol + rtol * abs(b)
+                              for a, b in zip(losses, ref_losses))
+    ok = ok and not set(grads) - set(ref_grads)
+    diffs = []
+    for name, ref in ref_grads.items():
+        ours = grads.get(name)
+        if ours is None or ours.shape != ref.shape:
+            ok = False
+            diffs.append(float("inf"))
+            continue
+        diffs.append(float((ours - ref).abs().max()) if ref.numel() else 0.0)
+        ok = ok and bool(torch.allclose(ours, ref, atol=atol, rtol=rtol))
+    return bool(ok), diffs
+
+
+def run_processes(mp: Any, plan: Any, world: int, timeout_s: float, fn: Any = run_worker) -> None:
+    """Start ``world`` processes of ``fn(rank, plan)`` and wait for all of them; kill every one on a failure, on the
     deadline, or on Ctrl-C."""
-    ctx = mp.start_processes(run_worker, args=(plan,), nprocs=world, join=False, start_method="spawn")
+    ctx = mp.start_processes(fn, args=(plan,), nprocs=world, join=False, start_method="spawn")
     deadline = time.monotonic() + timeout_s
     try:
         while not ctx.join(timeout=0.5):

@@ -39,7 +39,7 @@ placement into stage modules and :func:`run_pipeline` trains them over micro-bat
 * **the step**: the stage modules are built once, in the launching process, and each
   stage's process loads its own module (``torch.save``; it rebuilds the model only for the
   inputs and the loss); one process per stage (gloo, ``torch.set_num_threads(1)``,
-  started and stopped under a deadline by :func:`dnnplace.execution.launch._spawn`), a
+  started and stopped under a deadline by :func:`dnnplace.execution.launch.run_processes`), a
   ``PipelineStage`` and ``ScheduleGPipe`` or ``Schedule1F1B`` over ``M`` micro-batches,
   then the optimizer's update of each stage's parameters; ``warmup`` steps, then
   ``steps`` timed ones (barrier, then from the earliest start to the latest end over the
@@ -470,19 +470,6 @@ def _run_stage(rank: int, job: _Job) -> None:
         dist.destroy_process_group()
 
 
-class _StageSpawner:
-    """``torch.multiprocessing`` as :func:`dnnplace.execution.launch._spawn` uses it, but
-    starting :func:`_run_stage` (the deadline and the clean-up are the executor's)."""
-
-    def __init__(self, mp: Any):
-        self._mp = mp
-        self.ProcessRaisedException = mp.ProcessRaisedException
-        self.ProcessExitedException = mp.ProcessExitedException
-
-    def start_processes(self, _fn: Any, args: tuple, **kw: Any) -> Any:
-        return self._mp.start_processes(_run_stage, args=args, **kw)
-
-
 # ---------------------------------------------------------------------------- measurement
 @dataclass
 class PipelineMeasured:
@@ -557,7 +544,7 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
     """
     import torch.multiprocessing as mp
 
-    from dnnplace.execution.launch import _spawn
+    from dnnplace.execution.launch import check_reference, run_processes
     if schedule not in SCHEDULES:
         raise InputError(f"unknown schedule {schedule!r}; use one of {', '.join(SCHEDULES)}")
     if steps < 1 or warmup < 0:
@@ -587,7 +574,7 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
                    threads=threads)
         print(f"pipelining {stages.n} stage(s) ({' -> '.join(stages.devices)}), {microbatches} micro-batches, "
               f"{schedule}", file=sys.stderr, flush=True)
-        _spawn(_StageSpawner(mp), job, stages.n, timeout_s)
+        run_processes(mp, job, stages.n, timeout_s, fn=_run_stage)
         records, outs = [], []
         for r in range(stages.n):
             with open(os.path.join(tmp, f"times-{r}.json")) as f:
@@ -597,20 +584,8 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
                for s in range(steps)]
     losses = outs[-1]["losses"]   # every step's, warm-up included: the updates must agree too
     grads = {k: g for o in outs for k, g in o["grads"].items()}
-    ok = len(losses) == len(ref_losses) and all(
-        bool(np.isfinite(a)) and abs(a - b) <= atol + rtol * abs(b) for a, b in zip(losses, ref_losses))
-    diffs = []
-    for name, ref in ref_grads.items():
-        ours = grads.get(name)
-        if ours is None or ours.shape != ref.shape:
-            ok = False
-            diffs.append(float("inf"))
-            continue
-        diffs.append(float((ours - ref).abs().max()) if ref.numel() else 0.0)
-        ok = ok and bool(torch.allclose(ours, ref, atol=atol, rtol=rtol))
-    extra = set(grads) - set(ref_grads)
-    if extra:   # a gradient the eager step does not have
-        ok = False
+    ok, diffs = check_reference(losses, ref_losses, grads, ref_grads, atol=atol, rtol=rtol)
+    ok = ok and len(losses) == len(ref_losses)
     return PipelineMeasured(step_ms=step_ms, batch=batch, microbatches=microbatches, schedule=schedule,
                             loss_kind=kind, matches_reference=bool(ok), max_abs_grad_diff=max(diffs, default=0.0),
                             loss=losses[0] if losses else float("nan"), reference_loss=ref_losses[0],
