@@ -27,6 +27,11 @@ its inputs are in host memory and after the previous piece of its device, and ta
 ``CommIn + compute + CommOut`` (constraint (7)); CPU nodes run on an unbounded pool as
 soon as their inputs are ready (constraints (8)-(9)). Pieces that wait on each other in
 a cycle make the split infeasible.
+
+Every evaluation reports ``lower_bound``, a value no placement of the instance beats
+(:mod:`dnnplace.graphs.bounds`): the busiest device's work share for a max-load, the
+critical path of least times for a latency, both for a makespan; so every method's
+answer, a heuristic's included, has a certified gap.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.graphs.bounds import makespan_lower_bound
+from dnnplace.graphs.bounds import critical_path_lower_bound, makespan_lower_bound, maxload_lower_bound
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.pipeline import CONTIGUITY_MODES, convex_part_mode, device_cycle
@@ -290,7 +295,7 @@ def maxload(p: Placement, *, objective: str = "pipedream", contiguity: str = "no
     per_dev = {n: {k: float(loads[k][d]) for k in ("load", "fw", "bw", "compute", "comm")}
                for d, n in enumerate(names)}
     details = {"objective_variant": objective, "contiguity": contiguity, "devices": per_dev,
-               **_memory_details(p), "unit": p.graph.unit}
+               **_memory_details(p), "unit": p.graph.unit, "lower_bound": maxload_lower_bound(p.graph, p.cluster)}
     if p.replication is not None:  # Tarnawski App. C.2: replicated stages
         from dnnplace.graphs.replication import replicated_loads, replication_violations
 
@@ -403,7 +408,8 @@ def latency(p: Placement, *, pieces: np.ndarray | None = None) -> Evaluation:
             preds[u1].add(u0)
     details: dict[str, Any] = {"unit": g.unit, **_memory_details(p),
                                "subgraphs": {cl.names[d]: int(np.unique(piece[p.device == d]).size)
-                                             for d in np.unique(p.device) if not cpu[d]}}
+                                             for d in np.unique(p.device) if not cpu[d]},
+                               "lower_bound": critical_path_lower_bound(g, cl)}
     try:
         topo = list(graphlib.TopologicalSorter(preds).static_order())
     except graphlib.CycleError as exc:

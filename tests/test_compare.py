@@ -12,7 +12,7 @@ import pytest
 from conftest import png_pixels_by_colour
 
 from dnnplace.cli import main
-from dnnplace.compare import compare, rows, time_to_gap
+from dnnplace.compare import compare, load_records, method_profile, method_rows, rows, time_to_gap
 from dnnplace.runner import run_config
 
 HIGHS_BLUE, SCIP_GREEN = "#1F77B4", "#2CA02C"
@@ -67,17 +67,18 @@ def test_compare_writes_tables_summary_and_plots(tmp_path):
     folder = write_runs(tmp_path / "res", RECORDS)
     md, pngs = compare([folder])
     text = md.read_text()
-    assert "| g1 | ip | scip | feasible | 120.00 | 95.00 | 20.83% |" in text
+    assert "| g1 | - | ip | scip | feasible | 120.00 | 95.00 | 20.83% | 95.00 |" in text
     assert "| highs | 2 | 2 | 2 | 2 of 2 | 0 |" in text  # best on g1, tied on g2 (ties count for both)
     assert "| scip | 2 | 1 | 1 | 1 of 2 | 0 |" in text
     table = list(csv.DictReader((folder / "compare.csv").open()))
     assert len(table) == 5 and table[0]["instance"] == "g1"
     names = sorted(p.relative_to(folder).as_posix() for p in pngs)
-    assert names == ["profile.png", "runs/g1-highs.png", "runs/g1-scip.png", "runs/g2-highs.png",
-                     "runs/g2-scip.png", "trace-g1.png", "trace-g2.png"]
-    px = png_pixels_by_colour(folder / "trace-g1.png")
+    # no instance lower bound in these records: no objective.png
+    assert names == ["gap-profile.png", "profile.png", "runs/g1-ip-highs.png", "runs/g1-ip-scip.png",
+                     "runs/g2-ip-highs.png", "runs/g2-ip-scip.png", "trace-g1-ip.png", "trace-g2-ip.png"]
+    px = png_pixels_by_colour(folder / "trace-g1-ip.png")
     assert px.get(HIGHS_BLUE, 0) > 300 and px.get(SCIP_GREEN, 0) > 300  # both backends drawn
-    px = png_pixels_by_colour(folder / "profile.png", min_width=1000)
+    px = png_pixels_by_colour(folder / "gap-profile.png", min_width=1000)
     assert px.get(HIGHS_BLUE, 0) > 300 and px.get(SCIP_GREEN, 0) > 300
 
 
@@ -85,12 +86,12 @@ def test_cli_compare_and_bad_input(tmp_path, capsys):
     folder = write_runs(tmp_path / "res", RECORDS)
     assert main(["compare", str(folder), "--out", str(tmp_path / "cmp"), "--no-plots"]) == 0
     out = capsys.readouterr().out
-    assert "| g2 | ip | scip | optimal |" in out and (tmp_path / "cmp" / "compare.csv").exists()
+    assert "| g2 | - | ip | scip | optimal |" in out and (tmp_path / "cmp" / "compare.csv").exists()
     assert not list((tmp_path / "cmp").glob("*.png"))
     assert main(["compare", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err
-    assert err == f"dnnplace: error: {tmp_path / 'nothing'}: no runs.jsonl there (give a results folder or a " \
-                  "runs.jsonl file)\n"
+    assert err == f"dnnplace: error: {tmp_path / 'nothing'}: no runs.jsonl there (give a results folder, a " \
+                  "runs.jsonl file or a result JSON of dnnplace solve --out)\n"
 
 
 @pytest.mark.skipif(not HAS_SCIP, reason="pyscipopt not installed (pip install 'dnnplace[scip]')")
@@ -122,3 +123,75 @@ solver = { solver = "scip", time_limit = 30, rel_gap = 1e-6 }
         assert got[(g, "highs")]["objective"] == pytest.approx(got[(g, "scip")]["objective"], rel=1e-6)
         assert all(got[(g, b)]["t_1%"] is not None for b in ("highs", "scip"))
     assert "| highs | 2 | 2 | 2 | 2 of 2 | 0 |" in md.read_text()
+
+
+# ---------------------------------------------------------------------------- methods, clusters, result files
+def heuristic(graph: str, method: str, cluster: str, objective: float, lower: float = 50.0,
+              transformed: bool = False) -> dict:
+    return {"run_key": f"{graph}|{cluster}|{method}", "problem": "makespan", "method": method,
+            "instance": f"x/{graph}.json", "solver": None, "status": "feasible", "objective": objective,
+            "bound": None, "lower_bound": lower, "cluster": cluster, "evaluation": {"lower_bound": lower},
+            "trace": [], "solve_seconds": 0.1, "unit": "ms",
+            "transform": {"steps": [], "bound_note": "replicated"} if transformed else None}
+
+
+HEURISTICS = [heuristic("g", "heft", "c2", 60.0), heuristic("g", "etf", "c2", 75.0),
+              heuristic("g", "heft", "c4", 55.0), heuristic("g", "etf", "c4", 55.0),
+              heuristic("g", "dp-baseline", "c2", 40.0, lower=20.0, transformed=True)]
+
+
+def test_rows_are_keyed_by_instance_and_cluster_and_every_method_is_ranked():
+    table = rows(HEURISTICS)
+    assert [(r["cluster"], r["method"]) for r in table] == [("c2", "dp-baseline"), ("c2", "etf"), ("c2", "heft"),
+                                                           ("c4", "etf"), ("c4", "heft")]
+    etf2 = table[1]
+    assert etf2["lower_bound"] == 50.0 and etf2["certified_gap"] == pytest.approx(25 / 75)
+    assert table[0]["transformed"] == "yes"
+    methods, mt = method_rows(HEURISTICS)
+    assert methods == ["dp-baseline", "etf", "heft"]
+    c2, c4 = mt
+    # the transformed answer (40, below the instance's bound 50) is shown but not ranked
+    assert (c2["best"], c2["dp-baseline"], c2["lower_bound"]) == ("heft", 40.0, 50.0)
+    assert c2["best_gap"] == pytest.approx(10 / 60) and c4["best"] in ("etf", "heft")
+    ran, ratios, left_out = method_profile(HEURISTICS)
+    assert ratios == {"etf": [1.0, 1.25], "heft": [1.0, 1.0]} and left_out == ["dp-baseline"]
+    assert ran["etf"] == {("g makespan", "c2"), ("g makespan", "c4")}
+
+
+def test_compare_draws_objectives_and_the_method_profile(tmp_path):
+    folder = write_runs(tmp_path / "h", HEURISTICS)
+    md, pngs = compare([folder])
+    text = md.read_text()
+    assert "| g makespan | c2 | 40.00* | 75.00 | 60.00 | 50.00 | heft | 16.67% |" in text
+    names = sorted(p.name for p in pngs)
+    assert names == ["objective.png", "profile.png"]  # no solver runs: no traces
+    etf_blue, heft_orange = "#1F77B4", "#FF7F0E"  # tab10, methods in order (dp-baseline left out)
+    px = png_pixels_by_colour(folder / "profile.png")
+    assert px.get(etf_blue, 0) > 300 and px.get(heft_orange, 0) > 300
+    px = png_pixels_by_colour(folder / "objective.png")
+    assert px.get("#2CA02C", 0) > 30  # heft, third of three methods
+
+
+def test_solve_result_files_and_sweep_records_compare_together(tmp_path, capsys):
+    g = tmp_path / "g.json"
+    assert main(["generate", "random-dag", "--nodes", "12", "--seed", "3", "--out", str(g)]) == 0
+    for k in (2, 4):  # the same graph on two clusters, --problem inferred from heft
+        assert main(["solve", str(g), "--method", "heft", "--cluster", f"single-host-{k}-nvlink",
+                     "--out", str(tmp_path / f"heft{k}.json")]) == 0
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('name = "s"\nout_dir = "sweep"\n[grid]\ngraphs = "g.json"\nproblems = "makespan"\n'
+                   'methods = ["etf", "m-topo"]\ncluster = "single-host-2-nvlink"\n')
+    run_config(cfg, progress=False)
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "heft2.json"), str(tmp_path / "heft4.json"), str(tmp_path / "sweep"),
+                 "--out", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert "4 runs of 3 method(s) on 2 instance/cluster pair(s)" in out
+    methods, mt = method_rows(load_records([tmp_path / "heft2.json", tmp_path / "heft4.json", tmp_path / "sweep"]))
+    assert methods == ["etf", "heft", "m-topo"]
+    two = next(r for r in mt if r["cluster"] == "single-host-2-nvlink")
+    assert all(two[m] is not None for m in methods) and two["lower_bound"] > 0
+    assert two[two["best"]] == min(two[m] for m in methods)
+    assert sorted(p.name for p in (tmp_path / "cmp").glob("*.png")) == ["objective.png", "profile.png"]
+    assert main(["compare", str(g)]) == 2  # a graph is not a result
+    assert "not a result JSON" in capsys.readouterr().err
