@@ -29,7 +29,8 @@ import numpy as np
 from dnnplace.execution.worker import ModelSpec, WorkerPlan, load, run_worker, trace_step
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["ExecutionError", "Measured", "Plan", "execute", "device_orders", "eager_reference"]
+__all__ = ["ExecutionError", "Measured", "Plan", "execute", "device_orders", "eager_reference", "check_reference",
+           "torch_optimizer", "run_processes"]
 
 
 class ExecutionError(RuntimeError):
@@ -80,32 +81,46 @@ def device_orders(ids: Sequence[str], device: np.ndarray, n_dev: int,
     return orders
 
 
-def eager_reference(model: ModelSpec, *, repeats: int = 5, threads: int = 1) -> tuple[list[float], dict, float]:
-    """Eager training steps on ``threads`` threads: ``loss_fn(model(*inputs), *inputs)
-    .backward()`` plus the ``torch.optim`` step, ``repeats + 1`` times from the model as
-    built. Returns every step's loss, step 0's gradients (by parameter name) and the median
-    step time (ms) after the first."""
+def torch_optimizer(kind: str, params: list, lr: float) -> Any:
+    """The ``torch.optim`` optimizer that :func:`~dnnplace.graphs.capture.ops.apply_update`
+    equals (``None`` without parameters)."""
+    import torch
+    if not params:
+        return None
+    return {"sgd": lambda: torch.optim.SGD(params, lr=lr),
+            "momentum": lambda: torch.optim.SGD(params, lr=lr, momentum=0.9),
+            "adam": lambda: torch.optim.Adam(params, lr=lr)}[kind]()
+
+
+def eager_reference(model: ModelSpec, *, steps: int = 6, threads: int = 1,
+                    eval_mode: bool = False) -> tuple[list[float], dict, float]:
+    """Eager training steps on ``threads`` threads from the model as built:
+    ``loss_fn(model(*inputs), *inputs).backward()`` plus the ``torch.optim`` step, ``steps``
+    times (at least 2). Returns every step's loss, step 0's gradients by parameter name and
+    the median step time (ms) after the first. ``eval_mode``: the model in eval mode
+    (the pipeline runs the forward graph that ``--inference`` captures)."""
     import torch
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         net, inputs, loss_fn = load(model)
-        opt = {"sgd": lambda ps: torch.optim.SGD(ps, lr=model.lr),
-               "momentum": lambda ps: torch.optim.SGD(ps, lr=model.lr, momentum=0.9),
-               "adam": lambda ps: torch.optim.Adam(ps, lr=model.lr)}[model.optimizer](net.parameters())
+        if eval_mode:
+            net.eval()
+        opt = torch_optimizer(model.optimizer, list(net.parameters()), model.lr)
         times, losses, grads = [], [], {}
-        for i in range(repeats + 1):
+        for i in range(max(steps, 2)):
             t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
+            if opt is not None:
+                opt.zero_grad(set_to_none=True)
             loss = loss_fn(net(*inputs), *inputs)
             loss.backward()
             if i == 0:
-                grads = {f"model.{k}": p.grad.detach().clone() for k, p in net.named_parameters()
-                         if p.grad is not None}
-            opt.step()
+                grads = {k: p.grad.detach().clone() for k, p in net.named_parameters() if p.grad is not None}
+            if opt is not None:
+                opt.step()
             times.append((time.perf_counter() - t0) * 1e3)
             losses.append(float(loss.detach()))
-        return losses, grads, statistics.median(times[1:])
+        return losses[:max(steps, 1)], grads, statistics.median(times[1:])
     finally:
         torch.set_num_threads(old)
 
@@ -148,7 +163,7 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
         progs_of.append(build_programs(cap, rank, orders))  # bad orders / crossings refused here, once
         jobs.append((tuple(rank.tolist()), tuple(tuple(o) for o in orders)))
         used_of.append(used)
-    ref_losses, ref_grads, eager_ms = eager_reference(model, threads=threads)
+    ref_losses, ref_grads, eager_ms = eager_reference(model, steps=warmup + steps, threads=threads)
     world = max(len(u) for u in used_of)
     with tempfile.TemporaryDirectory(prefix="dnnplace-exec-") as tmp:
         wp = WorkerPlan(model=model, ids=tuple(ids), jobs=tuple(jobs), steps=steps, warmup=warmup, out_dir=tmp,

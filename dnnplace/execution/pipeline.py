@@ -69,6 +69,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.execution.launch import check_reference, eager_reference, run_processes, torch_optimizer
 from dnnplace.execution.worker import ModelSpec, load
 from dnnplace.graphs.errors import InputError
 
@@ -388,15 +389,6 @@ class _Job:
     threads: int = 1
 
 
-def _optimizer(kind: str, params: list, lr: float) -> Any:
-    import torch
-    if not params:
-        return None
-    return {"sgd": lambda: torch.optim.SGD(params, lr=lr),
-            "momentum": lambda: torch.optim.SGD(params, lr=lr, momentum=0.9),
-            "adam": lambda: torch.optim.Adam(params, lr=lr)}[kind]()
-
-
 def _run_stage(rank: int, job: _Job) -> None:
     """One stage's process (spawned with its ``rank``, the stage index)."""
     import torch
@@ -427,7 +419,7 @@ def _run_stage(rank: int, job: _Job) -> None:
         stage = PipelineStage(mod, rank, job.world, torch.device("cpu"))
         cls = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[job.schedule]
         sched = cls(stage, job.microbatches, loss_fn=pipe_loss, scale_grads=False)
-        opt = _optimizer(job.model.optimizer, list(mod.parameters()), job.model.lr)
+        opt = torch_optimizer(job.model.optimizer, list(mod.parameters()), job.model.lr)
         target = torch.arange(batch)
         records, grads, step_losses = [], {}, []
         for s in range(job.warmup + job.steps):
@@ -501,36 +493,6 @@ class PipelineMeasured:
                 "losses_checked": self.n_losses_checked, "stages": self.stages}
 
 
-def _eager(model: ModelSpec, n_steps: int, threads: int) -> tuple[list[float], dict, float]:
-    """Eager training steps (forward, ``loss.backward()``, ``torch.optim`` step) of the
-    model in eval mode on the whole batch in this process, ``n_steps`` of them from the
-    model as built: every step's loss, step 0's gradients by parameter name and the
-    median step time (ms) of the steps after the first."""
-    import torch
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        net, inputs, loss_fn = load(model)
-        net.eval()
-        opt = _optimizer(model.optimizer, list(net.parameters()), model.lr)
-        losses, grads, times = [], {}, []
-        for s in range(max(n_steps, 2)):
-            t0 = time.perf_counter()
-            if opt is not None:
-                opt.zero_grad(set_to_none=True)
-            loss = loss_fn(net(*inputs), *inputs)
-            loss.backward()
-            if s == 0:
-                grads = {k: p.grad.detach().clone() for k, p in net.named_parameters() if p.grad is not None}
-            if opt is not None:
-                opt.step()
-            times.append((time.perf_counter() - t0) * 1e3)
-            losses.append(float(loss.detach()))
-        return losses[:n_steps], grads, statistics.median(times[1:])
-    finally:
-        torch.set_num_threads(old)
-
-
 def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: Sequence[str] = (), *,
                  microbatches: int = 4, schedule: str = "gpipe", steps: int = 5, warmup: int = 2,
                  timeout_s: float = 300.0, threads: int = 1, atol: float = 1e-5,
@@ -544,7 +506,6 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
     """
     import torch.multiprocessing as mp
 
-    from dnnplace.execution.launch import check_reference, run_processes
     if schedule not in SCHEDULES:
         raise InputError(f"unknown schedule {schedule!r}; use one of {', '.join(SCHEDULES)}")
     if steps < 1 or warmup < 0:
@@ -565,7 +526,7 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
         out = net(*inputs)
     kind = loss_kind(out, inputs, loss_fn, microbatches)
     del net, out
-    ref_losses, ref_grads, eager_ms = _eager(model, warmup + steps, threads=threads)
+    ref_losses, ref_grads, eager_ms = eager_reference(model, steps=warmup + steps, threads=threads, eval_mode=True)
     with tempfile.TemporaryDirectory(prefix="dnnplace-pipe-") as tmp:
         for s in range(stages.n):   # the parent's stage modules (the model as built), one file per process
             torch.save({"module": stages.modules[s], "params": stages.params[s]}, os.path.join(tmp, f"stage-{s}.pt"))

@@ -199,7 +199,7 @@ class _Step:
     def _outputs(self, env: dict) -> dict:
         """The gradients this device holds."""
         out: dict[str, Any] = {"grads": {}}
-        names = [n for n, k in zip(self.cap.arg_names, self.cap.arg_kinds) if k == "param"]
+        names = [n.removeprefix("model.") for n, k in zip(self.cap.arg_names, self.cap.arg_kinds) if k == "param"]
         mine = set(self.prog.order)
         for name, g in zip(names, self.grad_nodes):
             if g is not None and self.cap.rep.get(g.name, -1) in mine:
