@@ -27,17 +27,16 @@ process starts, naming two nodes of the cycle.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from dnnplace.graphs.capture.ops import is_view, require_torch
+from dnnplace.graphs.capture.ops import is_view, require_torch, root_value
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["Transfer", "DeviceProgram", "build_programs", "check_order", "root_of", "step_outputs", "grad_values"]
+__all__ = ["Transfer", "DeviceProgram", "build_programs", "check_order", "step_outputs", "grad_values"]
 
 
 @dataclass(frozen=True)
@@ -71,19 +70,6 @@ class DeviceProgram:
     @property
     def n_bytes_in(self) -> int:
         return sum(t.nbytes for t in self.recvs)
-
-
-def root_of(nd: Any, rep: dict[str, int]) -> Any:
-    """The value actually sent for fx node ``nd``: walk up single-input views of the same
-    graph node (``getitem`` stops the walk: its input is a tuple, not a tensor)."""
-    torch = require_torch()
-    while (nd.op == "call_function" and nd.target is not operator.getitem and is_view(nd)
-           and len(nd.all_input_nodes) == 1):
-        base = nd.all_input_nodes[0]
-        if rep.get(base.name, -2) != rep.get(nd.name, -1) or not isinstance(base.meta.get("val"), torch.Tensor):
-            break
-        nd = base
-    return nd
 
 
 def check_order(n: int, src: np.ndarray, dst: np.ndarray, device: np.ndarray,
@@ -153,7 +139,7 @@ def build_programs(cap: Any, device: np.ndarray, orders: Sequence[Sequence[int]]
         a, b = int(device[prod]), int(device[consumer])
         if a == b:
             return
-        root = root_of(value_node, rep)
+        root = root_value(value_node, rep)
         val = root.meta.get("val")
         if not isinstance(val, torch.Tensor):
             raise InputError(f"operator {cap.ids[consumer]!r} on device {b} reads {root.name!r} "

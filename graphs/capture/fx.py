@@ -49,7 +49,15 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.graphs.capture.ops import OPTIMIZER_STATE, is_view, op_name, require_torch, storage_bytes, value_bytes
+from dnnplace.graphs.capture.ops import (
+    OPTIMIZER_STATE,
+    is_view,
+    op_name,
+    require_torch,
+    root_value,
+    storage_bytes,
+    value_bytes,
+)
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 
@@ -80,6 +88,7 @@ class Captured:
     dst: np.ndarray
     edge_bytes: np.ndarray
     batch_scaled: np.ndarray
+    edge_output: np.ndarray   # per merged edge: which output of its source it carries
     rep: dict[str, int]
     apply_of: dict[int, int] = field(default_factory=dict)   # param node -> apply node
     loss: int = -1
@@ -330,6 +339,7 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
     out_b_arr = np.array(out_b, dtype=np.float64)
     # edges: distinct tensors read by each consumer, grouped by producer
     ekey: dict[tuple[int, int], float] = {}
+    eroots: dict[tuple[int, int], set[str]] = {}   # the root tensors an edge carries (its output)
     for nd in nodes:
         c = rep[nd.name]
         if nd.op != "call_function" or is_view(nd) or c < 0:
@@ -341,13 +351,16 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
                 continue
             seen.add(u.name)
             ekey[(r, c)] = ekey.get((r, c), 0.0) + storage_bytes(u.meta.get("val"))
+            eroots.setdefault((r, c), set()).add(root_value(u, rep).name)
     src = [k[0] for k in ekey]
     dst = [k[1] for k in ekey]
     eb = [min(v, max(out_b_arr[k[0]], pers[k[0]])) for k, v in ekey.items()]
+    roots = [frozenset(eroots[k]) for k in ekey]
 
     # outputs: loss, parameter gradients, input gradients
     n_params = kinds.count("param")
     param_nodes = [rep[nd.name] for nd in ph if ph_kind[nd.name] == "param"]
+    ph_of_node = {rep[nd.name]: nd.name for nd in ph}
     input_nodes = [rep[nd.name] for nd in ph if ph_kind[nd.name] == "input"]
     gout_nodes = [rep[nd.name] for nd in ph if ph_kind[nd.name] == "grad_out"]
 
@@ -386,6 +399,7 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
             src.append(p)
             dst.append(a)
             eb.append(pb)
+            roots.append(frozenset([ph_of_node[p]]))
             parent[find(a)] = find(p)
             gi = rep_of(g) if g is not None else -1
             if gi >= 0:
@@ -395,6 +409,7 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
                 src.append(gi)
                 dst.append(a)
                 eb.append(pb)
+                roots.append(frozenset([root_value(g, rep).name]))
                 parent[find(gi)] = find(p)
         n = len(ids)
         roots = np.array([find(i) for i in range(n)])
@@ -412,6 +427,16 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
             ports = {"x": input_nodes, "g": [], "y": [rep_of(o) for o in outs], "gx": []}
     src_a = np.array(src, dtype=np.int64)
     dst_a = np.array(dst, dtype=np.int64)
+    # edges that carry the same root tensors of a node carry the same output (one transfer
+    # per destination device, SPEC 2.1); outputs numbered per source in edge order
+    out_ids: dict[tuple[int, frozenset], int] = {}
+    per_src: dict[int, int] = {}
+    edge_out = np.zeros(len(src), dtype=np.int64)
+    for j, (u, key) in enumerate(zip(src, roots)):
+        if (u, key) not in out_ids:
+            out_ids[(u, key)] = per_src.get(u, 0)
+            per_src[u] = out_ids[(u, key)] + 1
+        edge_out[j] = out_ids[(u, key)]
     roles_a = np.array(roles)
     batch_scaled = ~((roles_a[src_a] == "param") | (roles_a[dst_a] == "apply")) if len(src) else np.zeros(0, bool)
     # backward: not an ancestor of the loss, or for a block of its outputs (training)
@@ -437,7 +462,7 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
                     roles=roles, backward=backward, output_bytes=np.array(out_b, dtype=np.float64),
                     persistent_bytes=np.array(pers, dtype=np.float64), colocation=coloc, src=src_a, dst=dst_a,
                     edge_bytes=np.array(eb, dtype=np.float64), batch_scaled=np.asarray(batch_scaled, dtype=bool),
-                    rep=rep, apply_of=apply_of, loss=loss, ports=ports)
+                    edge_output=edge_out, rep=rep, apply_of=apply_of, loss=loss, ports=ports)
 
 
 def _strip(path: str) -> str:
@@ -467,7 +492,7 @@ def to_graph(cap: Captured, times_ms: np.ndarray, *, kind: str = "gpu", name: st
     times = np.asarray(times_ms, dtype=np.float64).reshape(cap.n, 1)
     ids = cap.ids
     return OpGraph(ids=ids, kinds=(kind,), compute=times, memory=cap.persistent_bytes + cap.output_bytes,
-                   src=cap.src, dst=cap.dst, edge_bytes=cap.edge_bytes,
+                   src=cap.src, dst=cap.dst, edge_bytes=cap.edge_bytes, edge_output=cap.edge_output,
                    persistent_bytes=cap.persistent_bytes, output_bytes=cap.output_bytes,
                    colocation=cap.colocation, backward=cap.backward, names=ids, op_types=cap.op_types,
                    layers=cap.layers, roles=cap.roles, edge_batch_scaled=cap.batch_scaled, name=name, unit="ms",

@@ -7,7 +7,8 @@ from typing import Any
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["OPTIMIZER_STATE", "require_torch", "storage_bytes", "value_bytes", "is_view", "op_name", "apply_update"]
+__all__ = ["OPTIMIZER_STATE", "require_torch", "storage_bytes", "value_bytes", "is_view", "op_name", "apply_update",
+           "root_value"]
 
 OPTIMIZER_STATE = {"sgd": 0, "momentum": 1, "adam": 2}
 """Optimizer state per parameter, in multiples of the parameter's bytes."""
@@ -88,3 +89,18 @@ def apply_update(kind: str, p: Any, g: Any, state: dict, lr: float) -> Any:
         v = state.setdefault("v", torch.zeros_like(p)).mul_(b2).addcmul_(g, g, value=1 - b2)
         denom = (v / (1 - b2 ** t)).sqrt_().add_(eps)
         return torch.addcdiv(p, m, denom, value=-lr / (1 - b1 ** t))
+
+
+def root_value(nd: Any, rep: dict[str, int]) -> Any:
+    """The tensor that fx node ``nd``'s value is a view of, within its graph node (``rep``:
+    fx node name -> graph node): walk up single-input views whose input belongs to the
+    same graph node (``getitem`` stops the walk: its input is a tuple, not a tensor).
+    What crosses devices is such a root: a tensor and its views are one transfer."""
+    torch = require_torch()
+    while (nd.op == "call_function" and nd.target is not operator.getitem and is_view(nd)
+           and len(nd.all_input_nodes) == 1):
+        base = nd.all_input_nodes[0]
+        if rep.get(base.name, -2) != rep.get(nd.name, -1) or not isinstance(base.meta.get("val"), torch.Tensor):
+            break
+        nd = base
+    return nd
