@@ -184,3 +184,31 @@ def test_unknown_node_and_device_named():
         execute(ms, [Plan({**pl, cap.ids[3]: "cpu7"})], DEVICES, steps=1)
     with pytest.raises(InputError, match="'nope'"):
         execute(ms, [Plan({**pl, "nope": "cpu0"})], DEVICES, steps=1)
+
+
+def test_cli_capture_solve_execute(tmp_path, capsys):
+    """The researcher's path on this host: capture with measured:cpu costs, solve on
+    local-cpu-2, execute with --out and --gantt; the run file has the promised fields."""
+    import json
+
+    from dnnplace.cli import main
+    model = f"{MODELS_FILE}:mlp"
+    g, res, run, png = (str(tmp_path / f) for f in ("g.json", "r.json", "run.json", "run.png"))
+    assert main(["capture", model, "--input", "32x64", "--loss", "cross_entropy", "--cost", "measured:cpu",
+                 "--out", g]) == 0
+    assert main(["solve", g, "--cluster", "local-cpu-2", "--problem", "makespan", "--method", "heft",
+                 "--out", res]) == 0
+    assert main(["execute", model, res, "--input", "32x64", "--loss", "cross_entropy", "--cluster", "local-cpu-2",
+                 "--steps", "2", "--warmup", "1", "--out", run, "--gantt", png]) == 0
+    doc = json.loads(Path(run).read_text())
+    for key in ("measured_step_ms", "measured_min_ms", "measured_max_ms", "predicted_step_ms", "matches_reference",
+                "max_abs_grad_diff", "ops", "peak_rss_bytes", "eager_step_ms"):
+        assert key in doc, key
+    assert doc["matches_reference"] is True and doc["losses_checked"] == 3
+    assert doc["measured_min_ms"] <= doc["measured_step_ms"] <= doc["measured_max_ms"]
+    assert doc["predicted_step_ms"] > 0
+    placed = json.loads(Path(res).read_text())["placement"]
+    assert {o["node"] for o in doc["ops"]} == set(placed) and len(doc["ops"]) == len(placed)
+    assert all(o["end_ms"] >= o["start_ms"] >= 0 for o in doc["ops"])
+    assert Path(png).stat().st_size > 10_000
+    assert "matches the eager step: yes" in capsys.readouterr().out

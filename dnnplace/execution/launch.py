@@ -33,6 +33,10 @@ __all__ = ["ExecutionError", "Measured", "Plan", "execute", "device_orders", "ea
            "torch_optimizer", "run_processes"]
 
 
+_RANDOM_OPS = ("dropout", "bernoulli", "rand", "normal", "uniform", "multinomial")
+"""Substrings of ATen ops that draw random numbers."""
+
+
 class ExecutionError(RuntimeError):
     """A worker failed or the step did not finish before the deadline."""
 
@@ -155,6 +159,10 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
     cap = trace_step(model, net, inputs, loss_fn)
     del net
     ids = list(cap.ids)
+    for nd in cap.gm.graph.nodes:
+        if nd.op == "call_function" and any(w in str(nd.target) for w in _RANDOM_OPS):
+            print(f"warning: operator {str(nd.target)!r} (fx node {nd.name!r}) draws random numbers: the step "
+                  "cannot equal the eager step (switch dropout off to check it)", file=sys.stderr)
     index = {d: i for i, d in enumerate(device_names)}
     jobs, used_of, progs_of = [], [], []
     for plan in plans:
