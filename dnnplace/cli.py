@@ -195,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "T slots")
     x.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local processes (default) or a Ray cluster (pip install 'dnnplace[ray]')")
-    x.add_argument("--ray-address", metavar="ADDR", help="Ray head HOST:PORT (default auto: this machine's cluster)")
+    x.add_argument("--ray-address", metavar="ADDR",
+                   help="Ray head HOST:PORT, or auto (this machine's cluster, an error if none); default: this "
+                        "machine's cluster if there is one, else a local Ray instance started for the sweep")
     x.add_argument("--hang-margin", type=float, default=60.0, metavar="S",
                    help="worker executors cancel a run still going its time limit plus max(S, time limit) "
                         "seconds after its start (default 60)")
