@@ -13,15 +13,16 @@ enumerates all of them breadth-first by size and records the cover relation
 ``J -> J + {x}`` (the lattice edges), which the DP kernel walks to visit every superset
 of an ideal with an incrementally updated device load.
 
-Appendix B's subdivision of nodes with differently priced out-edges is not needed here:
-the DP charges transfer costs per original node exactly as the independent evaluator
-does (a node with out-edges of different costs is rejected with a clear error, since
-the paper's subdivision charges a sum where the evaluator charges the largest crossing
-edge).
+Appendix B's subdivision of nodes with differently priced out-edges happens before this
+module sees the graph (:func:`dnnplace.heuristics.maxload_dp.subdivide_out_costs`, a
+staircase of colocated zero-cost nodes that charges the largest crossing edge, as the
+evaluator does, where the paper's subdivision charges their sum), so here every node
+has one transfer cost.
 """
 
 from __future__ import annotations
 
+import time
 from array import array
 from dataclasses import dataclass
 
@@ -37,7 +38,12 @@ __all__ = ["DPGraph", "build_dp_graph", "IdealLattice", "enumerate_ideals", "lin
 
 
 class TooManyIdeals(InputError):
-    """The DAG has more ideals than the caller allowed (use DPL instead)."""
+    """The DAG has more ideals than the caller allowed, or enumerating them ran past the
+    caller's deadline (``timed_out``; use DPL instead); ``count``: ideals enumerated."""
+
+    def __init__(self, message: str, *, count: int = 0, timed_out: bool = False):
+        super().__init__(message)
+        self.count, self.timed_out = count, timed_out
 
 
 @dataclass
@@ -242,7 +248,8 @@ class IdealLattice:
         return np.flatnonzero(bits[: self.n_nodes])
 
 
-def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: int = 6_000_000) -> IdealLattice:
+def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: int = 6_000_000,
+                     deadline: float | None = None) -> IdealLattice:
     """Breadth-first enumeration of the ideals of the DAG ``(n, src->dst)``.
 
     Every ideal is reached from a smaller one by adding one node all of whose
@@ -251,7 +258,8 @@ def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: in
     is collected in typed arrays (8 bytes an entry), so memory is about 24 bytes per
     cover plus ~150 bytes per ideal while enumerating (measured in
     ``benchmarks/bench_dp_scale.py``).
-    Raises :class:`TooManyIdeals` past ``max_ideals``.
+    Raises :class:`TooManyIdeals` past ``max_ideals``, or past ``deadline`` (a
+    ``time.perf_counter()`` value, checked every 4096 ideals).
 
     >>> lat = enumerate_ideals(3, np.array([0]), np.array([1]))  # 0->1, 2 isolated
     >>> lat.size  # {}, {0}, {2}, {0,1}, {0,2}, {0,1,2}
@@ -276,7 +284,10 @@ def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: in
             if j is None:
                 j = len(ideals)
                 if j >= max_ideals:
-                    raise TooManyIdeals(f"more than {max_ideals} ideals; use DPL (linearised) instead")
+                    raise TooManyIdeals(f"more than {max_ideals} ideals; use DPL (linearised) instead", count=j)
+                if deadline is not None and not j & 4095 and time.perf_counter() > deadline:
+                    raise TooManyIdeals(f"time limit while enumerating ideals ({j} so far); use DPL instead",
+                                        count=j, timed_out=True)
                 index[nxt] = j
                 ideals.append(nxt)
                 new = [y for y in addable[head] if y != x]

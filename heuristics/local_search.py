@@ -23,7 +23,7 @@ from dnnplace.graphs.contract import colocation_labels
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
-from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost
+from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost, subdivide_out_costs
 
 __all__ = ["local_search"]
 
@@ -146,6 +146,10 @@ def local_search(inst: Instance, *, restarts: int = 10, seed: int = 0) -> tuple[
     4.0
     """
     g, cl = inst.graph, inst.require_cluster()
+    sub = subdivide_out_costs(g, cl)
+    if sub is not g:  # out-edges of different costs (Appendix B): search the subdivided graph
+        p, val, values = local_search(Instance(sub, cl, inst.source), restarts=restarts, seed=seed)
+        return Placement(g, cl, p.device[: g.n]), val, values
     accs, cpus = _devices(cl)
     if accs.size == 0:
         raise InputError("local search needs at least one accelerator")

@@ -16,6 +16,10 @@ cannot run; ``cpu(S)`` is compute only. For training graphs a forward set is onl
 when its backward partners form a contiguous set of the backward part (Sec. 5.3), so
 the split is contiguous per part (the evaluator's ``contiguity="both"``), on CPUs too.
 
+A node whose out-edges carry different transfer costs (every captured graph has some) is
+first subdivided (:func:`subdivide_out_costs`, Appendix B with the evaluator's
+largest-crossing-edge charge); the answer keeps the original nodes' devices.
+
 Objectives: ``pipedream`` (sum of compute and transfers, the paper's default) and
 ``overlap`` (Appendix C.1: ``max(comm, compute)``). Not done: GPipe's objective (not
 separable over devices), replication (C.2) and hierarchies (C.3).
@@ -56,7 +60,7 @@ from dnnplace.heuristics.ideals import (
     linearize,
 )
 
-__all__ = ["DPResult", "maxload_dp", "node_transfer_cost", "load_lower_bound"]
+__all__ = ["DPResult", "maxload_dp", "node_transfer_cost", "load_lower_bound", "subdivide_out_costs"]
 
 OBJECTIVES = ("pipedream", "overlap")
 
@@ -94,10 +98,8 @@ def _devices(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
     return accs, cpus
 
 
-def node_transfer_cost(graph: OpGraph, cluster: Cluster) -> np.ndarray:
-    """Tarnawski's ``c_u`` per node: the explicit cost of u's out-edges, or the link
-    model accelerator->host; raises if u's out-edges cost differently (the evaluator
-    would charge the largest crossing one, which a per-node DP cannot represent)."""
+def _edge_costs(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """Every edge's transfer cost: its explicit cost, or the link model accelerator->host."""
     accs, cpus = _devices(cluster)
     cost = graph.edge_cost.copy()
     miss = np.isnan(cost)
@@ -108,6 +110,108 @@ def node_transfer_cost(graph: OpGraph, cluster: Cluster) -> np.ndarray:
             a = accs[0]
             h = cpus[0] if cpus.size else a
             cost[miss] = cluster.beta0[a, h] + cluster.beta1[a, h] * graph.edge_bytes[miss]
+    return cost
+
+
+def subdivide_out_costs(graph: OpGraph, cluster: Cluster) -> OpGraph:
+    """Tarnawski et al. Appendix B: a node whose out-edges carry different transfer costs
+    is subdivided, so that every node has one cost ``c_u`` as the DP assumes; ``graph``
+    itself when no node needs it.
+
+    The evaluator charges such a node ``u``, per direction and device, the *largest*
+    crossing edge (:func:`dnnplace.graphs.evaluate.device_loads`). With ``u``'s distinct
+    costs ``a_1 < ... < a_k`` (``a_0 = 0``), ``u`` gets ``k`` new nodes ``u/appB{j}``,
+    colocated with ``u`` (zero compute where ``u`` runs, zero memory, ``u``'s forward or
+    backward part), an edge ``u -> u/appB{j}`` of cost 0 and, for every successor ``v``
+    whose edge costs at least ``a_j``, an edge ``u/appB{j} -> v`` of cost ``a_j - a_{j-1}``;
+    ``u``'s own out-edges go. A device holding successors of ``u`` whose largest edge
+    costs ``a_t`` then pays the increments of levels ``1..t``, i.e. exactly ``a_t``, and
+    ``u``'s device pays the largest crossing cost out: a split of the new graph restricted
+    to the original nodes (its first ``graph.n``) has the same loads, contiguity and
+    pipeline order as the split of ``graph``, and every split of ``graph`` extends to one
+    of the new graph (the new nodes on ``u``'s device). The paper's subdivision charges the
+    sum of a node's crossing edges; this staircase charges their maximum, the evaluator's
+    rule (the same staircase as the max-load IP's comm levels).
+
+    >>> from dnnplace.graphs import Cluster
+    >>> g = OpGraph(ids="uvw", kinds=["acc"], compute=[[1.0]] * 3, memory=[0] * 3, src=[0, 0], dst=[1, 2],
+    ...             edge_cost=[2.0, 5.0])
+    >>> s = subdivide_out_costs(g, Cluster.tarnawski(2, 0, 10))
+    >>> s.ids, s.edge_cost.tolist()
+    (('u', 'v', 'w', 'u/appB0', 'u/appB1'), [0.0, 0.0, 2.0, 2.0, 3.0])
+    """
+    cost = _edge_costs(graph, cluster)
+    n, m = graph.n, graph.m
+    if m == 0:
+        return graph
+    hi = np.full(n, -np.inf)
+    lo = np.full(n, np.inf)
+    np.maximum.at(hi, graph.src, cost)
+    np.minimum.at(lo, graph.src, cost)
+    split = np.isfinite(hi) & (hi - lo > 1e-9 * np.maximum(1.0, np.abs(hi)))
+    if not split.any():
+        return graph
+    keep = ~split[graph.src]
+    src, dst, cst = [graph.src[keep]], [graph.dst[keep]], [graph.edge_cost[keep]]
+    byts = [graph.edge_bytes[keep]]
+    new_ids, owner = [], []
+    coloc = graph.colocation.copy()
+    labels = list(graph.colocation_labels)
+    ids = [str(x) for x in graph.ids]
+    taken = set(ids)
+    for u in np.flatnonzero(split).tolist():
+        rows = np.flatnonzero(graph.src == u)
+        succ, inv = np.unique(graph.dst[rows], return_inverse=True)
+        best = np.full(succ.size, -np.inf)
+        np.maximum.at(best, inv, cost[rows])  # the largest edge to each successor
+        levels = np.unique(np.round(best, 12))
+        if coloc[u] < 0:
+            coloc[u] = len(labels)
+            labels.append(f"{ids[u]}/appB")
+        prev = 0.0
+        for j, a in enumerate(levels.tolist()):
+            name, k = f"{ids[u]}/appB{j}", 0
+            while name in taken:
+                k += 1
+                name = f"{ids[u]}/appB{j}.{k}"
+            taken.add(name)
+            y = n + len(new_ids)
+            new_ids.append(name)
+            owner.append(u)
+            targets = succ[best >= a - 1e-12 * max(1.0, abs(a))]
+            src += [np.array([u]), np.full(targets.size, y)]
+            dst += [np.array([y]), targets]
+            cst += [np.array([0.0]), np.full(targets.size, a - prev)]
+            byts += [np.zeros(1), np.zeros(targets.size)]
+            prev = a
+    own = np.asarray(owner, dtype=np.int64)
+    k = own.size
+
+    def extend(values, fill=None):
+        if values is None:
+            return None
+        return tuple(values) + tuple(values[u] if fill is None else fill for u in own.tolist())
+
+    comp = graph.compute[own]
+    return graph.with_(
+        ids=tuple(graph.ids) + tuple(new_ids), compute=np.vstack([graph.compute, np.where(np.isnan(comp), np.nan, 0.0)]),
+        memory=np.concatenate([graph.memory, np.zeros(k)]), src=np.concatenate(src), dst=np.concatenate(dst),
+        edge_bytes=np.concatenate(byts), edge_cost=np.concatenate(cst),
+        edge_batch_scaled=np.zeros(sum(a.size for a in src), dtype=bool),
+        persistent_bytes=np.concatenate([graph.persistent_bytes, np.zeros(k)]),
+        output_bytes=np.concatenate([graph.output_bytes, np.zeros(k)]),
+        colocation=np.concatenate([coloc, coloc[own]]), colocation_labels=tuple(labels),
+        backward=np.concatenate([graph.backward, graph.backward[own]]),
+        names=None if graph.names is None else tuple(graph.names) + tuple(new_ids),
+        op_types=extend(graph.op_types, "AppendixB"), layers=extend(graph.layers), roles=extend(graph.roles))
+
+
+def node_transfer_cost(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """Tarnawski's ``c_u`` per node: the explicit cost of u's out-edges, or the link
+    model accelerator->host; raises if u's out-edges cost differently (the evaluator
+    would charge the largest crossing one, which a per-node cost cannot represent:
+    :func:`subdivide_out_costs` first, as :func:`maxload_dp` does)."""
+    cost = _edge_costs(graph, cluster)
     hi = np.full(graph.n, -np.inf)
     lo = np.full(graph.n, np.inf)
     np.maximum.at(hi, graph.src, cost)
@@ -115,8 +219,8 @@ def node_transfer_cost(graph: OpGraph, cluster: Cluster) -> np.ndarray:
     has = np.isfinite(hi)
     bad = np.flatnonzero(has & (hi - lo > 1e-9 * np.maximum(1.0, np.abs(hi))))
     if bad.size:
-        raise InputError(f"node {graph.ids[bad[0]]!r} has out-edges with different transfer costs; "
-                         "the DP charges one cost per node (Appendix B subdivision not supported)")
+        raise InputError(f"node {graph.ids[bad[0]]!r} has out-edges with different transfer costs; this method "
+                         "charges one cost per node (the DP and the IP handle such graphs: Appendix B)")
     return np.where(has, hi, 0.0)
 
 
@@ -174,7 +278,8 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
     return float(max(best.max(initial=0.0) / replicas, best.sum() / max(1, accs.size + cpus.size)))
 
 
-def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 6_000_000) -> _Prepared:
+def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 6_000_000,
+             deadline: float | None = None) -> _Prepared:
     g, cl = inst.graph, inst.require_cluster()
     accs, cpus = _devices(cl)
     h = build_dp_graph(g, trivial=trivial)
@@ -182,7 +287,7 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: 
     if linear:
         ps, pd = linearize(h.n, src, dst)
         src, dst = np.concatenate([src, ps]), np.concatenate([dst, pd])
-    lattice = enumerate_ideals(h.n, src, dst, max_ideals=max_ideals)
+    lattice = enumerate_ideals(h.n, src, dst, max_ideals=max_ideals, deadline=deadline)
     grp = h.group
     comp = cl.compute_matrix(g)
     acc_t = comp[:, accs[0]] if accs.size else np.full(g.n, np.nan)
@@ -414,19 +519,31 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     """
     if objective not in OBJECTIVES:
         raise InputError(f"the DP supports objectives {OBJECTIVES}, not {objective!r}")
+    sub = subdivide_out_costs(inst.graph, inst.require_cluster())
+    if sub is not inst.graph:  # Appendix B: solve the subdivided graph, keep the original nodes' devices
+        res = maxload_dp(Instance(sub, inst.cluster, inst.source), linearized=linearized, objective=objective,
+                         upper_bound=upper_bound, trivial=trivial, max_ideals=max_ideals, time_limit=time_limit,
+                         replicas=replicas, sync_per_byte=sync_per_byte)
+        if res.placement is not None:
+            res.placement = Placement(inst.graph, inst.cluster, res.placement.device[: inst.graph.n],
+                                      res.placement.replication)
+        res.seconds["subdivided_nodes"] = float(sub.n - inst.graph.n)
+        return res
     sync = _replication_settings(inst, replicas, sync_per_byte)
     t0 = time.perf_counter()
+    deadline = None if time_limit is None or linearized else t0 + float(time_limit)
     try:
-        prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals)
-    except TooManyIdeals:
+        prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals, deadline=deadline)
+    except TooManyIdeals as exc:
         if linearized:
             raise
         res = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial, replicas=replicas,
                          sync_per_byte=sync)
-        res.seconds = {"ideal_limit": time.perf_counter() - t0, **res.seconds}
-        res.complete, res.linearized, res.stopped = False, False, "ideal_limit"
+        why = "time_limit" if exc.timed_out else "ideal_limit"
+        res.seconds = {why: time.perf_counter() - t0, **res.seconds}
+        res.complete, res.linearized, res.stopped = False, False, why
         res.lower_bound = min(load_lower_bound(inst, replicas), res.value)
-        res.ideals = max_ideals
+        res.ideals = exc.count
         return res
     prep.arrays.update(rmax=int(replicas), sync=sync)
     t1 = time.perf_counter()
@@ -439,7 +556,6 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         seconds["dpl_bound"] = sum(first.seconds.values())
     ub_slack = ub * (1 + 1e-9) + 1e-12 if np.isfinite(ub) else np.inf
     t2 = time.perf_counter()
-    deadline = None if time_limit is None or linearized else t0 + float(time_limit)
     dp, parent, kind, rep, visited, done = _run(prep, ub_slack, objective == "overlap", deadline)
     t3 = time.perf_counter()
     seconds["dp"] = t3 - t2

@@ -23,7 +23,7 @@ from dnnplace.graphs.contract import colocation_labels
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
-from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost
+from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost, subdivide_out_costs
 
 __all__ = ["partition_split"]
 
@@ -50,6 +50,11 @@ def partition_split(inst: Instance, *, seed: int = 0, memory: bool = False,
     import pymetis
 
     g, cl = inst.graph, inst.require_cluster()
+    if edge_costs is None:
+        sub = subdivide_out_costs(g, cl)
+        if sub is not g:  # out-edges of different costs (Appendix B): partition the subdivided graph
+            p = partition_split(Instance(sub, cl, inst.source), seed=seed, memory=memory)
+            return Placement(g, cl, p.device[: g.n])
     accs, cpus = _devices(cl)
     if accs.size == 0:  # a CPU-only cluster (local-cpu-N): its CPUs are the parts
         accs, cpus = cpus, cpus[:0]

@@ -81,7 +81,7 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
              "seconds": res.seconds}
     if res.placement is not None and res.placement.replication is not None:
         extra["replication"] = res.placement.replication.to_json(inst.require_cluster().names)
-    why = {"ideal_limit": f"more than {res.ideals} ideals", "time_limit": "time limit in the DP table"}.get(res.stopped)
+    why = {"ideal_limit": f"more than {res.ideals} ideals", "time_limit": "time limit"}.get(res.stopped)
     if res.placement is None and not res.complete:
         return MethodOutput(None, status="no_solution", bound=res.lower_bound, contiguity="both",
                             termination=res.stopped, extra=extra, message=f"{why}; DPL finds no split that fits")
