@@ -276,6 +276,13 @@ def _solver(cfg: dict) -> dict:
     return {"time_limit": float(cfg.get("time_limit", 60.0))}
 
 
+def _planner(cfg: dict) -> dict:
+    """The FastT planners' link model: ``planner_congestion`` from the config (true: the planner
+    plans on the model it is scored on, :mod:`dnnplace.methods.fastt`); absent: the paper's
+    congestion-free planner (and the run keys of records made before the option existed)."""
+    return {"planner_congestion": True} if cfg.get("planner_congestion", False) else {}
+
+
 def _checked(rec: dict, runs: Path, *, oom_ok: bool = False) -> dict:
     """A record that is not an ``error`` (with ``oom_ok``: or an OOM); an error stops the
     reproduction (it stays recorded)."""
@@ -385,7 +392,8 @@ def _scaling(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) ->
         variants.update({(fam, b, k): v for k, v in vs.items()})
     specs = {(mode, fam, k): {"one": run_spec(variants[fam, b, k], "dpos")} if k == 1 else
              {"dp": run_spec(variants[fam, b, k], "dp-baseline", hb),
-              "ft": run_spec(variants[fam, b, k], "os-dpos", {"start": "data-parallel", **hb}, _solver(cfg))}
+              "ft": run_spec(variants[fam, b, k], "os-dpos", {"start": "data-parallel", **hb, **_planner(cfg)},
+                             _solver(cfg))}
              for mode, fam, k, b in cells}
     recs = _execute(specs, out, name, fresh, progress)
     rows = []
@@ -442,8 +450,9 @@ def _splits(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) -> 
     g5 = model_graph("vgg19", int(cfg["batch"]["vgg19"]), times)
     v5 = _variants(out / "instances" / "vgg19-table5", g5, "vgg19 generated (roofline V100), Table 5's op times",
                    [k], cfg)[k]
-    start = {"start": "data-parallel", "keep_start": False, "half_batch": float(cfg.get("half_batch", 0.0))}
-    specs = {"table5": {"on": run_spec(v5, "os-dpos", solver=_solver(cfg))}}
+    start = {"start": "data-parallel", "keep_start": False, "half_batch": float(cfg.get("half_batch", 0.0)),
+             **_planner(cfg)}
+    specs = {"table5": {"on": run_spec(v5, "os-dpos", _planner(cfg) or None, solver=_solver(cfg))}}
     source = {}
     for fam in cfg["families"]:
         vs, source[fam] = _family(out, fam, int(cfg["batch"][fam]), [k], cfg)
@@ -498,7 +507,8 @@ def _memory(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) -> 
         """The three runs of Table 3 at global batch ``b`` and the graph's source."""
         if b not in at:
             vs, source = _family(out, "bert-large", b, (1, 2), cfg)
-            at[b] = ([run_spec(vs[k], method, params) for method, k, params in MEMORY_RUNS], source)
+            at[b] = ([run_spec(vs[k], method, {**params, **(_planner(cfg) if method == "dpos" else {})})
+                      for method, k, params in MEMORY_RUNS], source)
         return at[b]
 
     batches = [int(x) for x in cfg["batches"]]

@@ -193,10 +193,15 @@ def _follow(g: OpGraph, start: int, key: np.ndarray) -> list[int]:
 
 # ---------------------------------------------------------------------------- the list placer
 def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[int, int], *, on_oom: str,
-           name: str, congestion: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+           name: str, congestion: bool = False,
+           transfer_mode: str = "per_destination") -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """Place and time every op of ``t.graph`` in ``order``; CP ops on their ``cp_dev``.
-    With ``congestion``, transfers queue on their link in the order they are committed;
-    ``extra["link_order"]`` is that order (one value per edge, ``NaN`` for none)."""
+    With ``congestion``, transfers queue in the order they are committed, on their link or,
+    where the cluster shares ports (``cluster.ports == "shared"``), on the source's egress
+    and the destination's ingress port; with ``transfer_mode="per_destination"`` a tensor
+    (source, output) already sent to a device is not sent again. ``extra["link_order"]``
+    is that order (one value per edge, ``NaN`` for none; an edge served by an earlier
+    transfer of its tensor carries that transfer's value)."""
     g = t.graph
     D = cluster.size
     comp = cluster.compute_matrix(g)
@@ -242,6 +247,9 @@ def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[in
     tl = Timeline(D, insertion=True)
     points: list[list[float]] = [[] for _ in range(D)]  # start times of zero-time ops
     link_free = [[0.0] * D for _ in range(D)]
+    ports = ([0.0] * D, [0.0] * D) if cluster.ports == "shared" else None  # egress, ingress free times
+    eout = g.edge_output.tolist()
+    sent: dict | None = {} if transfer_mode == "per_destination" else None  # (u, output, d) -> (end, seq)
     link_order = [math.nan] * g.m
     seq = 0
     oom = 0
@@ -271,7 +279,7 @@ def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[in
                 oom += 1
         if congestion:
             ready, xfers = _queued_ready(o, devs, t.n, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf,
-                                         link_free)
+                                         link_free, ports, eout, sent)
         else:
             ready = dict.fromkeys(devs, 0.0)
         for k in (range(in_ptr[o], in_ptr[o + 1]) if not congestion else ()):
@@ -298,9 +306,17 @@ def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[in
                 best_d, best_s, best_f = d, s, f
         dev[o], start[o], fin[o] = best_d, best_s, best_f
         if congestion:
-            for a, e, _s, end in xfers[best_d]:
-                link_free[a][best_d] = end
+            for a, e, key, end in xfers[best_d]:
+                if a < 0:  # carried by the transfer of the same tensor to this device
+                    link_order[e] = sent[key][1]
+                    continue
+                if ports is not None:
+                    ports[0][a] = ports[1][best_d] = end
+                else:
+                    link_free[a][best_d] = end
                 link_order[e] = seq
+                if sent is not None:
+                    sent[key] = (end, seq)
                 seq += 1
         if best_f > best_s:
             tl.reserve(best_d, best_s, best_f)
@@ -316,15 +332,22 @@ def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[in
             {"oom_nodes": oom, "link_order": np.asarray(link_order) if congestion else None})
 
 
-def _queued_ready(o, devs, n_real, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf, link_free):
+def _queued_ready(o, devs, n_real, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf, link_free,
+                  ports=None, eout=None, sent=None):
     """Data-ready time of ``o`` on each candidate device when its inbound transfers queue
-    behind the committed ones on their links (one at a time, in the order of their
-    sources' finish); and, per device, the transfers ``(link source, edge, start, end)``."""
+    behind the committed ones (one at a time, in the order of their sources' finish) on
+    their link, or with ``ports`` (egress and ingress free times) on the source's egress
+    and the destination's ingress port; with ``sent`` (per destination: ``(u, output, d)``
+    -> ``(end, seq)`` of the committed transfers) a tensor already sent to ``d`` arrives
+    with that transfer and an in-edge of ``o`` carrying a tensor another in-edge already
+    brings joins it. Per device, the transfers ``(link source, edge, tensor key, end)``
+    in commit order; a joining edge has link source ``-1``."""
     ready = dict.fromkeys(devs, 0.0)
     xfers: dict[int, list] = {d: [] for d in devs}
     ks = sorted(range(in_ptr[o], in_ptr[o + 1]), key=lambda k: fin[in_nbr[k]])
     for d in devs:
-        local: dict[int, float] = {}
+        local: dict = {}
+        mine: dict = {}
         r = 0.0
         for k in ks:
             u = in_nbr[k]
@@ -332,12 +355,26 @@ def _queued_ready(o, devs, n_real, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebyt
             if a == d or u >= n_real or o >= n_real:  # same device, or a virtual terminal's free edge
                 x = fu
             else:
-                cost = ecost[e]
-                dur = b0[a][d] + b1[a][d] * ebytes[e] if cost != cost else cf[a][d] * cost
-                s0 = max(fu, local.get(a, link_free[a][d]))
-                x = s0 + dur
-                local[a] = x
-                xfers[d].append((a, e, s0, x))
+                key = (u, eout[e], d) if sent is not None else None
+                if key is not None and key in sent:
+                    x = sent[key][0]
+                    xfers[d].append((-1, e, key, x))
+                elif key is not None and key in mine:
+                    x = mine[key]
+                    xfers[d].append((-1, e, key, x))
+                else:
+                    cost = ecost[e]
+                    dur = b0[a][d] + b1[a][d] * ebytes[e] if cost != cost else cf[a][d] * cost
+                    if ports is None:
+                        s0 = max(fu, local.get(a, link_free[a][d]))
+                        local[a] = s0 + dur
+                    else:
+                        s0 = max(fu, local.get(("out", a), ports[0][a]), local.get(("in", d), ports[1][d]))
+                        local[("out", a)] = local[("in", d)] = s0 + dur
+                    x = s0 + dur
+                    if key is not None:
+                        mine[key] = x
+                    xfers[d].append((a, e, key, x))
             if x > r:
                 r = x
         ready[d] = r
@@ -364,7 +401,10 @@ def _finish(graph: OpGraph, cluster: Cluster, dev, start, fin, cp: list[int], cp
                          {"cp_length": int(cp_orig.size), **extra}, links)
 
 
-def _prepare(graph: OpGraph, cluster: Cluster, nominal: str, on_oom: str) -> tuple[Terminals, np.ndarray, np.ndarray]:
+def _prepare(graph: OpGraph, cluster: Cluster, nominal: str, on_oom: str,
+             transfer_mode: str = "per_destination") -> tuple[Terminals, np.ndarray, np.ndarray]:
+    if transfer_mode not in ("per_destination", "per_edge"):
+        raise InputError(f"transfer_mode {transfer_mode!r}: expected 'per_destination' or 'per_edge'")
     if on_oom not in ON_OOM:
         raise InputError(f"on_oom {on_oom!r}: expected one of {', '.join(ON_OOM)}")
     if graph.n == 0:
@@ -379,7 +419,7 @@ def _prepare(graph: OpGraph, cluster: Cluster, nominal: str, on_oom: str) -> tup
 
 
 def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str = "best_effort",
-         congestion: bool = False) -> FastTSchedule:
+         congestion: bool = False, transfer_mode: str = "per_destination") -> FastTSchedule:
     """FastT's DPOS (Alg. 1): critical path on its devices, insertion-EFT for the rest.
 
     Parameters
@@ -392,9 +432,17 @@ def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str 
         What to do with an op no device has memory left for (module docstring).
     congestion : bool
         Our extension (the paper's planner has none): model link congestion, transfers
-        queueing on their link in the order the planner commits them; the schedule then
-        carries that link order (``link_priorities``), and replaying both orders with
-        congestion gives ``planner_estimate`` exactly.
+        queueing in the order the planner commits them on their link, or on the
+        source's egress and the destination's ingress port where the cluster shares
+        ports (``cluster.ports == "shared"``: PCIe); the schedule then carries that link
+        order (``link_priorities``), and replaying both orders with congestion in the
+        same ``transfer_mode`` gives ``planner_estimate`` exactly (where the edges of one
+        output carry the same bytes).
+    transfer_mode : {"per_destination", "per_edge"}
+        With ``congestion``: what the planner sends, as the simulator's option of that
+        name: a tensor once per consuming device (default, what frameworks do and the
+        simulator's default) or once per edge (the earlier planner). Without congestion
+        both give the same times.
 
     Examples
     --------
@@ -407,7 +455,7 @@ def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str 
     >>> s.planner_estimate, s.placement.device.tolist()
     (6.0, [0, 0, 0])
     """
-    t, w, c = _prepare(graph, cluster, nominal, on_oom)
+    t, w, c = _prepare(graph, cluster, nominal, on_oom, transfer_mode)
     g = t.graph
     rank = blevel(g, kind=w, comm=c)
     order = np.lexsort((g.topo_position, -rank))
@@ -419,13 +467,13 @@ def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str 
     comp = cluster.compute_matrix(g)
     cp_dev = _prefix_rule(real, comp, _cp_memory(g, real), cluster.memory)
     dev, start, fin, extra = _place(t, cluster, order.tolist(), cp_dev, on_oom=on_oom, name="dpos",
-                                    congestion=congestion)
+                                    congestion=congestion, transfer_mode=transfer_mode)
     extra["cp_unplaced"] = len(real) - len(cp_dev)
     return _finish(graph, cluster, dev, start, fin, real, cp_dev, "dpos", extra)
 
 
 def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str = "best_effort",
-         congestion: bool = False) -> FastTSchedule:
+         congestion: bool = False, transfer_mode: str = "per_destination") -> FastTSchedule:
     """CPOP (Topcuoglu et al. 2002): priority ``rank_u + rank_d`` (mean nominal costs), the
     critical path on the one device of least summed time, the rest by insertion-EFT from
     a priority-ordered ready queue (module docstring).
@@ -435,7 +483,7 @@ def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str
     >>> cpop(g, Cluster.single_host(2, with_cpu=False)).planner_estimate
     2.0
     """
-    t, w, c = _prepare(graph, cluster, nominal, on_oom)
+    t, w, c = _prepare(graph, cluster, nominal, on_oom, transfer_mode)
     g = t.graph
     prio = blevel(g, kind=w, comm=c) + tlevel(g, kind=w, comm=c)
     cp = _follow(g, t.entry, prio)
@@ -458,7 +506,8 @@ def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str
             indeg[x] -= 1
             if indeg[x] == 0:
                 heapq.heappush(heap, (pl[x], tp[x], x))
-    dev, start, fin, extra = _place(t, cluster, order, cp_dev, on_oom=on_oom, name="cpop", congestion=congestion)
+    dev, start, fin, extra = _place(t, cluster, order, cp_dev, on_oom=on_oom, name="cpop", congestion=congestion,
+                                    transfer_mode=transfer_mode)
     extra["cp_unplaced"] = len(real) - len(cp_dev)
     return _finish(graph, cluster, dev, start, fin, real, cp_dev, "cpop", extra)
 

@@ -8,6 +8,14 @@ rule allows and into ``n in parts`` pieces (default ``2..K``, A3), DPOS is rerun
 split graph (A4), the best is kept if it lowers the makespan, and the loop stops at the
 first candidate whose best split does not help (A2: candidates without a rule are
 filtered out first). A time budget returns the best state found.
+
+The start strategy ``S`` (Alg. 2 passes it to every DPOS call; FastT activates a new
+strategy only when its estimated iteration time beats the current one, Sec. 4) enters as
+an *incumbent*: ``incumbent`` is ``S``'s value under the same ``score`` (e.g. the
+data-parallel deployment's makespan under the model the planner plans on), ``FT_old``
+starts at the smaller of it and DPOS's value, a split is accepted only when it beats
+both, and ``OSDPOSResult.incumbent_kept`` says that ``S`` was never beaten (the caller then
+deploys ``S``).
 """
 
 from __future__ import annotations
@@ -34,7 +42,9 @@ class OSDPOSResult:
     accepted splits ``(op id, dimension, parts)``, the starting DPOS estimate, the number
     of DPOS trials, the seconds to the first accepted split (``None``: none), whether
     the time budget ran out, the candidates listed and the final ``score`` (the value
-    splits had to lower: the planner's estimate unless a ``score`` was given)."""
+    splits had to lower: the planner's estimate unless a ``score`` was given); with an
+    ``incumbent``, whether it was never beaten (``incumbent_kept``: ``score`` is then the
+    incumbent's value and ``schedule`` the best DPOS schedule found)."""
 
     schedule: FastTSchedule
     splits: tuple[tuple[str, str, int], ...]
@@ -45,6 +55,7 @@ class OSDPOSResult:
     timed_out: bool
     candidates: tuple[str, ...]
     score: float
+    incumbent_kept: bool = False
 
     @property
     def graph(self) -> OpGraph:
@@ -69,7 +80,8 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
             parts: Sequence[int] | None = None, recompute_cp: bool = False, max_candidates: int | None = None,
             kappa: float | None = None, aux_cost_per_byte: float = 0.0, time_limit: float | None = None,
             nominal: str = "max", on_oom: str = "best_effort",
-            score: Callable[[FastTSchedule], float] | None = None, congestion: bool = False) -> OSDPOSResult:
+            score: Callable[[FastTSchedule], float] | None = None, congestion: bool = False,
+            transfer_mode: str = "per_destination", incumbent: float | None = None) -> OSDPOSResult:
     """FastT's OS-DPOS (Alg. 2): DPOS, then split critical-path ops while it helps.
 
     Parameters
@@ -94,8 +106,11 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
     score : callable, optional
         The makespan a split must lower: default the planner's estimate (the paper's
         ``T``); e.g. a simulation with link congestion, which the planner ignores.
-    congestion : bool
-        Run DPOS with its congestion-aware planner (:func:`dpos`).
+    congestion, transfer_mode
+        Run DPOS with its congestion-aware planner in that transfer mode (:func:`dpos`).
+    incumbent : float, optional
+        The start strategy's value under ``score`` (module docstring): splits must beat
+        it too; ``None``: no start strategy (the paper's Alg. 2 from DPOS alone).
 
     Examples
     --------
@@ -118,10 +133,13 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
         if bad:
             raise InputError(f"OS-DPOS parts: every part count must be >= 2, got {bad[0]}")
     kap = BatchModel(1).floor(graph) if kappa is None else float(kappa)
-    best = dpos(graph, cluster, nominal=nominal, on_oom=on_oom, congestion=congestion)
+    best = dpos(graph, cluster, nominal=nominal, on_oom=on_oom, congestion=congestion, transfer_mode=transfer_mode)
     value = score if score is not None else (lambda sched: sched.planner_estimate)
     first = best.planner_estimate
     best_value = value(best)
+    kept = incumbent is not None and float(incumbent) <= best_value
+    if kept:
+        best_value = float(incumbent)
     trials, t_first, timed_out = 1, None, False
     tried: set[str] = set()
     accepted: list[tuple[str, str, int]] = []
@@ -159,7 +177,7 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
                     timed_out = True
                     break
                 s = dpos(split_operation(g, v, dim, n, kappa=kap, aux_cost_per_byte=aux_cost_per_byte), cluster,
-                         nominal=nominal, on_oom=on_oom, congestion=congestion)
+                         nominal=nominal, on_oom=on_oom, congestion=congestion, transfer_mode=transfer_mode)
                 trials += 1
                 v_s = value(s)
                 if found is None or v_s < found[3] - 1e-12:
@@ -167,7 +185,7 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
             if timed_out:
                 break
         if found is not None and found[3] < best_value - 1e-12 * max(1.0, abs(best_value)):
-            best, best_value = found[0], found[3]
+            best, best_value, kept = found[0], found[3], False
             accepted.append((op, found[1], found[2]))
             if t_first is None:
                 t_first = time.perf_counter() - t0
@@ -177,4 +195,4 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
         elif not timed_out:
             break  # the paper's rule: stop at the first candidate whose best split does not help
     return OSDPOSResult(best, tuple(accepted), first, trials, time.perf_counter() - t0, t_first, timed_out,
-                        tuple(listed), best_value)
+                        tuple(listed), best_value, kept)

@@ -25,6 +25,7 @@ from dnnplace.graphs.terminals import with_terminals
 from dnnplace.heuristics.fastt import cpop, dpos
 from dnnplace.heuristics.nominal import nominal_costs
 from dnnplace.heuristics.os_dpos import os_dpos
+from dnnplace.methods.base import SolverOptions
 from dnnplace.registry import SolveRequest, solve
 
 FINDINGS = Path(__file__).parent / "findings"
@@ -458,7 +459,7 @@ def test_congestion_aware_planner_equals_the_replay_of_both_orders():
     for seed in range(120):
         g, cl, _ = random_instance(seed)
         for fn in (dpos, cpop):
-            s = fn(g, cl, congestion=True)
+            s = fn(g, cl, congestion=True, transfer_mode="per_edge")
             if s.link_priorities is None:  # a memory repair moved units after planning
                 continue
             sim = simulate(s.placement, policy="order", priorities=s.priorities, link_priorities=s.link_priorities,
@@ -470,3 +471,75 @@ def test_congestion_aware_planner_equals_the_replay_of_both_orders():
     r = solve(Instance(g, cl, "r5"), "dpos", SolveRequest(problem="makespan", params={"planner_congestion": True},
                                                           transfer_mode="per_edge"))
     assert r.objective == pytest.approx(r.extra["planner_estimate"]) and r.link_priorities is not None
+
+
+def test_planner_sends_a_tensor_once_per_device_and_queues_on_shared_ports():
+    """The congestion-aware planner in the simulator's default semantics (a tensor once per
+    consuming device) and with shared ports (PCIe) equals the replay of its two orders."""
+    import dataclasses
+
+    checked = fewer = 0
+    for seed in range(60):
+        g, cl, _ = random_instance(seed)
+        rng = np.random.default_rng(seed)
+        g = g.with_(edge_bytes=rng.integers(0, 50, g.n).astype(float)[g.src])  # one tensor per node: equal bytes
+        for ports in ("per_link", "shared"):
+            c2 = dataclasses.replace(cl, ports=ports)
+            for fn in (dpos, cpop):
+                s = fn(g, c2, congestion=True)
+                if s.link_priorities is None:
+                    continue
+                sim = simulate(s.placement, policy="order", priorities=s.priorities,
+                               link_priorities=s.link_priorities, congestion=True)
+                assert s.planner_estimate == pytest.approx(sim.makespan, rel=1e-9), (fn.__name__, seed, ports)
+                edge = simulate(s.placement, policy="order", priorities=s.priorities, congestion=True,
+                                link_priorities=s.link_priorities, transfer_mode="per_edge")
+                fewer += sim.n_transfers < edge.n_transfers
+                checked += 1
+    assert checked == 228 and fewer > 20, fewer
+    # hand-computed (2 GPUs, 1 ms per byte): u (1) feeds a (5), b (1), c (1), all into z (1); u, a
+    # pinned to gpu0 (the critical path). b goes to gpu1 after u's tensor (3 bytes: 1..4), runs 4..5.
+    # Per destination c joins that tensor on gpu1 and runs 5..6, z 6..7; per edge c's copy queues
+    # behind (4..7), so c takes gpu0 after a (6..7) and z runs 7..8
+    g = OpGraph.from_ids("uabcz", [("u", "a"), ("u", "b"), ("u", "c"), ("a", "z"), ("b", "z"), ("c", "z")],
+                         kinds=["gpu"], compute=[[1.0], [5.0], [1.0], [1.0], [1.0]], memory=[0] * 5,
+                         edge_bytes=[3, 3, 3, 0, 0, 0])
+    for ports in ("per_link", "shared"):
+        cl = dataclasses.replace(gpus(2, beta1=1.0), ports=ports)
+        once = dpos(g, cl, congestion=True)
+        twice = dpos(g, cl, congestion=True, transfer_mode="per_edge")
+        assert (once.planner_estimate, once.placement.device.tolist()) == (7.0, [0, 0, 1, 1, 0])
+        assert (twice.planner_estimate, twice.placement.device.tolist()) == (8.0, [0, 0, 1, 0, 0])
+    with pytest.raises(InputError, match="transfer_mode"):
+        dpos(g, cl, transfer_mode="per_tensor")
+
+
+def test_os_dpos_start_strategy_is_the_incumbent():
+    """Alg. 2 with the start strategy S: a split must beat S too; an S no split beats is kept."""
+    g = OpGraph(ids="abc", kinds=["gpu"], compute=[[1.0], [8.0], [1.0]], memory=[0] * 3, src=[0, 1], dst=[1, 2],
+                op_types=["Relu", "Conv2D", "Relu"])
+    cl = gpus(2)
+    free = os_dpos(g, cl, kappa=0.5)
+    assert free.splits == (("b", "batch", 2),) and not free.incumbent_kept and free.score == 6.5
+    beaten = os_dpos(g, cl, kappa=0.5, incumbent=7.0)  # DPOS 10 > S 7 > split 6.5: the split wins
+    assert beaten.splits == (("b", "batch", 2),) and not beaten.incumbent_kept and beaten.score == 6.5
+    kept = os_dpos(g, cl, kappa=0.5, incumbent=6.0)  # S beats every split: none is accepted
+    assert kept.splits == () and kept.incumbent_kept and kept.score == 6.0
+    assert kept.dpos_estimate == 10.0
+
+
+def test_os_dpos_method_keeps_the_data_parallel_start_it_cannot_beat():
+    from dnnplace.fastt_experiments import model_graph
+
+    g = model_graph("lenet", 64)
+    cl = Cluster.single_host(2, with_cpu=False, gpu_memory=32e9)
+    r = solve(Instance(g, cl, "lenet"), "os-dpos",
+              SolveRequest(problem="makespan", params={"start": "data-parallel", "planner_congestion": True},
+                           solver=SolverOptions(time_limit=5.0)))
+    ex = r.extra
+    assert ex["incumbent"] is not None and ex["incumbent"] == pytest.approx(ex["start_makespan"])
+    # planned on the model it is scored on: S's value and the planner's both equal their replays
+    assert ex["planner_estimate"] == pytest.approx(ex["planner_makespan"]) and ex["memory_repairs"] == 0
+    assert ex["planner_estimate"] > ex["incumbent"]  # DPOS mixes the replicas: slower than S ...
+    assert ex["incumbent_kept"] and ex["kept_start"] and ex["splits"] == []  # ... and no split beats S
+    assert r.objective == pytest.approx(ex["start_makespan"])

@@ -10,9 +10,11 @@ edge, the planner's accounting; the default transfer mode sends a tensor once pe
 consuming device), the replay without congestion and the makespan under
 the non-delay ``priority`` policy (what FastT's TensorFlow patch enforces, A10) and under
 TensorFlow's ``fifo`` (``fifo_policy``; FastT Fig. 2 compares the two).
-``planner_congestion`` (our extension) lets the planner queue transfers on their links;
-it then also hands over its link order, and with congestion on and
-``transfer_mode="per_edge"`` the objective equals its ``planner_estimate``.
+``planner_congestion`` (our extension) lets the planner queue transfers on their links
+(or on the devices' shared ports, where the cluster says so) and send what the request's
+``transfer_mode`` sends (by default a tensor once per consuming device): it then plans on
+the model it is scored on, hands over its link order, and with congestion on the
+objective equals its ``planner_estimate``.
 
 ``start="data-parallel"`` solves FastT's start deployment instead of the given graph: the
 graph replicated once per GPU with the batch split (:func:`~dnnplace.graphs.data_parallel.data_parallel`,
@@ -26,10 +28,15 @@ graph itself.
 FastT starts from data parallelism; with ``keep_start`` (default) the method keeps that
 start deployment (the DP baseline's placement, replaying the order its fifo simulation
 followed) when it fits in memory and simulates faster than the planner's schedule (or the
-planner's schedule does not fit) (*paper*: no such guard is written; *we*: FastT only ever accepts
-improvements over its start), and says so in ``extra["kept_start"]``; the planner's own
+planner's schedule does not fit) (*paper*: FastT activates a new strategy only when its estimated
+iteration time beats the current one, Sec. 4, and Alg. 2 hands the start strategy ``S`` to every
+DPOS call), and says so in ``extra["kept_start"]``; the planner's own
 schedule stays in ``extra`` (``planner_makespan``, ``priority_policy``, ``fifo_policy`` are always the
-planner's schedule's).
+planner's schedule's). For OS-DPOS the start is also the *incumbent* of the split loop
+(:func:`~dnnplace.heuristics.os_dpos.os_dpos`): its value under the model the splits are judged
+on (the planner's: with ``planner_congestion`` the congested replay, else the congestion-free
+one; or the simulation, ``score="simulation"``) is the time a split must beat
+(``extra["incumbent"]``, ``extra["incumbent_kept"]``).
 """
 
 from __future__ import annotations
@@ -49,8 +56,8 @@ _START = option("graph", "graph: the given graph; data-parallel: FastT's start, 
 _HALF = option(0.0, "data-parallel start: the batch at which a GPU reaches half its throughput (BatchModel; 0 = "
                     "linear scaling)")
 _KEEP = option(True, "data-parallel start: keep the DP deployment when it simulates faster than the planner's schedule")
-_CONG = option(False, "our extension: the planner models link congestion (transfers queue on their link) and hands its "
-                      "link order to the evaluator")
+_CONG = option(False, "our extension: the planner models link congestion (transfers queue on their link, or on shared "
+                      "ports) and the request's transfer mode, and hands its link order to the evaluator")
 
 
 @dataclass(frozen=True)
@@ -180,7 +187,8 @@ def run_dpos(inst, req: SolveRequest, opts: DPOSOptions) -> MethodOutput:
     from dnnplace.heuristics.fastt import dpos
 
     g, dp = _instance_graph(inst, opts.start, half_batch=opts.half_batch)
-    s = dpos(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom, congestion=opts.planner_congestion)
+    s = dpos(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom, congestion=opts.planner_congestion,
+             transfer_mode=req.transfer_mode)
     return _output(s, inst.cluster, req, inst.graph, graph=g, dp=dp, keep_start=opts.keep_start)
 
 
@@ -188,7 +196,8 @@ def run_cpop(inst, req: SolveRequest, opts: CPOPOptions) -> MethodOutput:
     from dnnplace.heuristics.fastt import cpop
 
     g, dp = _instance_graph(inst, opts.start, half_batch=opts.half_batch)
-    s = cpop(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom, congestion=opts.planner_congestion)
+    s = cpop(g, inst.require_cluster(), nominal=opts.nominal, on_oom=opts.on_oom, congestion=opts.planner_congestion,
+             transfer_mode=req.transfer_mode)
     return _output(s, inst.cluster, req, inst.graph, graph=g, dp=dp, keep_start=opts.keep_start)
 
 
@@ -214,10 +223,21 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
             return simulate(sched.placement, policy="order", priorities=sched.priorities,
                             congestion=req.congestion, link_priorities=links).makespan
 
+    incumbent = None
+    if dp is not None and opts.keep_start:  # the start strategy S as the incumbent, on the model splits are judged on
+        from dnnplace.graphs.evaluate import validate
+        from dnnplace.graphs.simulate import simulate
+
+        start_p, start_prio, _ = _start_deployment(dp, inst.cluster, req)
+        if not validate(start_p, memory=True):
+            cong = req.congestion if opts.score == "simulation" else opts.planner_congestion
+            incumbent = simulate(start_p, policy="order", priorities=start_prio, congestion=cong).makespan
     r = os_dpos(g, inst.require_cluster(), rules=parse_rules(opts.rules), parts=parts, recompute_cp=opts.recompute_cp,
                 max_candidates=opts.max_candidates, kappa=opts.kappa, time_limit=limit, nominal=opts.nominal,
-                on_oom=opts.on_oom, score=score, congestion=opts.planner_congestion)
-    extra = {"splits": [list(s) for s in r.splits], "dpos_estimate": r.dpos_estimate, "score": opts.score,
+                on_oom=opts.on_oom, score=score, congestion=opts.planner_congestion, transfer_mode=req.transfer_mode,
+                incumbent=incumbent)
+    extra = {"incumbent": incumbent, "incumbent_kept": r.incumbent_kept,
+             "splits": [list(s) for s in r.splits], "dpos_estimate": r.dpos_estimate, "score": opts.score,
              "score_value": r.score, "trials": r.trials, "time_to_first_improvement": r.time_to_first_improvement,
              "timed_out": r.timed_out,
              "candidates": len(r.candidates)}
