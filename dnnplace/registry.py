@@ -159,7 +159,7 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
 def _run_method(instance: Instance, method: str | Method, request: SolveRequest) -> tuple[Result, Placement | None]:
     m = get_method(method) if isinstance(method, str) else method
     opts = method_options(m, request)
-    if m.warm_start and request.warm_start and request.warm is None:
+    if m.warm_start and request.warm_start and request.warm_start != "none" and request.warm is None:
         if request.warm_start == m.name:
             raise InputError(f"the {m.name} method cannot warm start itself")
         contiguity = request.contiguity or m.default_contiguity

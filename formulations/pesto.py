@@ -343,9 +343,15 @@ def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congesti
     # one transfer per edge as the ILP does (sending a tensor once per device can beat
     # the ILP's optimum); the combinatorial bound always is
     per_edge = transfer_mode == "per_edge"
-    bound = makespan_lower_bound(graph, cluster)
-    if per_edge and not (coarse or out.bound is None or (ilp_cong and not congestion)):
+    lower = makespan_lower_bound(graph, cluster)
+    bound = lower
+    ilp_valid = per_edge and not (coarse or out.bound is None or (ilp_cong and not congestion))
+    if ilp_valid:
         bound = max(bound, float(out.bound))
+    # the solver's trace as the answer's: its bounds count only where the ILP's bound does
+    # (else the graph's lower bound stands in), so time-to-gap is never read off a coarse bound
+    run_kw["trace"] = [(t, inc, max(lower, float(b)) if ilp_valid and b is not None else lower)
+                       for t, inc, b in out.trace]
     def refine_seconds() -> float:  # what is left of the limit, at least half the refinement's share
         return 60.0 if limit is None else max(limit - (time.perf_counter() - t0), 0.5 * refine_share * limit)
 
@@ -354,7 +360,10 @@ def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congesti
         if refining:  # the last stage still runs: never worse than the original graph's best list schedule
             pl, pr, ms, source, lp = _refine(graph, cluster, labels, pl, pr, ms, source, lp, congestion, size,
                                              orig_list, rivals, refine_seconds())
-        return PestoRun(pl, pr, ms, "feasible", out.termination, bound, source=source, link_priorities=lp,
+        if fallback:
+            pl, pr, ms, source, lp = _never_worse(graph, cluster, pl, pr, ms, source, lp, congestion, size, orig_list)
+        status = "optimal" if ms <= bound + 1e-6 * max(1.0, ms) else "feasible"
+        return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, link_priorities=lp,
                         message=out.message or f"ILP: {out.status} ({out.termination}); {source} returned",
                         **run_kw)
     cpl, pr, lp, cstart = ilp_orders(times, graph, labels, cg)
@@ -396,6 +405,11 @@ def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congesti
         pl, pr, ms, source, lp = _refine(graph, cluster, labels, pl, pr, ms, source, lp, congestion, size, orig_list,
                                          rivals, refine_seconds())
         status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
+    if fallback:
+        ms_before = ms
+        pl, pr, ms, source, lp = _never_worse(graph, cluster, pl, pr, ms, source, lp, congestion, size, orig_list)
+        if ms < ms_before:
+            status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
     return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, coarse_placement=cpl,
                     coarse_start=cstart, link_priorities=lp, **run_kw)
 
@@ -436,6 +450,31 @@ def _guided_start(cg: OpGraph, cluster: Cluster, labels: np.ndarray, cdev: np.nd
         if best is None or r.makespan < best.makespan:
             best = r
     return np.asarray(cdev), best.schedule.priorities()
+
+
+def _never_worse(graph: OpGraph, cluster: Cluster, pl: Placement, pr: np.ndarray, ms: float, source: str,
+                 lp: np.ndarray | None, congestion: bool, size: dict, orig_list: tuple | None):
+    """The answer, or the obvious one when it is better: the single-device placement
+    (:func:`~dnnplace.heuristics.baselines.single_device`, replayed in its critical-path
+    order) and the best list schedule of the original graph (``orig_list``, computed here
+    when the pipeline had none), each where it fits in memory. So the pipeline never
+    returns worse than either (``size["obvious"]`` records their makespans)."""
+    from dnnplace.heuristics.baselines import single_device
+    from dnnplace.heuristics.list_scheduling import best_list_schedule
+
+    if orig_list is None:
+        orig_list = best_list_schedule(graph, cluster, congestion=congestion)
+    ls, ls_ms, _ = orig_list
+    one = single_device(graph, cluster)
+    pr_one = simulate(one, policy="critical_path", congestion=congestion).schedule.priorities()
+    ms_one = simulate(one, policy="order", priorities=pr_one, congestion=congestion).makespan
+    name = "single:" + cluster.names[int(one.device[0])] if graph.n else "single"
+    size["obvious"] = {name: ms_one, f"list:{ls.algorithm}": ls_ms}
+    for what, pl_x, pr_x, ms_x in ((f"list:{ls.algorithm}", ls.placement, ls.priorities, ls_ms),
+                                   (name, one, pr_one, ms_one)):
+        if memory_ok(pl_x) and ms_x < ms - 1e-9 * max(1.0, ms):
+            pl, pr, ms, source, lp = pl_x, pr_x, ms_x, what, None
+    return pl, pr, ms, source, lp
 
 
 def _refine(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: Placement, pr: np.ndarray, ms: float,

@@ -66,7 +66,7 @@ METHODS: tuple[Method, ...] = (
            "Baechi m-SCT: ETF with favourite children"),
     Method("pesto", ("makespan",), makespan.run_pesto,
            "Pesto ILP: joint placement and scheduling with link congestion and memory; optional cycle-free "
-           "coarsening", options=makespan.PestoMethodOptions, kind="ip", objective_exact=False),
+           "coarsening", options=makespan.PestoMethodOptions, kind="ip", objective_exact=False, warm_start=True),
     # Celeritas (Xu et al.)
     Method("celeritas", ("makespan",), celeritas.run_celeritas,
            "Celeritas: CPD-TOPO order, optimal fusion (Alg. 1), Adjusting Placement (Alg. 2); placement only",

@@ -90,28 +90,55 @@ def _expert_rival(inst) -> list:
         return []
 
 
+def _given_start(inst, req: SolveRequest, coarsening: bool) -> dict:
+    """``--warm-start FILE`` (or a method's answer), resolved by the registry into
+    ``req.warm``, as the pipeline's start: a start of the ILP where it solves the graph as
+    it is (``extra_starts``); where it coarsens, the guide of the coarsening (the coarse
+    graph keeps the start's devices, and it is offered as the coarse MIP start) and a
+    rival of the last stage. Either way the answer is never worse than the start."""
+    from dnnplace.graphs.errors import InputError
+    from dnnplace.graphs.simulate import simulate
+
+    w = req.warm
+    if w is None:
+        return {}
+    if w.placement.graph is not inst.graph and w.placement.graph.n != inst.graph.n:
+        raise InputError(f"pesto: warm start {w.source} places another graph ({w.placement.graph.n} nodes, the "
+                         f"input has {inst.graph.n}); give a placement of the input graph")
+    pr = simulate(w.placement, policy="critical_path", congestion=req.congestion).schedule.priorities()
+    if not coarsening:
+        return {"extra_starts": [(w.placement.device, pr)]}
+    return {"guide": (w.source, w.placement, pr), "rivals": [(w.source, w.placement)]}
+
+
 def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput:
-    """Default limit 60 s on 1 thread; ``--warm-start none`` turns the list-schedule start off."""
+    """Default limit 60 s on 1 thread; ``--warm-start none`` turns the list-schedule start off;
+    ``--warm-start FILE`` (a placement or result of the input graph) or a method name
+    gives the start (:func:`_given_start`)."""
     from dnnplace.formulations.pesto import pesto
     from dnnplace.formulations.pesto_ip import PestoOptions
 
     sopts = req.solver
     if sopts.time_limit is None:
         sopts = dataclasses.replace(sopts, time_limit=60.0, threads=sopts.threads or 1)
+    coarsening = opts.coarsen_to is not None and inst.graph.n > opts.coarsen_to
+    given = _given_start(inst, req, coarsening)
+    rivals = list(_expert_rival(inst) if opts.expert_rival else ()) + given.pop("rivals", [])
     kw = dict(coarsen_to=opts.coarsen_to, congestion=req.congestion, ilp_congestion=opts.ilp_congestion,
               warm_start=(req.warm_start or "list") != "none", solver=sopts, options=PestoOptions(memory=opts.memory),
               fallback=opts.fallback, engine=opts.engine, guided=opts.guided, coarsen_with=opts.coarsen_with,
-              relaxed_start=opts.relaxed_start, rivals=_expert_rival(inst) if opts.expert_rival else (),
-              transfer_mode=req.transfer_mode)
+              relaxed_start=opts.relaxed_start, rivals=tuple(rivals), transfer_mode=req.transfer_mode)
     if opts.vcycle_levels > 1:
         from dnnplace.formulations.pesto_vcycle import pesto_vcycle
 
-        r = pesto_vcycle(inst.graph, inst.require_cluster(), levels=opts.vcycle_levels, **kw)
+        given.pop("guide", None)  # the V-cycle guides each level by the best answer so far; the start is a rival
+        r = pesto_vcycle(inst.graph, inst.require_cluster(), levels=opts.vcycle_levels, **kw, **given)
     else:
-        r = pesto(inst.graph, inst.require_cluster(), **kw)
+        r = pesto(inst.graph, inst.require_cluster(), **kw, **given)
     extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
              "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
              "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,
+             "warm_start": None if req.warm is None else req.warm.source,
              "coarse_nodes": r.coarse_n, "coarsen_seconds": r.coarsen_seconds, "model_size": r.size,
              "semantics": "ILP: links in any order (Pesto (7)), one transfer per edge; objective: simulation "
                           "replaying the ILP's device order and, where model_size.link_order is 'ilp', its link "
