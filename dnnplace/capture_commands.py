@@ -87,6 +87,11 @@ def cmd_capture(args: argparse.Namespace) -> int:
     if args.batches and args.batch:
         raise InputError("give --batch or --batches, not both")
     batches = [int(b) for b in args.batches.split(",")] if args.batches else [args.batch]
+    from dnnplace.outpaths import check_outputs
+
+    model_file = args.model.rpartition(":")[0] if user else ""  # mymodel.py:Net reads mymodel.py
+    check_outputs([("--out", _batch_path(args.out, b) if args.batches else args.out) for b in batches],
+                  [("model", model_file if model_file.endswith(".py") else None)])  # before any capture
     require_torch()
     over = _overrides(args.param)
     over.update({k: v for k, v in (("layers", args.layers), ("cells", args.cells)) if v is not None})
@@ -132,6 +137,9 @@ def cmd_profile_links(args: argparse.Namespace) -> int:
     Refuses (exit 2) to write a GPU cluster for GPUs that are not visible."""
     from dnnplace.graphs.io import write_json
     from dnnplace.graphs.io.native import cluster_to_dict
+    from dnnplace.outpaths import check_outputs
+
+    check_outputs([("--out", args.out)])  # a folder, an unwritable path: before any timing
     if args.nvml:
         from dnnplace.graphs.capture.topology import cluster_from_nvml
         cl = cluster_from_nvml()
@@ -185,7 +193,7 @@ def cmd_profile_links(args: argparse.Namespace) -> int:
 def add_parsers(sub) -> None:
     """The two subcommands, added by :func:`dnnplace.cli.build_parser`."""
     p = sub.add_parser("capture", help="capture a zoo model or your own PyTorch model as a graph with costs",
-                       description="Needs the torch extra: pip install -e \".[torch]\". MODEL is a zoo name, "
+                       description="Needs the torch extra: pip install 'dnnplace[torch]'. MODEL is a zoo name, "
                                    "FILE.py:FACTORY or package.module:FACTORY; the factory (a class or function, "
                                    "called with the --param values as keyword arguments) returns an nn.Module, or "
                                    "(model, inputs, loss_fn) for full control.")

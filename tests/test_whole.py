@@ -99,7 +99,7 @@ def test_capture_cli_without_torch_names_the_extra(tmp_path, capsys, monkeypatch
 
     monkeypatch.setattr(builtins, "__import__", no_torch)
     assert main(["capture", "resnet-50", "--out", str(tmp_path / "g.json")]) == 2
-    assert 'pip install -e ".[torch]"' in capsys.readouterr().err
+    assert "pip install 'dnnplace[torch]'" in capsys.readouterr().err
     assert not (tmp_path / "g.json").exists()
 
 

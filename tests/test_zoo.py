@@ -87,7 +87,7 @@ def test_listing_without_torch():
             print(exc)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
-    assert out[0] == str(len(ZOO)) and 'pip install -e ".[torch]"' in out[1]
+    assert out[0] == str(len(ZOO)) and "pip install 'dnnplace[torch]'" in out[1]
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))

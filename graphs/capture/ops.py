@@ -20,7 +20,8 @@ def require_torch():
     try:
         import torch
     except ImportError:
-        raise InputError('capturing PyTorch models needs torch: pip install -e ".[torch]"') from None
+        raise InputError("capturing PyTorch models needs torch: pip install 'dnnplace[torch]' (in a checkout: "
+                         "pip install -e '.[torch]')") from None
     return torch
 
 
