@@ -104,8 +104,11 @@ def eager_reference(model: ModelSpec, *, steps: int = 6, threads: int = 1,
     the median step time (ms) after the first. ``eval_mode``: the model in eval mode
     (the pipeline runs the forward graph that ``--inference`` captures)."""
     import torch
+
+    from dnnplace.graphs.capture.ops import steady_malloc
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
+    steady_malloc()   # as in the workers
     try:
         net, inputs, loss_fn = load(model)
         if eval_mode:

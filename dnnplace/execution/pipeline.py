@@ -71,6 +71,7 @@ import numpy as np
 
 from dnnplace.execution.launch import check_reference, eager_reference, run_processes, torch_optimizer
 from dnnplace.execution.worker import ModelSpec, load
+from dnnplace.graphs.capture.ops import steady_malloc
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["Stages", "PipelineMeasured", "SCHEDULES", "build_stages", "stage_order", "loss_kind", "run_pipeline",
@@ -396,6 +397,7 @@ def _run_stage(rank: int, job: _Job) -> None:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
     from torch.utils._pytree import tree_unflatten
     torch.set_num_threads(job.threads)
+    steady_malloc()
     dist.init_process_group("gloo", init_method=f"file://{job.init_file}", rank=rank, world_size=job.world,
                             timeout=timedelta(seconds=job.timeout_s))
     try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from dnnplace.graphs.capture.ops import apply_update
+from dnnplace.graphs.capture.ops import apply_update, steady_malloc
 
 __all__ = ["ModelSpec", "WorkerPlan", "run_worker", "load"]
 
@@ -215,6 +215,7 @@ def run_worker(rank: int, plan: WorkerPlan) -> None:
 
     from dnnplace.execution.program import build_programs
     torch.set_num_threads(plan.threads)
+    steady_malloc()
     world = max(len(orders) for _, orders in plan.jobs)
     dist.init_process_group("gloo", init_method=f"file://{plan.init_file}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=plan.timeout_s))

@@ -44,6 +44,7 @@ from dnnplace.graphs.capture.ops import (
     is_view,
     op_name,
     require_torch,
+    steady_malloc,
     storage_bytes,
     value_bytes,
 )
@@ -187,7 +188,7 @@ def cache_path(key: str, cap: Captured, device: str, cache_dir: str | os.PathLik
     torch = require_torch()
     ident = {"inputs": cap.meta.get("inputs"), "device": device, "torch": torch.__version__,
              "training": cap.meta.get("training"), "optimizer": cap.meta.get("optimizer"),
-             "nodes": [nd.name for nd in cap.gm.graph.nodes], "apply": "apply_update"}
+             "nodes": [nd.name for nd in cap.gm.graph.nodes], "apply": "apply_update", "malloc": "steady"}
     digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
     root = Path(cache_dir or os.environ.get("DNNPLACE_PROFILE_CACHE") or Path.home() / ".cache/dnnplace/profiles")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
@@ -266,6 +267,7 @@ class Measured(CostModel):
             raise InputError("measured costs on 'cuda' need a GPU; this machine has none (use --cost measured "
                              "on the CPU, or a cached GPU profile)")
         gen = torch.Generator().manual_seed(0)
+        steady_malloc()   # as the executor's workers run: no fresh pages per repeat
         args = [_real(nd.meta.get("val"), self.device, gen) for nd in cap.gm.graph.nodes if nd.op == "placeholder"]
         cuda = dev.type == "cuda"
         samples: dict[str, list[float]] = {}

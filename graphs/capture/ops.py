@@ -8,7 +8,7 @@ from typing import Any
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["OPTIMIZER_STATE", "require_torch", "storage_bytes", "value_bytes", "is_view", "op_name", "apply_update",
-           "root_value"]
+           "root_value", "steady_malloc"]
 
 OPTIMIZER_STATE = {"sgd": 0, "momentum": 1, "adam": 2}
 """Optimizer state per parameter, in multiples of the parameter's bytes."""
@@ -105,3 +105,22 @@ def root_value(nd: Any, rep: dict[str, int]) -> Any:
             break
         nd = base
     return nd
+
+
+def steady_malloc() -> bool:
+    """Keep freed memory in this process (glibc ``mallopt``: no ``mmap`` for large blocks,
+    no trimming), so that a tensor allocated again in every step or timing repeat reuses
+    pages instead of faulting fresh zeroed ones in: the executor's workers and the
+    ``measured`` cost model both call it, so operators are timed as they run. Returns
+    whether it applied (glibc only)."""
+    import ctypes
+    import ctypes.util
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        return bool(libc.mallopt(m_mmap_threshold, 1 << 30)) and bool(libc.mallopt(m_trim_threshold, 1 << 62))
+    except (OSError, AttributeError):
+        return False
