@@ -95,3 +95,27 @@ def test_capture_and_profile_links_check_their_outputs_first(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--out" in err
     assert model.read_text() == "def net():\n    pass\n"
+
+
+def test_cluster_file_and_out_kept_when_the_output_is_cut(tmp_path):
+    """``--cluster FILE`` reads a cluster JSON (profile-links' output, or a graph file's
+    cluster); ``dnnplace solve ... --out R | head`` still writes R (it was lost to the
+    broken pipe before the write)."""
+    import subprocess
+    import sys
+
+    g = tmp_path / "g.json"
+    assert main(["generate", "random-dag", "--nodes", "8", "--seed", "4", "--cluster", "single-host-2-pcie5",
+                 "--out", str(g)]) == 0
+    cl = tmp_path / "cl.json"
+    cl.write_text(json.dumps({"format": "dnnplace.cluster/1", **read_json(g)["cluster"]}))
+    bare = tmp_path / "bare.json"
+    doc = read_json(g)
+    doc.pop("cluster")
+    bare.write_text(json.dumps(doc))
+    out = tmp_path / "r.json"
+    # `true` reads nothing and is gone before the solve ends: the first line printed breaks the pipe
+    cmd = f"{sys.executable} -m dnnplace solve {bare} --cluster {cl} --method heft --out {out} | true"
+    subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=120)
+    assert out.exists()
+    assert read_json(out)["cluster"]["name"] == read_json(g)["cluster"]["name"]

@@ -146,9 +146,20 @@ def load_instance(path: str | os.PathLike, cluster: str | None = None) -> Instan
 
 def _preset(name: str, graph) -> Any:
     """:func:`cluster_preset`, noting the preset's name in ``meta["preset"]`` (a result
-    records the name instead of the whole cluster)."""
+    records the name instead of the whole cluster); a JSON file (``dnnplace profile-links
+    --out``, or a graph file with a ``cluster`` section) is read as a cluster."""
     import dataclasses
 
+    if str(name).endswith(".json") or Path(name).is_file():
+        from dnnplace.graphs.io.native import cluster_from_dict
+
+        doc = read_json(name)
+        if isinstance(doc, dict) and isinstance(doc.get("cluster"), dict) and "devices" not in doc:
+            doc = doc["cluster"]  # a graph file's cluster
+        try:
+            return cluster_from_dict(doc)
+        except InputError as exc:
+            raise InputError(f"--cluster {name}: not a cluster file ({exc})") from None
     cl = cluster_preset(name, graph)
     return dataclasses.replace(cl, meta={**cl.meta, "preset": str(name).strip()})
 
