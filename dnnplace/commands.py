@@ -311,6 +311,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         from dnnplace.formulations.solver_options import SolverLicenceError, licence_message
 
         raise SolverLicenceError(licence_message(res.message, req.solver.solver))
+    if args.out:  # written before anything is printed: `dnnplace solve ... | head` keeps it
+        write_json(args.out, res.to_dict())
     unit = res.unit
     say(f"{res.method} on {res.instance} ({res.problem}): {res.status}"
         + (f" [{res.termination}]" if res.termination else ""))
@@ -340,7 +342,6 @@ def cmd_solve(args: argparse.Namespace) -> int:
             say()
             say(device_table(placed, ev))
     if args.out:
-        write_json(args.out, res.to_dict())
         say(f"\nwrote {args.out}")
     return 0 if res.status != "error" else 1
 
