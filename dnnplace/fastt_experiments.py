@@ -427,10 +427,12 @@ def _scaling(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) ->
               "OS-DPOS schedule, strict", "OS-DPOS schedule, priority", "FastT/DP (ours)", "DP (paper)",
               "FastT (paper)", "FastT/DP (paper)", "static memory"]
     notes = _notes(cfg) + [
-        "FastT = os-dpos from the data-parallel graph, keeping the DP start deployment when its own schedule "
-        "simulates slower (keep_start); the two OS-DPOS columns are its own schedule, replayed strictly and under "
-        "the non-delay priority policy. All with link congestion (FCFS). Speedup: best FastT over best baseline "
-        "(1 GPU included) minus 1, the paper's metric."]
+        "FastT = os-dpos from the data-parallel graph with the DP deployment as its incumbent, kept when no "
+        "schedule of its own simulates faster (keep_start); the two OS-DPOS columns are its own schedule, replayed "
+        "strictly (device and link orders) and under the non-delay priority policy. All with link congestion: DP "
+        "under TensorFlow's fifo with FCFS links; with planner_congestion the planner queues transfers as the "
+        "simulator does and sends a tensor once per consuming GPU, so its estimate equals its strict replay. "
+        "Speedup: best FastT over best baseline (1 GPU included) minus 1, the paper's metric."]
     return _write(out, header, rows, notes, "FastT Tables 1-2: DP vs FastT throughput (simulation)")
 
 
