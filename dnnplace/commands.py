@@ -137,7 +137,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from dnnplace.graphs.evaluate import PROBLEMS, evaluate
     from dnnplace.graphs.io import placement_from_doc, write_json
 
-    args.graph = _graph_path(args.graph)
+    args.graph, args.placement = _graph_path(args.graph), _graph_path(args.placement)  # bundled files by name
     _check_out([("--out", args.out)], [("graph", args.graph), ("placement", args.placement)])
     inst, doc = _placement_instance(args)
     if args.problem is None:  # a result JSON says what it solved
@@ -165,7 +165,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import placement_from_doc, read_json, write_json
     from dnnplace.graphs.simulate import simulate
 
-    args.graph = _graph_path(args.graph)
+    args.graph, args.placement = _graph_path(args.graph), _graph_path(args.placement)  # bundled files by name
     _check_out([("--out", args.out), ("--gantt", args.gantt)],
                [("graph", args.graph), ("placement", args.placement)])
     inst, doc = _placement_instance(args)
