@@ -482,7 +482,7 @@ def _splits(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) -> 
             ms_off, ms_on = off["objective"], on["objective"]
             rows.append(["table6", f"{fam} ({source[fam]})", f"no split / split (ms), splits accepted by the {score}",
                          ms_off, ms_on, f"ours {ms_off / ms_on - 1:+.2%} ({len(on['extra']['splits'])} "
-                                        f"splits; planner without congestion {off['extra']['planner_estimate']:.4g} "
+                                        f"splits; planner estimate {off['extra']['planner_estimate']:.4g} "
                                         f"-> {on['extra']['planner_estimate']:.4g}); paper {p_off / p_on - 1:+.2%}"])
             if score == "planner":
                 t6[fam] = (100 * (ms_off / ms_on - 1), 100 * (p_off / p_on - 1))
