@@ -10,9 +10,13 @@ The four models (``experiments/celeritas-models.toml``) are captured from the mo
 at the paper's configuration and batch (PyTorch ``torch.export`` joint graphs with roofline
 V100 costs, :mod:`dnnplace.graphs.capture`; captured once into ``<out>/graphs/``), or, for
 Tensor Holography (not in the zoo) and wherever torch is missing, generated stand-ins of the
-paper's size and CCR; every table says which. Each model becomes one instance file under
-``<out>/instances/`` with 4 V100-class GPUs over PCIe whose memory holds ``gpu_share`` of the
-model each (the paper's large batches exceed one GPU). Every placement is a run of a
+paper's size and CCR; every table says which. With ``colocate_gradients`` (the models file;
+TensorFlow's ``colocate_gradients_with_ops``, which the paper's TF graphs carry) every backward
+op of a captured graph joins its forward op's colocation group
+(:mod:`dnnplace.graphs.colocate`); the random-DAG stand-ins pair them themselves. Each model
+becomes one instance file under ``<out>/instances/`` with 4 V100-class GPUs over PCIe whose
+memory holds ``gpu_share`` of the model each (one share for every model: the paper's large
+batches exceed one GPU). Every placement is a run of a
 registered method through the one sweep driver (:func:`dnnplace.runner.execute`: re-scored
 by the simulator, recorded in ``<out>/runs.jsonl``, resumable; the four experiments share
 their runs). Step times are the simulator's makespan under the ``fifo`` policy
@@ -66,6 +70,7 @@ class Model:
     generator: dict
     gpu_share: float
     paper: dict
+    colocate_gradients: bool = True
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class Config:
     cluster: dict
     out_dir: str
     methods: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)   # column -> the method's options
 
     @classmethod
     def load(cls, name: str) -> Config:
@@ -85,9 +91,16 @@ class Config:
         if doc.get("kind") not in ("table2", "table3", "table4", "fig6"):
             raise InputError(f"{name}: kind must be table2, table3, table4 or fig6")
         shared = tomllib.loads(experiment_config(doc["models"]).read_text())
-        models = tuple(Model(m["name"], dict(m.get("capture", {})), dict(m["generator"]), float(m["gpu_share"]),
-                             m["paper"]) for m in shared["models"])
-        return cls(name, doc["kind"], models, dict(shared["cluster"]), shared["out_dir"], dict(doc.get("methods", {})))
+        coloc = bool(shared.get("colocate_gradients", False))
+        models = tuple(Model(m["name"], dict(m.get("capture", {})), dict(m["generator"]),
+                             float(m.get("gpu_share", shared.get("gpu_share", 0.0))), m["paper"], coloc)
+                       for m in shared["models"])
+        methods = dict(doc.get("methods", {}))
+        params = {col: dict(p) for col, p in doc.get("params", {}).items()}
+        unknown = sorted(set(params) - set(methods))
+        if unknown:
+            raise InputError(f"{name}: params for columns that are not methods: {', '.join(unknown)}")
+        return cls(name, doc["kind"], models, dict(shared["cluster"]), shared["out_dir"], methods, params)
 
 
 def model_graph(m: Model, cache: Path, *, captured: bool = True) -> tuple[OpGraph, str]:
@@ -126,6 +139,8 @@ def _variants(cfg: Config, out: Path, quick: bool) -> dict[str, tuple[Variant, s
         if quick and m.generator.get("n", 0) > QUICK_MAX_NODES:
             continue
         g, source = model_graph(m, out / "graphs", captured=not quick)
+        if m.colocate_gradients:
+            g, source = _colocated(g, source)
         cl = Cluster.single_host(cfg.cluster["n_gpus"], interconnect=cfg.cluster["interconnect"],
                                  with_cpu=cfg.cluster["with_cpu"], gpu_memory=m.gpu_share * float(g.memory.sum()))
         graphs[m.name] = (g, cl, source)
@@ -137,6 +152,22 @@ def _variants(cfg: Config, out: Path, quick: bool) -> dict[str, tuple[Variant, s
     return out_v
 
 
+def _colocated(g: OpGraph, source: str) -> tuple[OpGraph, str]:
+    """TensorFlow's ``colocate_gradients_with_ops`` (:mod:`dnnplace.graphs.colocate`) on a
+    captured graph; the random-DAG stand-ins already put each backward node with its
+    forward node (``colocate_backward``); the LSTM grid records no pairing."""
+    from dnnplace.graphs.colocate import colocate_gradients
+
+    if g.layers is None or "capture" not in g.meta:
+        if (g.colocation >= 0).any():
+            return g, source + "; backward nodes colocated with their forward nodes by the generator"
+        return g, source + "; no forward-backward colocation (the generator records no pairing)"
+    h = colocate_gradients(g)
+    info = h.meta["colocate_gradients"]
+    return h, (source + f"; gradients colocated with their forward ops ({info['paired']} backward ops paired, "
+                        f"{info['free']} free)")
+
+
 def _specs(kind: str, cfg: Config, v: Variant) -> dict[str, Any]:
     """Column -> run spec of this experiment on one model."""
     if kind == "table2":
@@ -144,7 +175,7 @@ def _specs(kind: str, cfg: Config, v: Variant) -> dict[str, Any]:
     if kind == "fig6":
         cols = {col: run_spec(v, "order-place", {"R": 1, "order": o}) for col, o in FIG6_ORDERS.items()}
         return {**cols, "Celeritas": run_spec(v, "celeritas")}
-    return {col: run_spec(v, method) for col, method in cfg.methods.items()}
+    return {col: run_spec(v, method, cfg.params.get(col)) for col, method in cfg.methods.items()}
 
 
 def _fifo(rec: dict | None, v: Variant) -> float | None:
