@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,16 @@ def test_celeritas_fill_keeps_backward_ops_with_their_forward_ops():
     assert np.count_nonzero(free[paired] != free[p[paired]]) >= 10  # the fill separates them without colocation
     assert np.count_nonzero(together[paired] != together[p[paired]]) == 0
     assert np.unique(together).size >= 3  # the model still needs three GPUs
+
+
+def test_celeritas_configs_use_colocation_compute_metis_and_one_memory_share():
+    from dnnplace.celeritas_experiments import Config, _specs
+    from dnnplace.pesto_runs import Variant
+
+    cfg = Config.load("celeritas-table3")
+    assert {m.gpu_share for m in cfg.models} == {0.35} and all(m.colocate_gradients for m in cfg.models)
+    assert cfg.methods["Metis"] == cfg.methods["Metis (memory too)"] == "metis"
+    v = Variant(stem="x", path=Path("x.json"), n=1, gpus=4)
+    specs = _specs("table3", cfg, v)
+    assert specs["Metis"].params == {"memory": False} and specs["Metis (memory too)"].params == {"memory": True}
+    assert specs["Celeritas"].params == {}
