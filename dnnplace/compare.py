@@ -60,7 +60,9 @@ _OTHER = ("#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 def load_records(paths: Sequence[str | os.PathLike]) -> list[dict]:
     """The records of each ``runs.jsonl`` named (a folder stands for the ``runs.jsonl``
     in it) and of each result JSON written by ``dnnplace solve --out``; the newest
-    record of each run key (a result file is its own run)."""
+    record of each run key of a file (a result file is its own run). The same run key in
+    two files is two runs (e.g. one sweep run on two executors), each record noting its
+    file in ``_source``."""
     from dnnplace.graphs.io import read_json
     from dnnplace.runner import read_runs
 
@@ -75,13 +77,13 @@ def load_records(paths: Sequence[str | os.PathLike]) -> list[dict]:
             if not recs:
                 raise InputError(f"{f}: no run records")
             for r in recs:
-                out[r["run_key"]] = r
+                out[f"{f.resolve()}|{r['run_key']}"] = {**r, "_source": str(f)}
             continue
         doc = read_json(f)
         if not (isinstance(doc, dict) and {"method", "status", "problem"} <= doc.keys()):
             raise InputError(f"{f}: not a result JSON (no 'method', 'status' and 'problem'); give the --out file of "
                              "dnnplace solve, or a runs.jsonl")
-        out[f"file:{f.resolve()}"] = {**doc, "run_key": f"file:{f.resolve()}"}
+        out[f"file:{f.resolve()}"] = {**doc, "run_key": f"file:{f.resolve()}", "_source": str(f)}
     return list(out.values())
 
 
@@ -159,6 +161,11 @@ def _labels(records: Sequence[dict], with_backend: bool = True) -> dict[int, str
     for (_i, _c, method, backend), recs in groups.items():
         base = method if backend == "-" or not with_backend else f"{method}/{backend}"
         opts = [_options(r) for r in recs]
+        if len({tuple(sorted(o.items())) for o in opts}) < len(opts):  # the same run from several files
+            srcs = {r.get("_source") for r in recs}
+            if len(srcs) > 1:
+                for o, r in zip(opts, recs):
+                    o["from"] = Path(str(r.get("_source"))).parent.name or str(r.get("_source"))
         keys = sorted({k for o in opts for k in o})
         differ = [k for k in keys if len({o.get(k) for o in opts}) > 1]
         for r, o in zip(recs, opts):

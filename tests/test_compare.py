@@ -195,3 +195,15 @@ def test_solve_result_files_and_sweep_records_compare_together(tmp_path, capsys)
     assert sorted(p.name for p in (tmp_path / "cmp").glob("*.png")) == ["objective.png", "profile.png"]
     assert main(["compare", str(g)]) == 2  # a graph is not a result
     assert "not a result JSON" in capsys.readouterr().err
+
+
+def test_the_same_sweep_in_two_folders_is_two_sets_of_runs(tmp_path):
+    """Comparing one config run twice (e.g. on two executors) keeps both: run keys are
+    unique per file only (was: the second file's records replaced the first's)."""
+    a = write_runs(tmp_path / "inline", HEURISTICS)
+    b = write_runs(tmp_path / "ray", [{**r, "objective": r["objective"] + 1} for r in HEURISTICS])
+    recs = load_records([a, b])
+    assert len(recs) == 2 * len(HEURISTICS)
+    table = rows(recs)
+    heft_c2 = sorted((r["method"], r["objective"]) for r in table if r["cluster"] == "c2" and "heft" in r["method"])
+    assert heft_c2 == [("heft from=inline", 60.0), ("heft from=ray", 61.0)]
