@@ -162,7 +162,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from dnnplace.graphs.io import placement_from_doc, read_json, write_json
+    from dnnplace.graphs.io import placement_from_doc, write_json
     from dnnplace.graphs.simulate import simulate
 
     args.graph, args.placement = _graph_path(args.graph), _graph_path(args.placement)  # bundled files by name

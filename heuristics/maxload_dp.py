@@ -194,7 +194,8 @@ def subdivide_out_costs(graph: OpGraph, cluster: Cluster) -> OpGraph:
 
     comp = graph.compute[own]
     return graph.with_(
-        ids=tuple(graph.ids) + tuple(new_ids), compute=np.vstack([graph.compute, np.where(np.isnan(comp), np.nan, 0.0)]),
+        ids=tuple(graph.ids) + tuple(new_ids),
+        compute=np.vstack([graph.compute, np.where(np.isnan(comp), np.nan, 0.0)]),
         memory=np.concatenate([graph.memory, np.zeros(k)]), src=np.concatenate(src), dst=np.concatenate(dst),
         edge_bytes=np.concatenate(byts), edge_cost=np.concatenate(cst),
         edge_batch_scaled=np.zeros(sum(a.size for a in src), dtype=bool),

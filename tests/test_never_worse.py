@@ -70,7 +70,8 @@ def test_pesto_starts_from_a_warm_start_file(tmp_path, capsys):
     inst = heavy(30, 0)
     g = tmp_path / "g.json"
     save_instance(inst, g)
-    assert main(["solve", str(g), "--method", "single", "--problem", "makespan", "--out", str(tmp_path / "s.json")]) == 0
+    assert main(["solve", str(g), "--method", "single", "--problem", "makespan",
+                 "--out", str(tmp_path / "s.json")]) == 0
     assert main(["solve", str(g), "--method", "pesto", "--warm-start", str(tmp_path / "s.json"), "--time-limit", "1",
                  "--param", "fallback=false", "--out", str(tmp_path / "p.json")]) == 0
     doc = json.loads((tmp_path / "p.json").read_text())
