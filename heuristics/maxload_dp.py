@@ -137,8 +137,8 @@ def subdivide_out_costs(graph: OpGraph, cluster: Cluster) -> OpGraph:
     >>> g = OpGraph(ids="uvw", kinds=["acc"], compute=[[1.0]] * 3, memory=[0] * 3, src=[0, 0], dst=[1, 2],
     ...             edge_cost=[2.0, 5.0])
     >>> s = subdivide_out_costs(g, Cluster.tarnawski(2, 0, 10))
-    >>> s.ids, s.edge_cost.tolist()
-    (('u', 'v', 'w', 'u/appB0', 'u/appB1'), [0.0, 0.0, 2.0, 2.0, 3.0])
+    >>> sorted((s.ids[a], s.ids[b], c) for a, b, c in zip(s.src.tolist(), s.dst.tolist(), s.edge_cost.tolist()))
+    [('u', 'u/appB0', 0.0), ('u', 'u/appB1', 0.0), ('u/appB0', 'v', 2.0), ('u/appB0', 'w', 2.0), ('u/appB1', 'w', 3.0)]
     """
     cost = _edge_costs(graph, cluster)
     n, m = graph.n, graph.m
