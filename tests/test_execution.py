@@ -198,7 +198,7 @@ def test_cli_capture_solve_execute(tmp_path, capsys):
                  "--out", g]) == 0
     assert main(["solve", g, "--cluster", "local-cpu-2", "--problem", "makespan", "--method", "heft",
                  "--out", res]) == 0
-    assert main(["execute", model, res, "--input", "32x64", "--loss", "cross_entropy", "--cluster", "local-cpu-2",
+    assert main(["execute", model, res, "--input", "32x64", "--loss", "cross_entropy",  # the result's cluster
                  "--steps", "2", "--warmup", "1", "--out", run, "--gantt", png]) == 0
     doc = json.loads(Path(run).read_text())
     for key in ("measured_step_ms", "measured_min_ms", "measured_max_ms", "predicted_step_ms", "matches_reference",

@@ -45,7 +45,7 @@ def predict(inst: Any, placement: dict, start: dict | None) -> Any:
 def cmd_execute(args: argparse.Namespace) -> int:
     """Run the plan in RESULT.json across processes; print and write the measurement."""
     from dnnplace.execution.launch import Plan, execute
-    from dnnplace.graphs.io import load_instance, read_json, write_json
+    from dnnplace.graphs.io import instance_for_placement, read_json, write_json
     from dnnplace.graphs.presets import cluster_preset
     doc = read_json(args.result)
     if not isinstance(doc, dict):
@@ -57,7 +57,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     graph_path = args.graph or (doc.get("instance") if isinstance(doc.get("instance"), str) else None)
     inst = None
     if graph_path and Path(graph_path).is_file():
-        inst = load_instance(graph_path, args.cluster)
+        inst = instance_for_placement(graph_path, args.cluster, doc, args.result)  # --cluster, else the result's
     if inst is not None and inst.cluster is not None:
         names, note = list(inst.cluster.names), None
     elif args.cluster:
@@ -118,7 +118,8 @@ def add_parser(sub: Any) -> None:
                    help="as captured (default adam)")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--graph", help="the graph with costs the plan was made on (default: the result's instance)")
-    p.add_argument("--cluster", help="cluster preset or file for the prediction (default: the result's cluster)")
+    p.add_argument("--cluster", help="cluster preset or file for the prediction and the device names (default: the "
+                                     "cluster the result was solved on)")
     p.add_argument("--steps", type=int, default=5, help="measured steps after the warm-up (default 5)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up steps (default 2)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds before a stuck step is stopped")
