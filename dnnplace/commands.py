@@ -6,6 +6,7 @@ heavy is imported inside the command that needs it, so ``--help`` and ``info`` s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -282,6 +283,16 @@ def build_request(args: argparse.Namespace):
                         policy=args.policy or "fifo", params=params)
 
 
+def solve_deadline(limit: float):
+    """The deadline of ``dnnplace solve --time-limit L``: ``L`` from this process's start
+    (start-up, imports and loading count), less a reserve for the evaluation and the
+    output (5 % of the limit plus 0.2 s, at most half the limit)."""
+    from dnnplace.graphs.deadline import Deadline, process_start
+
+    reserve = min(0.05 * limit + 0.2, 0.5 * limit)
+    return Deadline(limit - reserve, start=process_start())
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import write_json
     from dnnplace.registry import get_method, infer_problem, method_options, run_method
@@ -296,6 +307,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise InputError(f"--objective applies to problem 'maxload' only, not {args.problem!r}")
     req = build_request(args)
     method_options(method, req)
+    if req.solver.time_limit is not None:  # the limit holds for this whole process (issue 24)
+        req = dataclasses.replace(req, deadline=solve_deadline(req.solver.time_limit))
     from dnnplace.formulations.solver_options import check_backend
 
     for w in check_backend(req.solver, flags=True):  # --solver cplex, --solver-option foo_bar=3 -> exit 2

@@ -156,9 +156,38 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
         return _run_method(instance, method, request)
 
 
+def machine_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def with_limits(request: SolveRequest) -> SolveRequest:
+    """The request as a method runs it: solver ``threads`` capped at this machine's
+    cores (with a warning: 20000 threads turned a 5 s solve into 88 s), and a
+    :class:`~dnnplace.graphs.deadline.Deadline` of ``solver.time_limit`` from now
+    unless the caller set one (``dnnplace solve`` counts from the process's start)."""
+    from dnnplace.graphs.deadline import Deadline
+
+    threads = request.solver.threads
+    cores = machine_cores()
+    if threads is not None and threads > cores:
+        from dnnplace.textout import warn
+
+        warn(f"--threads {threads}: this machine has {cores} cores; using {cores}")
+        request = dataclasses.replace(request, solver=dataclasses.replace(request.solver, threads=cores))
+    if request.deadline is None and request.solver.time_limit is not None:
+        request = dataclasses.replace(request, deadline=Deadline(request.solver.time_limit))
+    return request
+
+
 def _run_method(instance: Instance, method: str | Method, request: SolveRequest) -> tuple[Result, Placement | None]:
     m = get_method(method) if isinstance(method, str) else method
     opts = method_options(m, request)
+    asked_threads = request.solver.threads
+    request = with_limits(request)
     if m.warm_start and request.warm_start and request.warm_start != "none" and request.warm is None:
         if request.warm_start == m.name:
             raise InputError(f"the {m.name} method cannot warm start itself")
@@ -177,6 +206,8 @@ def _run_method(instance: Instance, method: str | Method, request: SolveRequest)
                  wall_seconds=wall, trace=list(out.trace), unit=instance.graph.unit, extra=dict(out.extra),
                  memory_model=out.memory_model if request.problem == "makespan" else "static")
     res.cluster = cluster_record(instance.cluster)
+    if asked_threads != request.solver.threads:
+        res.extra["threads_asked"] = asked_threads  # capped at the machine's cores (with_limits)
     if out.graph is not None:
         from dnnplace.graphs.transforms import answer_graph_record
 

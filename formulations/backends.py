@@ -32,6 +32,7 @@ is an ``error`` outcome, an interrupt a :class:`KeyboardInterrupt`.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import time
 from typing import Any
@@ -42,6 +43,7 @@ import pyomo.environ as pyo
 from dnnplace.formulations.interrupts import InterruptGuard, no_interrupt_warning, raise_if_interrupted
 from dnnplace.formulations.outcome import SolveOutcome
 from dnnplace.formulations.solver_options import SolverOptions
+from dnnplace.graphs.deadline import capped
 
 __all__ = ["solve_highs", "solve_gurobi", "solve_scip", "solve_contrib", "solve_legacy"]
 
@@ -71,11 +73,18 @@ def _rel_gap(inc: float | None, bound: float | None) -> float | None:
     return abs(inc - bound) / max(abs(inc), 1e-10)
 
 
+DEADLINE: contextvars.ContextVar = contextvars.ContextVar("dnnplace_solve_deadline", default=None)
+"""The :class:`~dnnplace.graphs.deadline.Deadline` of the solve in progress
+(:func:`~dnnplace.formulations.driver.solve_model` sets it): the hand-off stops at it
+and the solver's time limit is cut to what it leaves."""
+
+
 def _common_config(options: SolverOptions) -> dict[str, Any]:
     cfg: dict[str, Any] = dict(load_solutions=False, raise_exception_on_nonoptimal_result=False,
                                tee=bool(options.tee))
-    if options.time_limit is not None:
-        cfg["time_limit"] = float(options.time_limit)
+    limit = capped(options.time_limit, DEADLINE.get())  # the limit, or what the deadline leaves of it
+    if limit is not None:
+        cfg["time_limit"] = float(limit)
     if options.rel_gap is not None:
         cfg["rel_gap"] = float(options.rel_gap)
     if options.threads is not None:
@@ -117,7 +126,12 @@ def _hand_over(model, solver, base) -> None:
     """Give ``model`` to the persistent ``solver`` (timed as ``handoff_seconds``) and turn
     its automatic model updates off: the model is not changed after the hand-over."""
     t0 = time.perf_counter()
-    solver.set_instance(model)
+    deadline = DEADLINE.get()
+    if deadline is None:
+        solver.set_instance(model)
+    else:  # Pyomo's hand-off checks no deadline: stop it there (TimeLimitReached, caught by solve_model)
+        with deadline.guard("the model's hand-off to the solver"):
+            solver.set_instance(model)
     base["handoff_seconds"] = time.perf_counter() - t0
     for key in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
                 "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints",
@@ -219,7 +233,12 @@ def solve_gurobi(model, solver, options, warm_start, base) -> SolveOutcome:
         cfg["solver_options"] = sopts
     t0 = time.perf_counter()
     try:
-        solver.set_instance(model)
+        deadline = DEADLINE.get()
+        if deadline is None:
+            solver.set_instance(model)
+        else:
+            with deadline.guard("the model's hand-off to the solver"):
+                solver.set_instance(model)
         base["handoff_seconds"] = time.perf_counter() - t0
         solver.set_callback(cb)
         t0 = time.perf_counter()

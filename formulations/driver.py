@@ -32,10 +32,11 @@ from typing import Any
 
 import pyomo.environ as pyo
 
-from dnnplace.formulations.backends import solve_contrib, solve_gurobi, solve_highs, solve_legacy, solve_scip
+from dnnplace.formulations.backends import DEADLINE, solve_contrib, solve_gurobi, solve_highs, solve_legacy, solve_scip
 from dnnplace.formulations.outcome import SolveOutcome
 from dnnplace.formulations.solver_options import SOLVER_ALIASES as _ALIASES
 from dnnplace.formulations.solver_options import SolverOptions
+from dnnplace.graphs.deadline import Deadline, TimeLimitReached
 
 __all__ = ["SolveOutcome", "solve_model", "model_size", "available_solvers"]
 
@@ -74,7 +75,8 @@ def _make(name: str) -> tuple[Any, bool]:
 
 
 def solve_model(model: pyo.ConcreteModel, options: SolverOptions | None = None, *,
-                warm_start: Mapping[Any, float] | None = None, build_seconds: float = 0.0) -> SolveOutcome:
+                warm_start: Mapping[Any, float] | None = None, build_seconds: float = 0.0,
+                deadline: Deadline | None = None) -> SolveOutcome:
     """Solve a built model and load its incumbent (if any) into the model's variables.
 
     Parameters
@@ -88,6 +90,11 @@ def solve_model(model: pyo.ConcreteModel, options: SolverOptions | None = None, 
         ``warm_start_values`` completes every variable so the start is feasible.
     build_seconds : float
         Time the caller spent building the model (copied into the outcome).
+    deadline : Deadline, optional
+        When the caller's whole method must end: the hand-off to the solver stops at it
+        and the solver's time limit is cut to what is left after the hand-off. Past it
+        (before or during the hand-off) the outcome is ``no_solution`` with termination
+        ``maxTimeLimit`` and nothing solved.
     """
     options = options or SolverOptions()
     n_vars, n_cons, n_bin = model_size(model)
@@ -107,6 +114,18 @@ def solve_model(model: pyo.ConcreteModel, options: SolverOptions | None = None, 
         return SolveOutcome("error", "error", solver=name, message=base.pop("message", None) or
                             f"solver {name!r} is not available here; use --solver highs", **base)
     base.pop("message", None)
+    if deadline is None:
+        return _dispatch(model, solver, contrib, name, options, warm_start, base)
+    token = DEADLINE.set(deadline)
+    try:
+        return _dispatch(model, solver, contrib, name, options, warm_start, base)
+    except TimeLimitReached as exc:
+        return SolveOutcome("no_solution", "maxTimeLimit", solver=name, message=str(exc), **base)
+    finally:
+        DEADLINE.reset(token)
+
+
+def _dispatch(model, solver, contrib: bool, name: str, options: SolverOptions, warm_start, base) -> SolveOutcome:
     if contrib and name == "highs":
         return solve_highs(model, solver, options, warm_start, base)
     if contrib and _ALIASES.get(name, name).startswith("gurobi"):

@@ -73,12 +73,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dnnplace.formulations.driver import solve_model
+from dnnplace.formulations.driver import SolveOutcome, solve_model
 from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, warm_start_values
 from dnnplace.formulations.pesto_solution import decode_times, ilp_orders
 from dnnplace.formulations.solver_options import SolverOptions
 from dnnplace.graphs.bounds import makespan_lower_bound
 from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.deadline import NO_DEADLINE, Deadline, TimeLimitReached
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
@@ -145,7 +146,7 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
           coarsen_with: str = "pesto",
           engine: str = "mip", relaxed_start: float = 0.0,
           guide: tuple[str, Placement, np.ndarray] | None = None,
-          transfer_mode: str | None = None) -> PestoRun:
+          transfer_mode: str | None = None, deadline: Deadline | None = None) -> PestoRun:
     """Run the Pesto pipeline (see the module docstring).
 
     Parameters
@@ -195,9 +196,9 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         dominates).
     refine_share : float
         Coarsened runs with ``fallback``: the share of the solver's time limit kept for
-        the last stage on the original graph (the ILP gets the rest; at least half that
-        share is kept even when the solver's hand-off overran, so a run may exceed its
-        limit by that overrun; 60 s of refinement without a limit). The answer so far
+        the last stage on the original graph (the ILP gets the rest; the refinement
+        stops at the run's ``deadline``, leaving time for the closing simulations; 60 s
+        of refinement without a limit). The answer so far
         is compared with the best list schedule *of the original graph* (so the
         pipeline is never worse than the best heuristic it knows), and the better one is refined by unit moves
         (:func:`~dnnplace.heuristics.refine.refine_placement`: coarse nodes as units,
@@ -216,6 +217,12 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         (:mod:`~dnnplace.formulations.pesto_cpsat`, extra ``dnnplace[cpsat]``; its
         ``threads`` are CP-SAT workers). Both hand over placement, device and link
         orders the same way.
+    deadline : Deadline, optional
+        When the whole run must end (default: ``solver.time_limit`` from now): list
+        schedules stop starting, a model too large to build in the time left is not
+        started, the model build and the hand-off to the solver stop at it, the solver
+        gets what is left, the refinement stops before it; a run stopped before its ILP
+        answers returns its list-schedule start (termination ``time_limit``).
     relaxed_start : float
         With congestion in the ILP: first solve the same model *without* congestion
         constraints (7) for this share of the ILP's time, replay its schedule with
@@ -235,19 +242,20 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
             raise InputError("pesto: engine 'cpsat' needs OR-Tools: pip install 'dnnplace[cpsat]'")
     solver = solver or SolverOptions(time_limit=60.0, threads=1)
     transfer_mode = check_transfer_mode(transfer_mode)
+    deadline = deadline or Deadline(solver.time_limit)
     with transfer_semantics(transfer_mode):
         return _pesto(graph, cluster, coarsen_to=coarsen_to, congestion=congestion, ilp_congestion=ilp_congestion,
                       warm_start=warm_start, solver=solver, options=options, fallback=fallback,
                       extra_starts=extra_starts, refine_share=refine_share, guided=guided, rivals=rivals,
                       coarsen_with=coarsen_with, engine=engine, relaxed_start=relaxed_start, guide=guide,
-                      transfer_mode=transfer_mode)
+                      transfer_mode=transfer_mode, deadline=deadline)
 
 
 def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congestion: bool,
            ilp_congestion: bool | None, warm_start: bool, solver: SolverOptions, options: PestoOptions | None,
            fallback: bool, extra_starts: list | None, refine_share: float, guided: bool,
            rivals: Sequence[tuple[str, Placement]], coarsen_with: str, engine: str, relaxed_start: float,
-           guide: tuple[str, Placement, np.ndarray] | None, transfer_mode: str) -> PestoRun:
+           guide: tuple[str, Placement, np.ndarray] | None, transfer_mode: str, deadline: Deadline) -> PestoRun:
     """:func:`pesto` inside its transfer mode: simulations of the original graph use it,
     those of the graph the ILP sees count one transfer per edge (the ILP's accounting)."""
     from dnnplace.heuristics.coarsening import coarsen
@@ -265,7 +273,7 @@ def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congesti
     starts = [(f"extra_start[{k}]", dev_x, pr_x) for k, (dev_x, pr_x) in enumerate(extra_starts or ())]
     orig_list = None  # the best list schedule of the original graph (guide and last-stage rival)
     if coarsening and (guided or refining):
-        orig_list = best_list_schedule(graph, cluster, congestion=congestion)
+        orig_list = best_list_schedule(graph, cluster, congestion=congestion, deadline=deadline)
     if coarsening:
         if guide is None and guided:
             guide = (orig_list[0].algorithm, orig_list[0].placement, orig_list[0].priorities)
@@ -288,7 +296,7 @@ def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congesti
     # ILP's one transfer per edge (a horizon or start below its per-edge makespan would
     # cut off the start, or every schedule, from the ILP)
     with transfer_semantics("per_edge"):
-        ls, _, scores = best_list_schedule(cg, cluster, congestion=ilp_cong)
+        ls, _, scores = best_list_schedule(cg, cluster, congestion=ilp_cong, deadline=deadline)
     dev0 = canonical_relabel(cg, cluster, ls.placement.device) if opts.symmetry else ls.placement.device
     pl0 = Placement(cg, cluster, dev0)
     sim0 = simulate(pl0, policy="order", priorities=ls.priorities, congestion=ilp_cong, transfer_mode="per_edge")
@@ -301,9 +309,12 @@ def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congesti
             dev0, pl0, sim0, warm_name = dev_x, pl_x, sim_x, name_x
     horizon = safe_horizon(cg, cluster) if not memory_ok(pl0) else sim0.makespan
     horizon = horizon if horizon > 0 else 1.0
+    ilp_deadline = deadline  # the ILP (model build, hand-off and solve) stops at it
     if refining and limit is not None:  # the ILP leaves the refinement its share of the whole limit
-        left = limit - (time.perf_counter() - t0) - limit * refine_share
-        solver = dataclasses.replace(solver, time_limit=max(1.0, left))
+        left = (deadline.remaining() if deadline.remaining() is not None else limit - (time.perf_counter() - t0)) \
+            - limit * refine_share
+        ilp_deadline = Deadline(max(0.0, left))
+        solver = dataclasses.replace(solver, time_limit=max(0.05, left))
     start_ok = warm_start and memory_ok(pl0)
     size = {"engine": engine, "coarse_nodes": cg.n, "coarse_edges": cg.m, "list_scores": scores}
     if ilp_cong and relaxed_start > 0 and solver.time_limit is not None:
@@ -327,10 +338,12 @@ def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congesti
     # the warm start on the original graph (what it would give alone)
     pr_warm = expand_priorities(labels, sim0.start, graph)
     pl_warm = Placement(graph, cluster, dev0[labels])
+    t_sim = time.perf_counter()
     warm_ms = simulate(pl_warm, policy="order", priorities=pr_warm, congestion=congestion).makespan
+    t_sim = time.perf_counter() - t_sim  # one simulation of the original graph: the closing stages make ~8
     xs0 = {int(e): float(s) for e, s in zip(sim0.xfer_edge, sim0.xfer_start)}
     out, times, build, extra_size = _solve_exact(cg, cluster, horizon, opts, solver, engine,
-                                                 (dev0, sim0.start, xs0) if start_ok else None)
+                                                 (dev0, sim0.start, xs0) if start_ok else None, ilp_deadline)
     size.update(extra_size)
     size.update(vars=out.n_vars, constraints=out.n_cons, binaries=out.n_binaries)
     run_kw = dict(warm_makespan=warm_ms, warm_algorithm=warm_name, coarse_n=cg.n, build_seconds=build,
@@ -352,8 +365,9 @@ def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congesti
     # (else the graph's lower bound stands in), so time-to-gap is never read off a coarse bound
     run_kw["trace"] = [(t, inc, max(lower, float(b)) if ilp_valid and b is not None else lower)
                        for t, inc, b in out.trace]
-    def refine_seconds() -> float:  # what is left of the limit, at least half the refinement's share
-        return 60.0 if limit is None else max(limit - (time.perf_counter() - t0), 0.5 * refine_share * limit)
+    def refine_seconds() -> float:  # what the deadline leaves after the closing simulations (60 s without a limit)
+        left = deadline.remaining()
+        return 60.0 if left is None else max(0.0, left - 8 * t_sim)
 
     if not out.has_solution:
         pl, pr, ms, source, lp = pl_warm, pr_warm, warm_ms, "warm_start", None
@@ -361,9 +375,11 @@ def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congesti
             pl, pr, ms, source, lp = _refine(graph, cluster, labels, pl, pr, ms, source, lp, congestion, size,
                                              orig_list, rivals, refine_seconds())
         if fallback:
-            pl, pr, ms, source, lp = _never_worse(graph, cluster, pl, pr, ms, source, lp, congestion, size, orig_list)
+            pl, pr, ms, source, lp = _never_worse(graph, cluster, pl, pr, ms, source, lp, congestion, size, orig_list,
+                                                  deadline)
         status = "optimal" if ms <= bound + 1e-6 * max(1.0, ms) else "feasible"
-        return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, link_priorities=lp,
+        term = "time_limit" if out.termination == "maxTimeLimit" else out.termination
+        return PestoRun(pl, pr, ms, status, term, bound, source=source, link_priorities=lp,
                         message=out.message or f"ILP: {out.status} ({out.termination}); {source} returned",
                         **run_kw)
     cpl, pr, lp, cstart = ilp_orders(times, graph, labels, cg)
@@ -407,29 +423,69 @@ def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congesti
         status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
     if fallback:
         ms_before = ms
-        pl, pr, ms, source, lp = _never_worse(graph, cluster, pl, pr, ms, source, lp, congestion, size, orig_list)
+        pl, pr, ms, source, lp = _never_worse(graph, cluster, pl, pr, ms, source, lp, congestion, size, orig_list,
+                                              deadline)
         if ms < ms_before:
             status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
     return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, coarse_placement=cpl,
                     coarse_start=cstart, link_priorities=lp, **run_kw)
 
 
+BUILD_PAIRS_PER_SECOND = 50_000
+"""A generous rate at which a Pesto model's device-order pairs are built and handed to
+the solver (measured: Pyomo builds and hands over a few thousand per second, CP-SAT
+tens of thousands): a model with more pairs than this rate times the time left is not
+started (:func:`_too_big`)."""
+
+
+def _too_big(cg: OpGraph, deadline: Deadline) -> str | None:
+    """Why the model of ``cg`` cannot be built before ``deadline`` (``None`` if it may):
+    nodes of one topological level are never ordered by precedence, so each pair of them
+    gets an order variable (at least ``sum w (w - 1) / 2`` pairs over the level widths
+    ``w``; the n x n reachability that finds the rest alone takes seconds at 20k nodes)."""
+    from dnnplace.graphs.levels import level_widths
+
+    left = deadline.remaining()
+    if left is None:
+        return None
+    w = level_widths(cg).astype(np.float64)
+    pairs = float((w * (w - 1) / 2).sum())
+    if pairs > BUILD_PAIRS_PER_SECOND * left:
+        return (f"time limit: the exact model has at least {pairs:.3g} device-order pairs, more than can be built in "
+                f"the {left:.1f} s left (coarsen first: coarsen_to)")
+    return None
+
+
 def _solve_exact(cg: OpGraph, cluster: Cluster, horizon: float, opts: PestoOptions, solver: SolverOptions,
-                 engine: str, start: tuple | None):
+                 engine: str, start: tuple | None, deadline: Deadline | None = None):
     """Build and solve the makespan model of ``cg`` with ``engine`` from ``start``
     (``(device, start, transfer starts)`` or ``None``): ``(outcome, times or None,
     build seconds, model-size entries)``, ``times`` as
-    :func:`~dnnplace.formulations.pesto_solution.ilp_orders` reads them."""
+    :func:`~dnnplace.formulations.pesto_solution.ilp_orders` reads them. Past
+    ``deadline`` (in the model build or the hand-off) the outcome is ``no_solution``
+    with termination ``maxTimeLimit``, nothing solved."""
+    deadline = deadline or NO_DEADLINE
+    why = _too_big(cg, deadline)
+    if why is not None:  # a model that cannot be built in the time left is not started
+        return SolveOutcome("no_solution", "maxTimeLimit", solver="cpsat" if engine == "cpsat" else solver.solver,
+                            message=why), None, 0.0, {"stopped": why}
     if engine == "cpsat":
         from dnnplace.formulations.pesto_cpsat import solve_pesto_cpsat
 
-        out, times = solve_pesto_cpsat(cg, cluster, horizon=horizon, options=opts, solver=solver, warm_start=start)
+        out, times = solve_pesto_cpsat(cg, cluster, horizon=horizon, options=opts, solver=solver, warm_start=start,
+                                       deadline=deadline)
         return out, None if times is None else times.as_tuple(), out.build_seconds, {}
     t1 = time.perf_counter()
-    model = build_pesto_model(cg, cluster, horizon=horizon, options=opts)
+    try:
+        with deadline.guard("the ILP's model build"):
+            model = build_pesto_model(cg, cluster, horizon=horizon, options=opts)
+            ws = warm_start_values(model, *start) if start is not None else None
+    except TimeLimitReached as exc:
+        build = time.perf_counter() - t1
+        return SolveOutcome("no_solution", "maxTimeLimit", solver=solver.solver, message=str(exc),
+                            build_seconds=build), None, build, {"stopped": str(exc)}
     build = time.perf_counter() - t1
-    ws = warm_start_values(model, *start) if start is not None else None
-    out = solve_model(model, solver, warm_start=ws, build_seconds=build)
+    out = solve_model(model, solver, warm_start=ws, build_seconds=build, deadline=deadline)
     times = decode_times(model) if out.has_solution else None
     return out, times, build, {"node_pairs": len(model.pesto.node_pairs),
                                "transfer_pairs": len(model.pesto.xfer_pairs)}
@@ -453,7 +509,8 @@ def _guided_start(cg: OpGraph, cluster: Cluster, labels: np.ndarray, cdev: np.nd
 
 
 def _never_worse(graph: OpGraph, cluster: Cluster, pl: Placement, pr: np.ndarray, ms: float, source: str,
-                 lp: np.ndarray | None, congestion: bool, size: dict, orig_list: tuple | None):
+                 lp: np.ndarray | None, congestion: bool, size: dict, orig_list: tuple | None,
+                 deadline: Deadline | None = None):
     """The answer, or the obvious one when it is better: the single-device placement
     (:func:`~dnnplace.heuristics.baselines.single_device`, replayed in its critical-path
     order) and the best list schedule of the original graph (``orig_list``, computed here
@@ -463,7 +520,7 @@ def _never_worse(graph: OpGraph, cluster: Cluster, pl: Placement, pr: np.ndarray
     from dnnplace.heuristics.list_scheduling import best_list_schedule
 
     if orig_list is None:
-        orig_list = best_list_schedule(graph, cluster, congestion=congestion)
+        orig_list = best_list_schedule(graph, cluster, congestion=congestion, deadline=deadline)
     ls, ls_ms, _ = orig_list
     one = single_device(graph, cluster)
     pr_one = simulate(one, policy="critical_path", congestion=congestion).schedule.priorities()

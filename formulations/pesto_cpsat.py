@@ -45,6 +45,7 @@ upper bound of its replay and its bound no bound of the problem, which
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ from dnnplace.formulations.outcome import SolveOutcome
 from dnnplace.formulations.pesto_precompute import PestoOptions, heads_tails, prepare
 from dnnplace.formulations.solver_options import SolverOptions
 from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.deadline import NO_DEADLINE, Deadline, TimeLimitReached, capped
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
@@ -107,10 +109,30 @@ class CpsatTimes:
 
 def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: PestoOptions | None = None,
                       solver: SolverOptions | None = None,
-                      warm_start: tuple[np.ndarray, np.ndarray, dict] | None = None
-                      ) -> tuple[SolveOutcome, CpsatTimes | None]:
-    """Build and solve the CP-SAT model (module docstring); return the outcome and,
-    when there is a solution, its schedule.
+                      warm_start: tuple[np.ndarray, np.ndarray, dict] | None = None,
+                      deadline: Deadline | None = None) -> tuple[SolveOutcome, CpsatTimes | None]:
+    """Build and solve the CP-SAT model (module docstring; parameters as
+    :func:`_build_cpsat`); return the outcome and, when there is a solution, its
+    schedule. Past ``deadline`` during the build the outcome is ``no_solution`` with
+    termination ``maxTimeLimit``; the search gets at most what the deadline leaves."""
+    deadline = deadline or NO_DEADLINE
+    t0 = time.perf_counter()
+    try:
+        with deadline.guard("the CP-SAT model build"):
+            args = _build_cpsat(graph, cluster, horizon=horizon, options=options, solver=solver,
+                                warm_start=warm_start)
+    except TimeLimitReached as exc:
+        return SolveOutcome("no_solution", "maxTimeLimit", solver="cpsat", message=str(exc),
+                            build_seconds=time.perf_counter() - t0), None
+    sopts = args[2]
+    args = (*args[:2], dataclasses.replace(sopts, time_limit=capped(sopts.time_limit, deadline)), *args[3:])
+    return _solve(*args)
+
+
+def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: PestoOptions | None = None,
+                 solver: SolverOptions | None = None,
+                 warm_start: tuple[np.ndarray, np.ndarray, dict] | None = None) -> tuple:
+    """Build the CP-SAT model: the arguments of :func:`_solve`.
 
     Parameters
     ----------
@@ -235,7 +257,7 @@ def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, optio
         for e, var in T.items():
             m.AddHint(var, int(T_h.get(e, S_h[src[e]] + P[src[e], dev[src[e]]])))
     build = time.perf_counter() - t0
-    return _solve(m, cp_model, solver, scale, exact, build, warm_start is not None, g, cl, x, S, C, T, TT)
+    return (m, cp_model, solver, scale, exact, build, warm_start is not None, g, cl, x, S, C, T, TT)
 
 
 def _integer_hint(g: OpGraph, dev: np.ndarray, st: np.ndarray, xs: dict, p: np.ndarray, tt: np.ndarray,

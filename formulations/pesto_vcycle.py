@@ -21,6 +21,7 @@ import dataclasses
 from dnnplace.formulations.pesto import PestoRun, pesto
 from dnnplace.formulations.solver_options import SolverOptions
 from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 
@@ -41,12 +42,16 @@ def pesto_vcycle(graph: OpGraph, cluster: Cluster, *, coarsen_to: int, levels: i
     share = None if solver.time_limit is None else solver.time_limit / len(sizes)
     level_solver = dataclasses.replace(solver, time_limit=share)
     rivals = tuple(kw.pop("rivals", ()))
+    deadline = kw.pop("deadline", None) or Deadline(solver.time_limit)  # the whole run's; each level its share
     best: PestoRun | None = None
     trace = []
-    for k in sizes:
+    for lv, k in enumerate(sizes):
         guide = None if best is None else ("vcycle", best.placement, best.priorities)
         extra = () if best is None else (("vcycle:previous", best.placement),)
-        run = pesto(graph, cluster, coarsen_to=k, solver=level_solver, guide=guide, rivals=rivals + extra, **kw)
+        left = deadline.remaining()
+        level = Deadline(None if left is None else left / (len(sizes) - lv))
+        run = pesto(graph, cluster, coarsen_to=k, solver=level_solver, guide=guide, rivals=rivals + extra,
+                    deadline=level, **kw)
         trace.append({"coarse_nodes": run.coarse_n, "makespan": run.makespan, "source": run.source,
                       "ilp_gap": run.ilp_gap})
         if best is None or run.makespan < best.makespan:

@@ -58,6 +58,7 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.levels import blevel
 from dnnplace.heuristics.etf_queues import EtfQueues
@@ -199,16 +200,19 @@ def simulated_makespan(ls: ListSchedule, *, congestion: bool = True) -> float:
 
 
 def best_list_schedule(graph: OpGraph, cluster: Cluster, *, congestion: bool = True,
-                       algorithms: tuple[str, ...] | None = None, max_etf_nodes: int = 3000
-                       ) -> tuple[ListSchedule, float, dict[str, float]]:
+                       algorithms: tuple[str, ...] | None = None, max_etf_nodes: int = 3000,
+                       deadline: Deadline | None = None) -> tuple[ListSchedule, float, dict[str, float]]:
     """Run several list schedulers; return the best by simulated makespan, that
-    makespan and every algorithm's simulated makespan."""
+    makespan and every algorithm's simulated makespan. Past ``deadline`` no further
+    scheduler starts (the first one always runs)."""
     algorithms = algorithms or tuple(ALGORITHMS)
     scores: dict[str, float] = {}
     best = None
     for name in algorithms:
         if name in ("etf", "m-etf", "m-sct") and graph.n > max_etf_nodes:
             continue
+        if best is not None and deadline is not None and deadline.expired():
+            break
         ls = ALGORITHMS[name](graph, cluster, congestion=congestion)
         ms = simulated_makespan(ls, congestion=congestion)
         scores[name] = ms

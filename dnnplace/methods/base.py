@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from dnnplace.formulations.solver_options import SolverOptions
+from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
@@ -162,6 +163,10 @@ class SolveRequest:
     ``params`` are the method's own options (checked against its :class:`Options`).
     ``warm`` is filled in by :func:`dnnplace.registry.solve` for methods that take warm
     starts (the placement named by ``warm_start``, already computed and re-scored).
+    ``deadline`` (:class:`~dnnplace.graphs.deadline.Deadline`): when the whole method must
+    end; :func:`dnnplace.registry.solve` sets it from ``solver.time_limit`` at the
+    method's start unless the caller did (``dnnplace solve`` counts from the process's
+    start); every stage of a method checks it (issue 24: limits as a whole process).
     """
 
     problem: str
@@ -175,6 +180,7 @@ class SolveRequest:
     params: dict[str, Any] = field(default_factory=dict)
     transfer_mode: str = "per_destination"
     warm: WarmStart | None = None
+    deadline: Deadline | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

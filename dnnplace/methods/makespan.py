@@ -127,7 +127,8 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
     kw = dict(coarsen_to=opts.coarsen_to, congestion=req.congestion, ilp_congestion=opts.ilp_congestion,
               warm_start=(req.warm_start or "list") != "none", solver=sopts, options=PestoOptions(memory=opts.memory),
               fallback=opts.fallback, engine=opts.engine, guided=opts.guided, coarsen_with=opts.coarsen_with,
-              relaxed_start=opts.relaxed_start, rivals=tuple(rivals), transfer_mode=req.transfer_mode)
+              relaxed_start=opts.relaxed_start, rivals=tuple(rivals), transfer_mode=req.transfer_mode,
+              deadline=req.deadline)
     if opts.vcycle_levels > 1:
         from dnnplace.formulations.pesto_vcycle import pesto_vcycle
 

@@ -52,6 +52,8 @@ def run_pardnn(inst, req: SolveRequest, opts: PardnnOptions) -> MethodOutput:
     from dnnplace.heuristics.pardnn import pardnn
 
     limit = req.solver.time_limit if req.solver.time_limit is not None else 300.0
+    if req.deadline is not None and req.deadline.remaining() is not None:
+        limit = req.deadline.remaining()  # what the whole run's deadline leaves
     r = pardnn(inst.graph, inst.require_cluster(), memory=opts.memory, margin=opts.margin,
                lookahead=opts.lookahead, rule_c=opts.rule_c, ccr_threshold=opts.ccr_threshold,
                emulator_congestion=opts.emulator_congestion, time_limit=limit)
@@ -78,8 +80,11 @@ def run_lc_glb(inst, req: SolveRequest, opts: LCOptions) -> MethodOutput:
     if inst.graph.n > opts.max_nodes and limit is None:
         raise InputError(f"lc-glb: linear clustering is O(V (V + E)); the graph has {inst.graph.n} nodes > "
                          f"max_nodes = {opts.max_nodes} (raise it with --param max_nodes=N, or give a time limit)")
+    left = req.deadline.remaining() if req.deadline is not None else limit
+    # the clustering stops at 85 % of what is left: the paths, the mapping and the order
+    # after it take the rest (measured on a 20k-node random DAG: 1.3 s after a 10 s cut)
     r = lc_glb(inst.graph, inst.require_cluster(),
-               deadline=None if limit is None else time.perf_counter() + limit)
+               deadline=None if left is None else time.perf_counter() + 0.85 * left)
     return MethodOutput(r.placement, priorities=r.priorities if opts.est_order else None,
                         termination="time_limit" if r.extra["time_limited"] else None,
                         extra={**r.extra, "semantics": "EST-first order replayed per device" if opts.est_order

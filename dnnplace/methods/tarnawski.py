@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from dnnplace.graphs.deadline import NO_DEADLINE, TimeLimitReached, capped
 from dnnplace.graphs.errors import InputError
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
 
@@ -75,7 +76,7 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
     if replicas > 1 and req.problem != "maxload":
         raise InputError("replicated stages (option replicas) are a max-load model (Tarnawski App. C.2)")
     res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream",
-                     max_ideals=max_ideals, time_limit=req.solver.time_limit, replicas=replicas,
+                     max_ideals=max_ideals, time_limit=capped(req.solver.time_limit, req.deadline), replicas=replicas,
                      sync_per_byte=sync_per_byte)
     extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
              "seconds": res.seconds}
@@ -222,25 +223,20 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
             extra["warm_start_objective"] = ev.objective
 
     t0 = time.perf_counter()
-    if req.problem == "maxload":
-        model = maxload_ip.build_maxload_ip(inst, opts_ml)
-    else:
-        horizon = opts.horizon
-        if horizon is None:
-            horizon, which, best = latency_ip.best_split(inst, q, [start] if start is not None else [])
-            extra["horizon_from"] = which
-            if which != "given":
-                # the big-M H is the best known latency; a worse start would violate
-                # the time bounds, so the solver starts from the split that set H
-                if start is not None:
-                    extra["warm_start"] = f"{note} (latency {extra.get('warm_start_objective')}); started " \
-                                          f"from the better {which} split instead ({horizon})"
-                else:
-                    extra["warm_start"] = f"{which} split (it sets the big-M H = {horizon})"
-                start = best
-        extra["horizon"] = float(horizon)
-        model = latency_ip.build_latency_ip(inst, latency_ip.LatencyOptions(subgraphs_per_device=q,
-                                                                            horizon=float(horizon)))
+    deadline = req.deadline or NO_DEADLINE
+    ready = None
+    if req.problem == "maxload" and start is None and deadline.remaining() is not None:
+        # a time-limited max-load IP may end without an incumbent (a large model's build
+        # and hand-off alone can take the limit): have one ready, DPL's split, found in
+        # at most a fifth of the time (not a MIP start: the IP runs as without a limit)
+        ready = _dpl_incumbent(inst, req, score, 0.2 * deadline.remaining())
+    try:
+        with deadline.guard("the IP's model build"):
+            model = _build_ip(inst, req, opts, opts_ml if req.problem == "maxload" else None, start, note, extra)
+    except TimeLimitReached as exc:
+        return _ip_incumbent(inst, score, start, contiguity, extra, str(exc), None, time.perf_counter() - t0,
+                             ready)
+    start = extra.pop("_start", start)
     build = time.perf_counter() - t0
     values = None
     if start is not None:
@@ -248,7 +244,7 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
             values = module.warm_start_values(model, start)
         except InputError as exc:
             extra["warm_start"] = f"{note} skipped: {exc}"
-    out = solve_model(model, req.solver, warm_start=values, build_seconds=build)
+    out = solve_model(model, req.solver, warm_start=values, build_seconds=build, deadline=req.deadline)
     extra.update(ip_incumbent=out.incumbent, solver_gap=out.gap, nodes=out.nodes, variables=out.n_vars,
                  constraints=out.n_cons, binaries=out.n_binaries, handoff_seconds=out.handoff_seconds)
     if out.trace and out.trace[0][1] is not None:
@@ -257,6 +253,9 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
                        solver=out.solver, solver_version=out.solver_version, build_seconds=build,
                        solve_seconds=out.solve_seconds, contiguity=contiguity, trace=list(out.trace), extra=extra)
     if not out.has_solution:
+        if out.termination == "maxTimeLimit":  # stopped at the limit without an incumbent: the best cheap split
+            return _ip_incumbent(inst, score, start, contiguity, extra, out.message or "the solver found no "
+                                 "incumbent within the time limit", res, build, ready)
         return res
     p = module.decode(model)
     if req.problem == "latency":
@@ -273,3 +272,85 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
         res.message = "decoded placement violates: " + "; ".join(ev.violations[:3])
         res.status = "error"
     return res
+
+
+def _build_ip(inst, req: SolveRequest, opts: IPOptions, opts_ml, start, note, extra: dict):
+    """The IP's model (max-load with ``opts_ml``, else latency; the latency IP's horizon
+    may replace the start: ``extra["_start"]``)."""
+    from dnnplace.formulations import latency_ip, maxload_ip
+
+    if req.problem == "maxload":
+        model = maxload_ip.build_maxload_ip(inst, opts_ml)
+    else:
+        q = opts.subgraphs_per_device
+        horizon = opts.horizon
+        if horizon is None:
+            horizon, which, best = latency_ip.best_split(inst, q, [start] if start is not None else [])
+            extra["horizon_from"] = which
+            if which != "given":
+                # the big-M H is the best known latency; a worse start would violate
+                # the time bounds, so the solver starts from the split that set H
+                if start is not None:
+                    extra["warm_start"] = f"{note} (latency {extra.get('warm_start_objective')}); started " \
+                                          f"from the better {which} split instead ({horizon})"
+                else:
+                    extra["warm_start"] = f"{which} split (it sets the big-M H = {horizon})"
+                extra["_start"] = best
+        extra["horizon"] = float(horizon)
+        model = latency_ip.build_latency_ip(inst, latency_ip.LatencyOptions(subgraphs_per_device=q,
+                                                                            horizon=float(horizon)))
+    return model
+
+
+def _dpl_incumbent(inst, req: SolveRequest, score, seconds: float):
+    """DPL's split (Tarnawski Sec. 5.1.2, contiguous), the incumbent of a time-limited
+    max-load IP; ``None`` if it finds none in ``seconds`` or it does not fit the model."""
+    from dnnplace.heuristics.maxload_dp import maxload_dp
+
+    if req.contiguity not in (None, "both", "convex-both", "forward", "convex-forward", "none"):
+        return None
+    if inst.require_cluster().meta.get("hierarchy"):
+        return None
+    try:
+        res = maxload_dp(inst, linearized=True, objective=req.objective, time_limit=max(0.1, seconds))
+    except InputError:
+        return None
+    if res.placement is None or not score(res.placement).feasible:
+        return None
+    return res.placement
+
+
+def _ip_incumbent(inst, score, start, contiguity: str, extra: dict, why: str, res: MethodOutput | None,
+                  build: float, ready=None) -> MethodOutput:
+    """The IP stopped at its time limit without a solution (during the model build, the
+    hand-off, or a solve that found no incumbent): the best feasible one of the warm
+    start, the split found ``ready`` (DPL's), the greedy split and the single-device split, as ``feasible`` with
+    termination ``time_limit`` (the solver's bound kept where it got one)."""
+    from dnnplace.heuristics.baselines import greedy_fill, single_device
+
+    cluster = inst.require_cluster()
+    best = None
+    for name, make in (("warm start", lambda: start), ("dpl", lambda: ready),
+                       ("greedy", lambda: greedy_fill(inst.graph, cluster)),
+                       ("single", lambda: single_device(inst.graph, cluster))):
+        try:
+            p = make()
+        except InputError:
+            continue
+        if p is None:
+            continue
+        ev = score(p)
+        if ev.feasible and (best is None or ev.objective < best[2]):
+            best = (name, p, ev.objective)
+    extra = {k: v for k, v in extra.items() if not k.startswith("_")}
+    bound = res.bound if res is not None else None
+    common = dict(bound=bound, termination="time_limit", contiguity=contiguity, build_seconds=build,
+                  solver=res.solver if res is not None else None, extra=extra,
+                  solver_version=res.solver_version if res is not None else None,
+                  solve_seconds=res.solve_seconds if res is not None else None,
+                  trace=list(res.trace) if res is not None else [])
+    if best is None:
+        return MethodOutput(None, status="no_solution", message=f"{why}; no cheap split is feasible", **common)
+    extra["incumbent_from"] = best[0]
+    return MethodOutput(best[1], status="feasible", objective=best[2],
+                        message=f"{why}; the {best[0]} split returned", **common)

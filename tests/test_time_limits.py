@@ -1,0 +1,133 @@
+"""Time limits as a whole process (issue 24): the mechanism, not the timings (those are in
+``benchmarks/bench_time_limits.py`` and results/time-limits/). A deadline passes from the
+request down to every stage; a stage past it stops, and the method returns the incumbent
+it already has (Pesto: its list schedule; the max-load IP: DPL's split) as ``feasible``
+with termination ``time_limit``; the solver's hand-off stops at it; ``--threads`` is
+capped at the machine's cores with a warning."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyomo.environ as pyo
+import pytest
+from conftest import tarnawski_root
+from instances import pesto_tiny_instance
+
+from dnnplace.cli import main
+from dnnplace.formulations.driver import solve_model
+from dnnplace.formulations.pesto import _too_big, pesto
+from dnnplace.graphs.deadline import Deadline, TimeLimitReached, capped
+from dnnplace.graphs.io import prepare_instance
+from dnnplace.heuristics.list_scheduling import best_list_schedule
+from dnnplace.registry import SolveRequest, SolverOptions, machine_cores, solve, with_limits
+
+BERT = tarnawski_root() / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
+
+
+def test_a_guard_stops_python_code_at_the_deadline_and_nothing_after_it():
+    t0 = time.monotonic()
+    with pytest.raises(TimeLimitReached, match="during a busy loop"):
+        with Deadline(0.3).guard("a busy loop"):
+            while True:
+                pass
+    assert 0.25 < time.monotonic() - t0 < 5
+    with Deadline(0.2).guard("a quick block"):  # ends in time: no exception then, nor later
+        x = sum(range(100))
+    time.sleep(0.4)
+    assert x == 4950
+    with pytest.raises(TimeLimitReached):  # already past: the block is not entered
+        with Deadline(0.0).guard("nothing"):
+            raise AssertionError("entered")
+    assert capped(30.0, Deadline(0.0)) == 0.05 and capped(None, None) is None
+
+
+def _tiny_mip() -> pyo.ConcreteModel:
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(3), domain=pyo.Binary)
+    m.c = pyo.Constraint(expr=sum(m.x[i] for i in range(3)) <= 2)
+    m.obj = pyo.Objective(expr=sum(m.x[i] for i in range(3)), sense=pyo.maximize)
+    return m
+
+
+def test_solve_model_past_its_deadline_solves_nothing():
+    out = solve_model(_tiny_mip(), SolverOptions(time_limit=30), deadline=Deadline(0.0))
+    assert (out.status, out.termination) == ("no_solution", "maxTimeLimit")
+    assert "time limit reached" in out.message
+    ok = solve_model(_tiny_mip(), SolverOptions(time_limit=30), deadline=Deadline(30.0))
+    assert ok.status == "optimal" and ok.incumbent == pytest.approx(2)
+
+
+@pytest.mark.parametrize("engine", ["mip", "cpsat"])
+def test_pesto_past_its_deadline_returns_its_list_schedule(engine):
+    if engine == "cpsat":
+        pytest.importorskip("ortools")
+    g, cl = pesto_tiny_instance(4)
+    r = pesto(g, cl, solver=SolverOptions(time_limit=30, threads=1), engine=engine, deadline=Deadline(0.0))
+    assert r.termination == "time_limit" and r.status in ("feasible", "optimal")
+    assert r.placement is not None and r.source == "warm_start"
+    assert "time limit" in r.message
+    ls, _, _ = best_list_schedule(g, cl)
+    assert r.makespan <= ls.makespan * (1 + 1e-9) + 1e-9 or r.makespan == pytest.approx(ls.makespan)
+    # with time, the same call solves the model
+    full = pesto(g, cl, solver=SolverOptions(time_limit=30, threads=1), engine=engine)
+    assert full.termination != "time_limit" and full.size.get("vars", 1) > 0
+
+
+def test_pesto_does_not_start_a_model_it_cannot_build_in_time():
+    from dnnplace.graphs.generators import generate
+
+    wide = generate("random-dag", n=3000, seed=0)
+    why = _too_big(wide, Deadline(1.0))
+    assert why is not None and "device-order pairs" in why
+    assert _too_big(wide, Deadline(None)) is None
+    g, _ = pesto_tiny_instance(4)
+    assert _too_big(g, Deadline(1.0)) is None
+
+
+def test_the_ip_past_its_deadline_returns_a_feasible_split():
+    inst = prepare_instance(BERT, None)
+    req = SolveRequest(problem="maxload", solver=SolverOptions(time_limit=30), deadline=Deadline(0.0))
+    res = solve(inst, "ip", req)
+    assert (res.status, res.termination) == ("feasible", "time_limit"), res.message
+    assert "time limit reached" in res.message and res.evaluation["feasible"]
+    assert res.extra["incumbent_from"] in ("dpl", "greedy", "single")
+
+
+def test_list_schedules_stop_starting_past_the_deadline():
+    g, cl = pesto_tiny_instance(4)
+    _, _, all_scores = best_list_schedule(g, cl)
+    _, _, scores = best_list_schedule(g, cl, deadline=Deadline(0.0))
+    assert len(scores) == 1 < len(all_scores)
+
+
+def test_threads_are_capped_at_the_cores_with_a_warning(capsys):
+    req = with_limits(SolveRequest(problem="makespan", solver=SolverOptions(threads=20000, time_limit=5)))
+    assert req.solver.threads == machine_cores()
+    assert req.deadline is not None and 0 < req.deadline.remaining() <= 5
+    assert f"--threads 20000: this machine has {machine_cores()} cores" in capsys.readouterr().err
+    inst = prepare_instance(BERT, None)
+    res = solve(inst, "greedy", SolveRequest(problem="maxload", solver=SolverOptions(threads=20000)))
+    assert res.extra["threads_asked"] == 20000 and res.options["solver"]["threads"] == machine_cores()
+    assert "cores" in capsys.readouterr().err
+    quiet = with_limits(SolveRequest(problem="makespan", solver=SolverOptions(threads=1)))
+    assert quiet.solver.threads == 1 and quiet.deadline is None and capsys.readouterr().err == ""
+
+
+def test_cli_solve_counts_the_limit_from_the_process_start(tmp_path, capsys):
+    from dnnplace.commands import solve_deadline
+
+    d = solve_deadline(10.0)  # this test process started long ago: much less than 10 s is left
+    assert d.remaining() < 10.0 - 0.7
+    out = tmp_path / "r.json"
+    rc = main(["-q", "solve", str(BERT), "--method", "ip", "--time-limit", "1",
+               "--threads", "20000", "--out", str(out)])
+    assert rc == 0 and out.exists()
+    err = capsys.readouterr().err
+    assert "--threads 20000: this machine has" in err
+    import json
+
+    rec = json.loads(out.read_text())
+    assert rec["termination"] == "time_limit" and rec["status"] == "feasible"  # the process is older than 1 s
+    assert np.isfinite(rec["objective"])
