@@ -30,7 +30,8 @@ MAKESPAN = ("single", "greedy", "expert", "layer-split", "heft", "etf", "m-topo"
             "lc-glb", "dsc-glb")
 """Every method of ``dnnplace methods`` that solves makespan."""
 VARIANTS = {"pesto coarsen_to=200": ("pesto", ["--param", "coarsen_to=200"]),
-            "pesto engine=cpsat": ("pesto", ["--param", "engine=cpsat"])}
+            "pesto engine=cpsat": ("pesto", ["--param", "engine=cpsat"]),
+            "pesto engine=cpsat coarsen_to=200": ("pesto", ["--param", "engine=cpsat", "--param", "coarsen_to=200"])}
 """Pesto's other configurations the issue measured (the default coarsens automatically)."""
 TARNAWSKI = ("tarnawski/throughput-inputs/OperatorGraphs/bert_L-12_training.json",
              "tarnawski/throughput-inputs/OperatorGraphs/resnet50_training.json")

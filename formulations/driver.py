@@ -28,6 +28,7 @@ does with the signal (our own SIGINT handling around the solve:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import Any
 
 import pyomo.environ as pyo
@@ -97,8 +98,13 @@ def solve_model(model: pyo.ConcreteModel, options: SolverOptions | None = None, 
         ``maxTimeLimit`` and nothing solved.
     """
     options = options or SolverOptions()
-    n_vars, n_cons, n_bin = model_size(model)
     name = options.solver.lower()
+    try:
+        with deadline.guard("counting the model's size") if deadline is not None else nullcontext():
+            n_vars, n_cons, n_bin = model_size(model)
+    except TimeLimitReached as exc:
+        return SolveOutcome("no_solution", "maxTimeLimit", solver=name, message=str(exc), build_seconds=build_seconds,
+                            warm_start_given=bool(warm_start))
     base = dict(build_seconds=build_seconds, n_vars=n_vars, n_cons=n_cons, n_binaries=n_bin,
                 warm_start_given=bool(warm_start))
     try:
