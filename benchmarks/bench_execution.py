@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -64,14 +65,9 @@ def plans_for(inst, methods: dict, time_limit: float):
 
 def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: int, time_limit: float) -> list[dict]:
     from dnnplace.execution.launch import execute
-    from dnnplace.execution.worker import ModelSpec, load
-    from dnnplace.graphs.capture import capture
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.presets import cluster_preset
-    factory, inputs, params = MODELS[name]
-    spec = ModelSpec(spec=f"{MODELS_FILE}:{factory}", inputs=inputs, loss="cross_entropy", params=params)
-    net, ins, loss_fn = load(spec)
-    graph = capture(net, ins, loss_fn, cost="measured:cpu", name=name).graph
+    spec, graph = model_graph(name)
     rows = []
     for n_dev in devices:
         cluster = cluster_preset(f"local-cpu-{n_dev}", graph)
@@ -79,7 +75,7 @@ def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: 
         plans = plans_for(inst, methods if n_dev > 1 else {"heft": {}}, time_limit)
         measured = execute(spec, [p for _, p, _, _ in plans], list(cluster.names), steps=steps, warmup=warmup,
                            timeout_s=600)
-        for (method, _, sim, took), m in zip(plans, measured):
+        for (method, plan, sim, took), m in zip(plans, measured):
             d = m.to_dict()
             rows.append({"model": name, "devices": n_dev, "method": method if n_dev > 1 else "one device",
                          "nodes": graph.n, "predicted_ms": float(sim.makespan), "measured_ms": d["measured_step_ms"],
@@ -87,7 +83,8 @@ def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: 
                          "eager_ms": d["eager_step_ms"], "matches_reference": d["matches_reference"],
                          "transfers": d["transfers"], "transfer_bytes": d["transfer_bytes"],
                          "peak_rss_MB": {k: v / 2**20 for k, v in d["peak_rss_bytes"].items()},
-                         "cost_sum_ms": float(graph.compute.sum()), "solve_s": took})
+                         "cost_sum_ms": float(graph.compute.sum()), "solve_s": took,
+                         "plan": {"placement": dict(plan.placement), "start": dict(plan.start)}})
             r = rows[-1]
             print(f"{name:<12} {n_dev} {r['method']:<11} predicted {r['predicted_ms']:9.3f} measured "
                   f"{r['measured_ms']:9.3f} ms ({100 * (r['predicted_ms'] / r['measured_ms'] - 1):+6.1f} %)",
@@ -95,10 +92,42 @@ def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: 
     return rows
 
 
+def model_graph(name: str):
+    """The model's captured training graph with ``measured:cpu`` costs (cached profile)."""
+    from dnnplace.execution.worker import ModelSpec, load
+    from dnnplace.graphs.capture import capture
+    factory, inputs, params = MODELS[name]
+    spec = ModelSpec(spec=f"{MODELS_FILE}:{factory}", inputs=inputs, loss="cross_entropy", params=params)
+    net, ins, loss_fn = load(spec)
+    return spec, capture(net, ins, loss_fn, cost="measured:cpu", name=name).graph
+
+
+def repredict(rows: list[dict]) -> list[dict]:
+    """The rows' predictions again with the current simulator and ``local-cpu-N`` preset
+    (after a change of the link model or the per-operator overhead), from the stored plans
+    and the cached operator profiles; the measurements stay."""
+    from dnnplace.execution.command import predict
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.presets import cluster_preset
+    graphs = {}
+    for r in rows:
+        if r["model"] not in graphs:
+            graphs[r["model"]] = model_graph(r["model"])[1]
+        g = graphs[r["model"]]
+        inst = Instance(g, cluster_preset(f"local-cpu-{r['devices']}", g), f"bench:{r['model']}")
+        r["predicted_ms"] = float(predict(inst, r["plan"]["placement"], r["plan"]["start"]).makespan)
+    return rows
+
+
 def summary(rows: list[dict]) -> list[str]:
     errs = [abs(r["predicted_ms"] / r["measured_ms"] - 1) for r in rows]
     lines = [f"- rows: {len(rows)}; median |error| {100 * statistics.median(errs):.1f} %, worst "
              f"{100 * max(errs):.1f} %; all matched the eager step: {all(r['matches_reference'] for r in rows)}"]
+    one = [r for r in rows if r["devices"] == 1]
+    if one:  # measured = sum of operator costs + nodes * overhead on one device (no transfers)
+        per_op = [(r["measured_ms"] - r["cost_sum_ms"]) / r["nodes"] for r in one]
+        lines.append(f"- per-operator overhead fitted on the one-device runs (median of "
+                     f"{', '.join(f'{1e3 * x:.1f}' for x in per_op)} us): {1e3 * statistics.median(per_op):.1f} us")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if r["devices"] > 1:
@@ -148,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=20.0)
     ap.add_argument("--out", default=str(ROOT / "results" / "execution"))
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--repredict", action="store_true",
+                    help="no execution: recompute the stored rows' predictions (current simulator and preset)")
     args = ap.parse_args(argv)
     import platform
     out = Path(args.out)
@@ -157,6 +188,14 @@ def main(argv: list[str] | None = None) -> int:
         else []
     if args.fresh and runs.exists():
         runs.unlink()
+    meta = {"command": "python benchmarks/bench_execution.py " + " ".join(argv or sys.argv[1:]),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    if args.repredict:
+        rows = repredict(rows)
+        runs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (out / "predicted-vs-measured.md").write_text(markdown(rows, meta))
+        print("\n".join(summary(rows)))
+        return 0
     done = {r["model"] for r in rows}
     methods = {m: METHODS[m] for m in args.methods.split(",")}
     devices = [int(d) for d in args.devices.split(",")]
@@ -168,8 +207,6 @@ def main(argv: list[str] | None = None) -> int:
             for r in new:
                 f.write(json.dumps(r) + "\n")
         rows += new
-        meta = {"command": "python benchmarks/bench_execution.py " + " ".join(argv or sys.argv[1:]),
-                "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores"}
         (out / "predicted-vs-measured.md").write_text(markdown(rows, meta))
     print("\n".join(summary(rows)))
     return 0

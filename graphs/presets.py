@@ -59,6 +59,13 @@ contention, not pinned down; 3 of 17 sizes have the 2 ms median; the fit follows
 ``local-cpu-N`` cluster file to pass as ``--cluster cluster.json``.
 """
 
+LOCAL_CPU_OP_OVERHEAD = 15.8e-6
+"""Seconds the executor spends per operator beyond its ``measured:cpu`` time on a
+``local-cpu-N`` device (dispatch, bookkeeping, timing): the median over six models of
+(one-device step - sum of operator costs) / operators, 2026-11-25 on the 2-vCPU VM
+(``benchmarks/bench_execution.py``, ``results/execution/predicted-vs-measured.md``; the six
+values spread from -54 to 180 us: step times on that VM vary by 10-30 % between runs)."""
+
 _UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
           "KIB": 2 ** 10, "MIB": 2 ** 20, "GIB": 2 ** 30, "TIB": 2 ** 40}
 
@@ -102,7 +109,7 @@ def local_cpu_cluster(n: int, *, links: dict | None = None, memory: float | None
         raise InputError(f"local-cpu cluster: needs at least one device, got {n}")
     scale = {"ms": 1e3, "s": 1.0, "us": 1e6}[unit]
     mem = host_memory() / n if memory is None else float(memory)
-    devs = tuple(Device(f"cpu{i}", "cpu", mem) for i in range(n))
+    devs = tuple(Device(f"cpu{i}", "cpu", mem, op_overhead=LOCAL_CPU_OP_OVERHEAD * scale) for i in range(n))
     b0, b1 = np.zeros((n, n)), np.zeros((n, n))
     given = {tuple(sorted(map(int, k))): v for k, v in (links or {}).items()}
     for a in range(n):
