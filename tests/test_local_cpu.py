@@ -67,8 +67,8 @@ def test_every_makespan_method_on_a_cpu_only_cluster(cpu_instance, tmp_path):
     split.write_text(json.dumps({str(i): f"cpu{(lay if isinstance(lay, int) else 0) % 2}"
                                  for i, lay in zip(g.ids, g.layers)}))
     twin = Instance(g.with_(kinds=("gpu",)),
-                    Cluster(tuple(Device(d.name, "gpu", d.memory) for d in cl.devices), cl.beta0, cl.beta1,
-                            cl.cost_factor, name="gpu-twin"), "test:lstm-gpu")
+                    Cluster(tuple(Device(d.name, "gpu", d.memory, op_overhead=d.op_overhead) for d in cl.devices),
+                            cl.beta0, cl.beta1, cl.cost_factor, name="gpu-twin"), "test:lstm-gpu")
     methods = methods_for("makespan")
     assert len(methods) >= 20
     checked, compared = [], 0
