@@ -8,10 +8,11 @@ import json
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["cmd_capture", "cmd_profile_links"]
+__all__ = ["cmd_capture", "cmd_profile_links", "model_params"]
 
 
-def _overrides(pairs: list[str]) -> dict:
+def model_params(pairs: list[str]) -> dict:
+    """``--param KEY=VALUE`` options of a model builder (values read as JSON where they parse)."""
     out = {}
     for item in pairs:
         key, sep, value = item.partition("=")
@@ -93,7 +94,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     check_outputs([("--out", _batch_path(args.out, b) if args.batches else args.out) for b in batches],
                   [("model", model_file if model_file.endswith(".py") else None)])  # before any capture
     require_torch()
-    over = _overrides(args.param)
+    over = model_params(args.param)
     over.update({k: v for k, v in (("layers", args.layers), ("cells", args.cells)) if v is not None})
     made_graphs = {}
     for batch in batches:

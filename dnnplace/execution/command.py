@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +13,9 @@ __all__ = ["cmd_execute", "add_parser", "predict", "model_spec"]
 
 def model_spec(args: argparse.Namespace):
     """The :class:`~dnnplace.execution.worker.ModelSpec` of the command line (as ``capture``)."""
+    from dnnplace.capture_commands import model_params
     from dnnplace.execution.worker import ModelSpec
-    params = {}
-    for item in args.param:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise InputError(f"--param {item!r}: expected KEY=VALUE")
-        try:
-            params[key] = json.loads(value)
-        except json.JSONDecodeError:
-            params[key] = value
+    params = model_params(args.param)
     return ModelSpec(spec=args.model, inputs=tuple(args.input), loss=args.loss, batch=args.batch, seq=args.seq,
                      params=params, optimizer=args.optimizer, lr=args.lr)
 
