@@ -246,7 +246,7 @@ def _warm_up() -> None:
 
 _SIM = ("Ours are simulations (fifo policy, link congestion) of the graphs named in the source column on 4 "
         "V100-class GPUs over PCIe (12 GB/s, 20 us; each GPU's transfers share its PCIe ports, and a tensor is "
-        "sent once to each GPU that consumes it, SPEC 2.1), in the graph's time unit; the paper's are hardware "
+        "sent once to each GPU that consumes it, semantics.md 2.1), in the graph's time unit; the paper's are hardware "
         "measurements in seconds, so compare rankings and ratios, not values.")
 
 

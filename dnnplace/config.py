@@ -69,7 +69,7 @@ class RunSpec:
     congestion: bool = True
     policy: str = "fifo"
     transform: str | None = None  # a graph transform applied before solving (dnnplace.graphs.transforms)
-    transfer_mode: str = "per_destination"  # makespan: what is sent (SPEC 2.1; "per_edge": Pesto's accounting)
+    transfer_mode: str = "per_destination"  # makespan: what is sent (semantics.md 2.1; "per_edge": Pesto's accounting)
     solver: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -77,7 +77,7 @@ class RunSpec:
         """What makes two runs the same run (everything but the resolved path; makespan
         settings only where they differ from their default, so older keys stay valid).
         A makespan run always names its transfer mode: records made before a tensor was
-        sent once per consuming device (SPEC 2.1) were made per edge, so their keys no
+        sent once per consuming device (docs/semantics.md 2.1) were made per edge, so their keys no
         longer match and a resumed sweep runs them again; other problems do not simulate
         and keep their keys."""
         d = dataclasses.asdict(self)

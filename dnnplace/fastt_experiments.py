@@ -537,7 +537,7 @@ def _memory(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) -> 
     rows.append(["largest batch that fits"] + largest + [16, 32, 48])
     header = ["global batch", "1 GPU (s)", "DP 2 GPUs (s)", "FastT 2 GPUs (s)", "paper 1 GPU", "paper DP 2",
               "paper FastT 2"]
-    notes = ["OOM: static memory (SPEC 2.1) exceeds a GPU. Largest batch: bisection over multiples of 8 up to "
+    notes = ["OOM: static memory (semantics.md 2.1) exceeds a GPU. Largest batch: bisection over multiples of 8 up to "
              f"{top} (the paper's: the largest batch of its Table 3 that ran)."]
     source = specs_at(batches[-1])[1].split(", scaled")[0]
     notes.append(f"Graph: bert-large, {source}, scaled to each row's batch by the batch model.")

@@ -42,12 +42,12 @@ counts one transfer per edge (Pesto's DAG augmentation). The simulator replays t
 order when it is given (the earliest schedule with the ILP's device and link orders, so
 its makespan is at most the ILP's, in either transfer mode: sending a tensor once per
 consuming device only removes transfers), and serves links first come first served
-otherwise (SPEC 2.1); an FCFS schedule is one of the orders the ILP allows. Under the
+otherwise (docs/semantics.md 2.1); an FCFS schedule is one of the orders the ILP allows. Under the
 per-edge transfer mode (``transfer_mode="per_edge"``), without coarsening, the ILP's
 bound is therefore a valid lower bound for the simulated problem (reported as
 ``bound``), and an uncoarsened instance solved to optimality with the evaluation's
 congestion setting is replayed at the ILP optimum and reported ``optimal``. Under the
-default mode (a tensor sent once to each device that consumes it, SPEC 2.1) the ILP
+default mode (a tensor sent once to each device that consumes it, docs/semantics.md 2.1) the ILP
 over-counts transfers: its optimum is an upper bound of what its schedule replays at,
 not a lower bound of the problem, so neither its bound nor its proof of optimality is
 reported (``extra["ilp_bound"]`` keeps the number) and ``optimal`` needs the replay to
@@ -163,7 +163,7 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
     congestion : bool
         Semantics of the final simulation (and of the ILP unless ``ilp_congestion``).
     transfer_mode : {"per_destination", "per_edge"}, optional
-        What the final simulation sends (SPEC 2.1; ``None``: the current mode,
+        What the final simulation sends (docs/semantics.md 2.1; ``None``: the current mode,
         :func:`~dnnplace.graphs.sim_costs.current_transfer_mode`, ``"per_destination"``
         unless set). The ILP always counts one transfer per edge, and every schedule it
         is compared with on its own graph (horizon, MIP starts) is simulated so; its

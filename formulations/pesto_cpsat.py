@@ -2,7 +2,7 @@ r"""Pesto's makespan model (Hafeez et al., Middleware 2021, Sec. 3.2.2) in OR-To
 the second exact engine beside the Pyomo MIP of :mod:`dnnplace.formulations.pesto_ip`
 (optional extra ``dnnplace[cpsat]``: ``pip install ortools``).
 
-Same problem, same semantics (SPEC 2.1, links in any order as Pesto's (7)), stated with
+Same problem, same semantics (docs/semantics.md 2.1, links in any order as Pesto's (7)), stated with
 CP-SAT's scheduling constraints instead of big-M disjunctions:
 
 - placement :math:`x_{id} \in \{0,1\}`, :math:`\sum_d x_{id} = 1` over the allowed devices

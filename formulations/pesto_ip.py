@@ -50,7 +50,7 @@ exactly) that can use the same directed link: they share a link iff
 
 (:math:`s_{ii} = 1`.) Links are free to order their transfers in any way (Pesto's (7));
 the simulator's FCFS queue is one particular order, so this ILP is a *relaxation* of the
-FCFS semantics of SPEC 2.1 with one transfer per edge (the simulator's
+FCFS semantics of docs/semantics.md 2.1 with one transfer per edge (the simulator's
 ``transfer_mode="per_edge"``): its optimum and bound are lower bounds there. Under the
 simulator's default, a tensor sent once to each device that consumes it, the ILP
 over-counts the transfers of a tensor with several consumers on one device: its

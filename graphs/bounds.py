@@ -1,5 +1,5 @@
-r"""Lower bounds that no placement beats, for the makespan (SPEC 2.1) and the single-sample
-latency (SPEC 2.3). The evaluator reports the makespan bound with every makespan; the
+r"""Lower bounds that no placement beats, for the makespan (docs/semantics.md 2.1) and the single-sample
+latency (docs/semantics.md 2.3). The evaluator reports the makespan bound with every makespan; the
 Pesto ILP and the latency IP start their objective from them, so a solver that cannot
 finish its root relaxation still certifies a gap.
 
@@ -74,7 +74,7 @@ def critical_path_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
 
 
 def maxload_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
-    """A max-load (time per sample of a pipeline, SPEC 2.2: PipeDream, GPipe or overlap
+    """A max-load (time per sample of a pipeline, docs/semantics.md 2.2: PipeDream, GPipe or overlap
     objective, with or without replicated stages) no placement beats: the busiest
     device's share of the work (:func:`work_lower_bound`; every variant's load of a
     device is at least the compute time of its nodes, and a stage replicated on ``r``
@@ -83,7 +83,7 @@ def maxload_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
 
 
 def makespan_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
-    """A makespan no schedule of ``graph`` on ``cluster`` beats (SPEC 2.1: any placement,
+    """A makespan no schedule of ``graph`` on ``cluster`` beats (docs/semantics.md 2.1: any placement,
     device order and link order, with or without congestion): with :math:`\\underline w(v)`
     the node's least compute time over the devices that can run it, the longer of the
     critical path of :math:`\\underline w` and the busiest device's share of the total work,

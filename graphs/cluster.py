@@ -27,7 +27,7 @@ from dnnplace.graphs.errors import InputError
 
 __all__ = ["Device", "Cluster", "LinkFit", "fit_link", "PORT_MODES"]
 
-#: How transfers share the interconnect under congestion (SPEC 2.1): ``"per_link"`` --
+#: How transfers share the interconnect under congestion (docs/semantics.md 2.1): ``"per_link"`` --
 #: every directed device pair is its own link (NVLink, where a GPU's links are point to
 #: point); ``"shared"`` -- a device's outgoing transfers share its egress port and its
 #: incoming ones its ingress port (PCIe, host bridges), so a transfer ``a -> b`` also

@@ -12,7 +12,7 @@ nodes of their largest explicit cost (exact when one source feeds the pair, as i
 Tarnawski's per-node transfer cost ``c_u``). A merged edge carries the set of tensors
 (source node, ``output``) of its members; merged edges out of one node share an
 ``output`` exactly when they carry the same set, so the simulator's default (a tensor
-sent once to each consuming device, SPEC 2.1) sends them once, and sends different
+sent once to each consuming device, docs/semantics.md 2.1) sends them once, and sends different
 sets separately.
 """
 

@@ -3,7 +3,7 @@
 Nothing here trusts the method that produced a placement; formulations and heuristics
 report their own objective and the framework asserts that the two agree.
 
-Max-load (SPEC 2.2, Tarnawski et al. Sec. 5, Fig. 6). For a non-CPU device ``d``
+Max-load (docs/semantics.md 2.2, Tarnawski et al. Sec. 5, Fig. 6). For a non-CPU device ``d``
 holding node set ``S``::
 
     FW_d + BW_d = sum_{v in S} p_d(v)                                       (compute)
@@ -21,7 +21,7 @@ out-edge of ``u`` the same cost; if they differ, the largest crossing edge is ch
 or, without one, the link model between the device and the host (the first CPU device;
 the consumer's device when the cluster has no CPU).
 
-Latency (SPEC 2.3, Tarnawski Sec. 4, Figs. 3-4): every accelerator's node set is cut
+Latency (docs/semantics.md 2.3, Tarnawski Sec. 4, Figs. 3-4): every accelerator's node set is cut
 into the fewest contiguous pieces along the topological order; each piece starts when
 its inputs are in host memory and after the previous piece of its device, and takes
 ``CommIn + compute + CommOut`` (constraint (7)); CPU nodes run on an unbounded pool as
@@ -113,7 +113,7 @@ def _grouped_max(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def device_loads(p: Placement) -> dict[str, np.ndarray]:
-    """Per-device max-load components (SPEC 2.2): compute, comm_in, comm_out, each
+    """Per-device max-load components (docs/semantics.md 2.2): compute, comm_in, comm_out, each
     split into forward and backward parts, as ``(D,)`` arrays."""
     g, cl = p.graph, p.cluster
     d_count = cl.size
@@ -286,7 +286,7 @@ def _memory_details(p: Placement) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- max-load
 def maxload(p: Placement, *, objective: str = "pipedream", contiguity: str = "none",
             include_cpus: bool = True) -> Evaluation:
-    """Score a placement for pipelined throughput (SPEC 2.2); see the module docstring."""
+    """Score a placement for pipelined throughput (docs/semantics.md 2.2); see the module docstring."""
     if objective not in MAXLOAD_OBJECTIVES:
         raise InputError(f"unknown max-load objective {objective!r}; use one of {MAXLOAD_OBJECTIVES}")
     viol = validate(p, contiguity=contiguity, include_cpus=include_cpus)
@@ -359,7 +359,7 @@ def latency_pieces(p: Placement) -> np.ndarray:
 
 
 def latency(p: Placement, *, pieces: np.ndarray | None = None) -> Evaluation:
-    """Single-sample latency of a split (SPEC 2.3); see the module docstring.
+    """Single-sample latency of a split (docs/semantics.md 2.3); see the module docstring.
 
     ``pieces`` (optional): a method's own decomposition, the piece number of every
     accelerator node (Fig. 4's subgraph slots). Each piece must be contiguous; the
@@ -433,12 +433,12 @@ def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | Non
              congestion: bool = True, transfer_mode: str | None = None,
              link_priorities: np.ndarray | None = None, memory_model: str = "static",
              dedup_transfers: bool | None = None) -> Evaluation:
-    """Simulated makespan (SPEC 2.1) of a placement under a dispatch policy; a given
+    """Simulated makespan (docs/semantics.md 2.1) of a placement under a dispatch policy; a given
     ``priorities`` array with ``policy="order"`` replays a method's device order, and
     ``link_priorities`` (one value per edge, with ``policy="order"``) its order of the
     transfers on each link; without them links are first come first served
     (:func:`dnnplace.graphs.simulate.simulate`, "Link orders"). ``transfer_mode`` says
-    what is sent (SPEC 2.1): ``"per_destination"`` (the default) a tensor once to each
+    what is sent (docs/semantics.md 2.1): ``"per_destination"`` (the default) a tensor once to each
     device that consumes it, ``"per_edge"`` one transfer per cross-device edge (Pesto's
     ILP accounting); ``None`` takes the current mode
     (:func:`~dnnplace.graphs.sim_costs.transfer_semantics`); ``dedup_transfers`` is its

@@ -185,7 +185,7 @@ class OpGraph:
     edge_output : array (m,) of int, optional
         Which output of its source node an edge carries (default 0 for every edge).
         Edges of one source that carry the same output carry the same tensor, which the
-        simulator sends once to each device that consumes it (SPEC 2.1, "What is
+        simulator sends once to each device that consumes it (docs/semantics.md 2.1, "What is
         sent"). :meth:`with_` resets it to 0 when the edges change and it is not given.
     """
 

@@ -1,4 +1,4 @@
-"""Independent re-check of a schedule against SPEC 2.1: :func:`validate_schedule`.
+"""Independent re-check of a schedule against docs/semantics.md 2.1: :func:`validate_schedule`.
 
 It accepts any schedule (simulated by :func:`dnnplace.graphs.simulate.simulate`, or
 decoded from a solver) and deliberately shares no code with the simulator: durations
@@ -156,7 +156,7 @@ def _transfer_violations(schedule: Schedule, start: np.ndarray, fin: np.ndarray,
 
 def validate_schedule(schedule: Schedule, *, congestion: bool = True, transfers: Any = None,
                       tol: float = 1e-9, limit: int = 50) -> list[str]:
-    """Check a schedule against SPEC 2.1, independently of how it was produced.
+    """Check a schedule against docs/semantics.md 2.1, independently of how it was produced.
 
     Checks: start/finish are finite, ``start >= 0`` and ``finish = start + duration`` on
     a device that supports the node; no two nodes overlap on a device; every edge's

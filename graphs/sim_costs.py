@@ -33,7 +33,7 @@ __all__ = ["Transfers", "TRANSFER_MODES", "DEFAULT_TRANSFER_MODE", "check_transf
            "current_transfer_mode", "node_durations", "edge_transfer_times", "tensor_keys", "build_transfers",
            "link_totals"]
 
-#: What is sent (SPEC 2.1): ``"per_destination"`` -- a tensor once to each device that
+#: What is sent (docs/semantics.md 2.1): ``"per_destination"`` -- a tensor once to each device that
 #: consumes it, one transfer per (source node, output, destination device), the default
 #: and what frameworks run; ``"per_edge"`` -- one transfer per cross-device edge
 #: (Pesto's DAG augmentation, the accounting of Pesto's ILP).

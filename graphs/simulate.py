@@ -1,4 +1,4 @@
-"""Discrete-event simulation of a placed operator graph (SPEC 2.1 and 3).
+"""Discrete-event simulation of a placed operator graph (docs/semantics.md 2.1 and 3).
 
 :func:`simulate` executes a :class:`~dnnplace.graphs.placement.Placement` the way a DL runtime
 would and returns a :class:`SimResult`: the start and finish of every node, every
@@ -13,7 +13,7 @@ Execution model
   ``cluster.compute_matrix(graph)[i, dev(i)]`` time units (``graph.unit``): its kind's
   compute time divided by the device's ``speed``, plus the device's ``op_overhead`` (a
   per-operator launch cost, default 0, to be fitted from measured executions).
-* What is sent (SPEC 2.1, ``transfer_mode``). By default (``"per_destination"``) a
+* What is sent (docs/semantics.md 2.1, ``transfer_mode``). By default (``"per_destination"``) a
   tensor goes once to each device that consumes it, as frameworks run it: the edges
   ``(u, v)`` with ``dev(u) = a`` and ``dev(v) = b != a`` that carry the same output of
   ``u`` (the edge field ``output``, default 0: a node's out-edges carry one tensor
@@ -152,7 +152,7 @@ __all__ = ["SimResult", "simulate", "validate_schedule", "bottom_level", "POLICI
 def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = None,
              congestion: bool = True, transfer_mode: str | None = None, link_priorities: Any = None,
              dedup_transfers: bool | None = None) -> SimResult:
-    """Discrete-event execution of a placement (SPEC 2.1, 3).
+    """Discrete-event execution of a placement (docs/semantics.md 2.1, 3).
 
     Parameters
     ----------
@@ -168,7 +168,7 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
         One transfer at a time per directed link, FCFS by release time (Pesto Sec.
         3.2.2); ``False`` lets transfers overlap.
     transfer_mode : {"per_destination", "per_edge"}, optional
-        What is sent (SPEC 2.1): ``"per_destination"`` one transfer per (source node,
+        What is sent (docs/semantics.md 2.1): ``"per_destination"`` one transfer per (source node,
         output, destination device); ``"per_edge"`` one per cross-device edge (Pesto's
         accounting). See the module docstring. ``None`` (default):
         :func:`~dnnplace.graphs.sim_costs.current_transfer_mode`, which is

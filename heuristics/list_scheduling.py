@@ -1,4 +1,4 @@
-"""List scheduling for the makespan problem (SPEC 2.1): HEFT, ETF and Baechi's m-TOPO,
+"""List scheduling for the makespan problem (docs/semantics.md 2.1): HEFT, ETF and Baechi's m-TOPO,
 m-ETF and m-SCT.
 
 Every algorithm builds a schedule node by node on a model of the cluster that matches

@@ -30,7 +30,7 @@ __all__ = ["local_search"]
 
 @njit(cache=True)
 def _loads(dev, comp, is_acc, cost, out_ptr, out_nbr, n_dev):
-    """Per-device load (SPEC 2.2) and successor counts ``cnt[u, d]``."""
+    """Per-device load (docs/semantics.md 2.2) and successor counts ``cnt[u, d]``."""
     n = dev.shape[0]
     cnt = np.zeros((n, n_dev), dtype=np.int64)
     load = np.zeros(n_dev)

@@ -9,7 +9,7 @@ The recurrence (Sec. 5.1.1), over ideals ``I`` of the preprocessed forward DAG `
                                                max(dp[I'][k'][l'-1], cpu(I \\ I')) )
 
 with ``dp[{}][.][.] = 0`` (devices may stay empty). ``acc(S)`` is the accelerator load
-of SPEC 2.2 of *all original nodes* carried by ``S`` (forward members and their
+of docs/semantics.md 2.2 of *all original nodes* carried by ``S`` (forward members and their
 colocated backward partners): compute plus every transfer ``c_u`` paid once per node
 and direction, ``inf`` if ``S`` does not fit in memory or holds a node the accelerator
 cannot run; ``cpu(S)`` is compute only. For training graphs a forward set is only used

@@ -248,7 +248,7 @@ def constrained_tiny_instance(seed: int, share: float = 0.55) -> Instance:
 
 def consistent_outputs(g: OpGraph) -> OpGraph:
     """``g`` with an ``output`` per edge such that edges of one source share an output
-    exactly when they carry the same bytes and explicit cost (SPEC 2.1: edges of one
+    exactly when they carry the same bytes and explicit cost (docs/semantics.md 2.1: edges of one
     output carry the same bytes), so sending each output once per device never lasts
     longer than any of its edges."""
     key = np.stack([g.src.astype(np.float64), g.edge_bytes, np.nan_to_num(g.edge_cost, nan=-1.0)], axis=1)

@@ -1,6 +1,6 @@
 """The Pesto ILP against an independent exact search on tiny instances.
 
-Semantics shared by both sides (SPEC 2.1, the simulator's ``transfer_mode="per_edge"``,
+Semantics shared by both sides (docs/semantics.md 2.1, the simulator's ``transfer_mode="per_edge"``,
 Pesto's accounting): one transfer per cross-device edge, of ``beta0 + beta1 * bytes`` on
 the directed link; a device runs one node at a time; with congestion a link carries one
 transfer at a time. The exact search also knows the default mode (a tensor sent once to
@@ -182,7 +182,7 @@ def test_ilp_matches_exact_search(seed):
     assert out.incumbent == pytest.approx(exact, abs=1e-6), (seed, out.incumbent, exact)
     # the combinatorial bound (critical path, busiest device's share of the work) is valid
     assert model.cmax.lb <= exact + 1e-9
-    # decoded schedule is a valid SPEC 2.1 schedule (with the ILP's own transfer times)
+    # decoded schedule is a valid docs/semantics.md 2.1 schedule (with the ILP's own transfer times)
     pl, start, pr, xs = decode(model)
     sim = simulate(pl, policy="order", priorities=pr, congestion=congestion, transfer_mode="per_edge")
     assert validate_schedule(sim.schedule, congestion=congestion, transfers=sim) == []

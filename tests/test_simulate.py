@@ -1,4 +1,4 @@
-"""Tests of the discrete-event simulator (SPEC 2.1, 3) and its Gantt plot.
+"""Tests of the discrete-event simulator (docs/semantics.md 2.1, 3) and its Gantt plot.
 
 Hand cases draw the DAG as ``name(duration)@device`` and give the reason for every
 expected number; property tests run seeded random DAGs through every policy and check
@@ -132,7 +132,7 @@ def test_no_congestion_overlaps_transfers():
 
 
 def test_a_tensor_goes_once_to_each_consuming_device():
-    # the default (SPEC 2.1): a's one output goes to gpu1 once, [1,3), and feeds both c
+    # the default (docs/semantics.md 2.1): a's one output goes to gpu1 once, [1,3), and feeds both c
     # and d: c [3,4), d [4,5): makespan 5, one transfer of 2 on the link.
     g = graph(FORK["ids"], FORK["edges"], FORK["times"], edge_cost=[2.0, 2.0])
     r = run(g, cluster(2), [0, 1, 1])
@@ -541,7 +541,7 @@ def test_pcie_presets_share_ports():
 def fanout_case(seed: int) -> Placement:
     """A seeded random DAG (4-24 nodes, edges i -> j for i < j) whose nodes have one or
     two outputs; each edge carries one output of its source and that output's bytes
-    (SPEC 2.1: edges of one output carry the same bytes), 2-4 GPUs, a random placement."""
+    (docs/semantics.md 2.1: edges of one output carry the same bytes), 2-4 GPUs, a random placement."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(4, 25))
     d = int(rng.integers(2, 5))
@@ -558,7 +558,7 @@ def fanout_case(seed: int) -> Placement:
 
 
 def test_sending_each_tensor_once_never_delays_a_replay():
-    """SPEC 2.1: a schedule built per edge replays under the default mode (one transfer
+    """docs/semantics.md 2.1: a schedule built per edge replays under the default mode (one transfer
     per (source, output, destination device)) at no later time, given the same device
     orders and, with congestion, the same link orders. 100 random fan-out graphs x 2
     policies x congestion on/off = 400 replays, each validated; every node starts no

@@ -10,7 +10,7 @@ per-device order of those graph nodes into one :class:`DeviceProgram` per device
   nodes in trace order, so running the bodies in any order that respects the graph runs
   the captured step; an ``apply:`` node (the optimizer update the capture adds per
   parameter) updates its parameter in place from the parameter's gradient;
-* **what is sent** (SPEC 2.1): a tensor goes once to each device that consumes it. The
+* **what is sent** (docs/semantics.md 2.1): a tensor goes once to each device that consumes it. The
   unit sent is a *root* value: an fx value that is not a view of another tensor of the
   same graph node (``t``/``view``/``expand``/``detach`` of a root are replayed by the
   receiver, so a tensor and its views cross once). One :class:`Transfer` per (root,

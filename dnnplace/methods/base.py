@@ -158,7 +158,7 @@ class SolveRequest:
     makespan is simulated (link congestion on/off, the dispatch policy when the method
     gives no order, and what is sent: ``"per_destination"``, a tensor once to each
     consuming device, the default, or ``"per_edge"``, Pesto's one transfer per edge;
-    SPEC 2.1; :func:`dnnplace.registry.solve` runs the method and its evaluation under
+    docs/semantics.md 2.1; :func:`dnnplace.registry.solve` runs the method and its evaluation under
     that mode);
     ``params`` are the method's own options (checked against its :class:`Options`).
     ``warm`` is filled in by :func:`dnnplace.registry.solve` for methods that take warm

@@ -143,8 +143,8 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
              "coarse_nodes": r.coarse_n, "coarsen_seconds": r.coarsen_seconds, "model_size": r.size,
              "semantics": "ILP: links in any order (Pesto (7)), one transfer per edge; objective: simulation "
                           "replaying the ILP's device order and, where model_size.link_order is 'ilp', its link "
-                          f"order (else FCFS links, SPEC 2.1), transfer mode {req.transfer_mode!r}; the ILP's bound "
-                          "and proven optimum count only under 'per_edge'"}
+                          f"order (else FCFS links, semantics.md 2.1), transfer mode {req.transfer_mode!r}; the "
+                          "ILP's bound and proven optimum count only under 'per_edge'"}
     return MethodOutput(r.placement, status=r.status, objective=r.makespan, bound=r.bound,
                         termination=r.termination, message=r.message,
                         solver="cpsat" if opts.engine == "cpsat" else sopts.solver,

@@ -428,7 +428,7 @@ def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: 
     src_a = np.array(src, dtype=np.int64)
     dst_a = np.array(dst, dtype=np.int64)
     # edges that carry the same root tensors of a node carry the same output (one transfer
-    # per destination device, SPEC 2.1); outputs numbered per source in edge order
+    # per destination device, docs/semantics.md 2.1); outputs numbered per source in edge order
     out_ids: dict[tuple[int, frozenset], int] = {}
     per_src: dict[int, int] = {}
     edge_out = np.zeros(len(src), dtype=np.int64)

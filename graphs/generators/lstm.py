@@ -15,7 +15,7 @@ reversed, plus an edge from each forward operator to its gradient: the saved
 activation) and add one ``update[lyr]`` per layer that sums the weight gradients of all
 steps (a wide fan-in, as in real RNN training graphs). A gradient operator's out-edges
 carry different tensors (the gradient with respect to each forward input, and a
-matmul's weight gradient), each its own ``output``, sent separately (SPEC 2.1); a
+matmul's weight gradient), each its own ``output``, sent separately (docs/semantics.md 2.1); a
 forward operator's out-edges carry its one output.
 
 Costs: compute time = FLOPs / ``gpu_flops`` for matrix products and bytes touched /
@@ -134,7 +134,7 @@ def lstm_grid(n: int | None = None, *, layers: int = 2, steps: int | None = None
     src: list[int] = []
     dst: list[int] = []
     ebytes: list[float] = []
-    eout: list[int] = []  # output of the source each edge carries (SPEC 2.1)
+    eout: list[int] = []  # output of the source each edge carries (docs/semantics.md 2.1)
 
     def node(name: str, ms: float, outb: float, layer: int, kind: str, wb: float = 0.0) -> int:
         ids.append(name)

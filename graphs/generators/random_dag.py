@@ -41,7 +41,7 @@ gradient flows back), and, with ``colocate_backward``, ``v`` and ``v'`` in one
 colocation group (as Tarnawski's ``colorClass``). The graph then has ``n`` nodes in total.
 A backward node's out-edges carry different tensors (the gradient with respect to each
 input of its forward node), so each has its own ``output`` (1, 2, ... in edge order;
-SPEC 2.1: distinct outputs are sent separately); every other edge carries its source's
+docs/semantics.md 2.1: distinct outputs are sent separately); every other edge carries its source's
 one output (0).
 """
 

@@ -25,7 +25,7 @@ edge. Captured training graphs (:mod:`dnnplace.graphs.capture`) also carry, per 
 bytes grow with the batch; default true); all are optional and round-trip. Per edge,
 ``output`` (an integer >= 0, default 0) names which output of the source node the edge
 carries: edges of one source with the same output carry one tensor, sent once to each
-device that consumes it (SPEC 2.1). For
+device that consumes it (docs/semantics.md 2.1). For
 hand-written files, ``nodes`` and ``edges`` may also be lists of records
 (``{"id": 1, "compute": {"gpu": 0.8}, "memory": 0}``, ``{"src": 1, "dst": 2, "bytes": 4096}``).
 """
