@@ -77,8 +77,8 @@ def main() -> None:
     from dnnplace.graphs import zoo
     from dnnplace.graphs.capture import capture
     from dnnplace.graphs.capture.tiling import capture_block, tile
+    from dnnplace.graphs.capture.zoo.parts import PROGRAMS, whole_model
     from dnnplace.graphs.presets import cluster_preset
-    from dnnplace.graphs.zoo.parts import PROGRAMS, whole_model
     cl = cluster_preset("single-host-2-nvlink2")
     names = sorted(zoo.ZOO) if args.models == "all" else args.models.split(",")
     print(HEADER)

@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from dnnplace.graphs.cluster import Cluster  # noqa: E402
+from dnnplace.graphs.evaluation.simulate import simulate  # noqa: E402
 from dnnplace.graphs.generators import random_layered_dag  # noqa: E402
-from dnnplace.graphs.simulate import simulate  # noqa: E402
 from dnnplace.heuristics.celeritas import celeritas  # noqa: E402
 from dnnplace.heuristics.fusion import fusion_dp  # noqa: E402
 from dnnplace.heuristics.nominal import nominal_costs  # noqa: E402

@@ -45,7 +45,7 @@ def plans_for(inst, methods: dict, time_limit: float):
     """``[(method, Plan, predicted SimResult, solve seconds)]`` on ``inst``."""
     from dnnplace.execution.command import predict
     from dnnplace.execution.launch import Plan
-    from dnnplace.formulations.solver_options import SolverOptions
+    from dnnplace.formulations.solvers.options import SolverOptions
     from dnnplace.methods.base import SolveRequest
     from dnnplace.registry import solve
     out = []

@@ -24,8 +24,8 @@ import argparse
 import time
 
 from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import random_layered_dag
-from dnnplace.graphs.simulate import simulate
 from dnnplace.heuristics.fastt import cpop, dpos
 from dnnplace.heuristics.os_dpos import os_dpos
 

@@ -29,7 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from dnnplace.formulations import latency_ip, maxload_ip  # noqa: E402
-from dnnplace.formulations.driver import model_size  # noqa: E402
+from dnnplace.formulations.solvers.driver import model_size  # noqa: E402
 from dnnplace.graphs.io import load_instance  # noqa: E402
 from dnnplace.registry import SolveRequest, SolverOptions, solve  # noqa: E402
 

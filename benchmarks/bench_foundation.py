@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluate import maxload, validate
+from dnnplace.graphs.evaluation.evaluate import maxload, validate
+from dnnplace.graphs.evaluation.simulate import POLICIES, simulate, validate_schedule
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance, save_instance
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.simulate import POLICIES, simulate, validate_schedule
 
 
 def _timed(label: str, rows: list, fn, *args, **kwargs):

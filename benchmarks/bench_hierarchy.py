@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> int:
     from dnnplace.graphs.cluster import Cluster
-    from dnnplace.graphs.evaluate import maxload
+    from dnnplace.graphs.evaluation.evaluate import maxload
     from dnnplace.graphs.hierarchy import hierarchical_cluster
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import load_instance

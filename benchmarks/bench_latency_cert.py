@@ -25,9 +25,9 @@ VARIANTS = {"paper": dict(acyclic=False), "strong": dict(finish_bounds=True, sym
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dnnplace.formulations.driver import solve_model
     from dnnplace.formulations.latency_ip import LatencyOptions, best_split, build_latency_ip, warm_start_values
-    from dnnplace.formulations.solver_options import SolverOptions
+    from dnnplace.formulations.solvers.driver import solve_model
+    from dnnplace.formulations.solvers.options import SolverOptions
     from dnnplace.graphs.io import load_instance
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

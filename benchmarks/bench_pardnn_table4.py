@@ -41,11 +41,11 @@ def _addn(g, partials: np.ndarray, target: np.ndarray):
 
 
 def main() -> None:
+    from dnnplace.experiments.pardnn import _models, batch_profiles
     from dnnplace.graphs.batch_model import BatchModel
     from dnnplace.graphs.cluster import Cluster
+    from dnnplace.graphs.evaluation.simulate import simulate
     from dnnplace.graphs.placement import Placement
-    from dnnplace.graphs.simulate import simulate
-    from dnnplace.pardnn_experiments import _models, batch_profiles
 
     _, models = _models({"models": "pardnn-models"})
     m = next(x for x in models if x.name == "Word-RNN")

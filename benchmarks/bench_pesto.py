@@ -70,13 +70,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from dnnplace.formulations.driver import solve_model  # noqa: E402
-from dnnplace.formulations.pesto import memory_ok, safe_horizon  # noqa: E402
+from dnnplace.formulations.multilevel.pesto import memory_ok, safe_horizon  # noqa: E402
 from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, warm_start_values  # noqa: E402
+from dnnplace.formulations.solvers.driver import solve_model  # noqa: E402
 from dnnplace.graphs.cluster import Cluster  # noqa: E402
+from dnnplace.graphs.evaluation.simulate import simulate  # noqa: E402
 from dnnplace.graphs.generators import generate  # noqa: E402
 from dnnplace.graphs.placement import Placement  # noqa: E402
-from dnnplace.graphs.simulate import simulate  # noqa: E402
 from dnnplace.heuristics.coarsening import coarsen  # noqa: E402
 from dnnplace.heuristics.list_scheduling import best_list_schedule  # noqa: E402
 from dnnplace.registry import SolverOptions  # noqa: E402
@@ -335,8 +335,8 @@ def bench_models(models, gpus, time_limit: float, coarsen_to: int, out: Path, ta
     import os
     import platform
 
-    from dnnplace.graphs.bounds import makespan_lower_bound
     from dnnplace.graphs.errors import InputError
+    from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import load_instance
     from dnnplace.registry import SolveRequest, solve
@@ -462,7 +462,7 @@ def bench_guided(sizes, time_limit: float, out: Path) -> None:
     import os
     import platform
 
-    from dnnplace.formulations.pesto import _guided_start, pesto
+    from dnnplace.formulations.multilevel.pesto import _guided_start, pesto
 
     g = generate("lstm", layers=4, steps=20, hidden=1024, batch=128, vocab=10000, training=True, kinds=["gpu"])
     cl = Cluster.single_host(2, with_cpu=False)

@@ -26,10 +26,18 @@ sys.path.insert(0, str(REPO))
 
 def main(argv: list[str] | None = None) -> None:
     from dnnplace.data import experiment_config
+    from dnnplace.experiments.runs import (
+        Config,
+        experiment_graph,
+        extra_of,
+        makespan_of,
+        replay,
+        run_spec,
+        write_variants,
+    )
     from dnnplace.graphs.cluster import Cluster
+    from dnnplace.graphs.evaluation.sim_costs import transfer_semantics
     from dnnplace.graphs.io import load_instance
-    from dnnplace.graphs.sim_costs import transfer_semantics
-    from dnnplace.pesto_runs import Config, experiment_graph, extra_of, makespan_of, replay, run_spec, write_variants
     from dnnplace.runner import execute
     from dnnplace.tables import Column, fixed, write_table
 

@@ -25,9 +25,9 @@ sys.path.insert(0, str(REPO))
 
 
 def main(argv: list[str] | None = None) -> None:
+    from dnnplace.graphs.evaluation.simulate import simulate
     from dnnplace.graphs.io import load_instance, placement_from_doc
     from dnnplace.graphs.placement import Placement
-    from dnnplace.graphs.simulate import simulate
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default=str(REPO / "results" / "pesto" / "hardware-captured"))

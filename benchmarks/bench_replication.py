@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dnnplace.graphs.evaluate import maxload
+    from dnnplace.graphs.evaluation.evaluate import maxload
     from dnnplace.graphs.io import load_instance
     from dnnplace.heuristics.maxload_dp import maxload_dp
     from dnnplace.heuristics.pipedream import pipedream_split

@@ -40,7 +40,7 @@ def _capture_one(args: argparse.Namespace, batch: int | None, over: dict):
     if args.tiled:
         if args.inference:
             raise InputError("--tiled builds training graphs; leave out --inference")
-        from dnnplace.graphs.zoo.parts import whole_model
+        from dnnplace.graphs.capture.zoo.parts import whole_model
         g = whole_model(args.model, cost=args.cost, optimizer=args.optimizer, batch=batch, seq=args.seq, **over)
         return Instance(g.with_(name=name), None, f"capture:{name}"), name
     model, inputs, loss_fn = load_model(args.model, inputs=args.input, loss=args.loss, batch=batch, seq=args.seq,
@@ -63,8 +63,8 @@ def cmd_capture(args: argparse.Namespace) -> int:
     """Capture a zoo model or the user's own (``FILE.py:FACTORY``, ``package.module:FACTORY``, resolved by
     :func:`dnnplace.graphs.capture.models.load_model`) with costs and write its native graph JSON (one per
     batch size with ``--batches``: the profiles :class:`~dnnplace.graphs.batch_model.BatchModel` reads)."""
-    from dnnplace.graphs import zoo
     from dnnplace.graphs.batch_model import check_profiles
+    from dnnplace.graphs.capture import zoo
     from dnnplace.graphs.capture.models import is_user_spec
     from dnnplace.graphs.capture.ops import require_torch
     from dnnplace.graphs.instance import Instance

@@ -51,7 +51,7 @@ def _add_cluster(p: argparse.ArgumentParser) -> None:
 
 
 def _add_eval_flags(p: argparse.ArgumentParser, makespan_only: bool = False) -> None:
-    from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
+    from dnnplace.graphs.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
 
     if not makespan_only:
         p.add_argument("--objective", choices=MAXLOAD_OBJECTIVES, help="max-load variant (default pipedream)")
@@ -74,7 +74,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``dnnplace`` argument parser."""
     from dnnplace import __version__
-    from dnnplace.graphs.evaluate import PROBLEMS
+    from dnnplace.graphs.evaluation.evaluate import PROBLEMS
 
     parser = _Parser(prog="dnnplace", description="Device placement and scheduling of DNN operator graphs.")
     parser.add_argument("--version", action="version", version=f"dnnplace {__version__}")
@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="backend-specific option, repeatable (checked against the HiGHS/Gurobi option list)")
     g.add_argument("--warm-start", metavar="METHOD_OR_FILE", help="a method name or a placement file")
     g = p.add_argument_group("model")
-    from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
+    from dnnplace.graphs.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
     g.add_argument("--objective", choices=MAXLOAD_OBJECTIVES, help="max-load variant (default pipedream)")
     c = g.add_mutually_exclusive_group()
     c.add_argument("--contiguous", action="store_true",
@@ -209,7 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", dest="plots", action="store_false", help="tables only")
     p.set_defaults(func=commands.cmd_compare)
 
-    from dnnplace.reproduce import NAMES
+    from dnnplace.reproduce import reproductions
+
+    NAMES = tuple(reproductions())
 
     p = sub.add_parser("reproduce", help="reproduce a published table or figure",
                        description="Reproductions: " + ", ".join(NAMES) + ". Runs resume from "

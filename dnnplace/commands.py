@@ -135,7 +135,7 @@ def _eval_options(args: argparse.Namespace, problem: str) -> dict[str, Any]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from dnnplace.graphs.evaluate import PROBLEMS, evaluate
+    from dnnplace.graphs.evaluation.evaluate import PROBLEMS, evaluate
     from dnnplace.graphs.io import placement_from_doc, write_json
 
     args.graph, args.placement = _graph_path(args.graph), _graph_path(args.placement)  # bundled files by name
@@ -163,8 +163,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from dnnplace.graphs.evaluation.simulate import simulate
     from dnnplace.graphs.io import placement_from_doc, write_json
-    from dnnplace.graphs.simulate import simulate
 
     args.graph, args.placement = _graph_path(args.graph), _graph_path(args.placement)  # bundled files by name
     _check_out([("--out", args.out), ("--gantt", args.gantt)],
@@ -182,7 +182,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             priorities = np.array([float(start[str(i)]) for i in graph.ids])
         except KeyError as exc:
             raise InputError(f"{args.placement}: 'start' has no time for node {exc.args[0]!r}") from None
-    from dnnplace.graphs.link_orders import link_priorities_from_doc
+    from dnnplace.graphs.evaluation.link_orders import link_priorities_from_doc
 
     link_priorities = None
     if args.policy == "order":  # the result's order of transfers on each link, if any; else FCFS
@@ -213,7 +213,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if len(d["links"]) > 10:
             say(f"... {len(d['links']) - 10} more links")
     if args.gantt:
-        from dnnplace.graphs.gantt import plot_gantt
+        from dnnplace.graphs.evaluation.gantt import plot_gantt
         plot_gantt(res, args.gantt)
         say(f"\nwrote {args.gantt}")
     if args.out:
@@ -270,7 +270,7 @@ def build_request(args: argparse.Namespace):
     if args.problem != "makespan" and (args.policy is not None or args.congestion is not None):
         flag = "--policy" if args.policy is not None else "--congestion/--no-congestion"
         raise InputError(f"{flag} applies to problem 'makespan' only, not {args.problem!r}")
-    from dnnplace.formulations.solver_options import check_values
+    from dnnplace.formulations.solvers.options import check_values
 
     solver_opts = dict(_parse_param(t, "--solver-option") for t in args.solver_option)
     fields = dict(solver=args.solver, time_limit=args.time_limit, rel_gap=args.mip_gap, threads=args.threads,
@@ -309,7 +309,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     method_options(method, req)
     if req.solver.time_limit is not None:  # the limit holds for this whole process (issue 24)
         req = dataclasses.replace(req, deadline=solve_deadline(req.solver.time_limit))
-    from dnnplace.formulations.solver_options import check_backend
+    from dnnplace.formulations.solvers.options import check_backend
 
     for w in check_backend(req.solver, flags=True):  # --solver cplex, --solver-option foo_bar=3 -> exit 2
         warn(w)
@@ -321,7 +321,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     res, placed = run_method(inst, method, req)
     if res.status == "error" and res.termination == "licensingProblems":
         # the model is too large for the installed licence: bad input for this backend, not a result
-        from dnnplace.formulations.solver_options import SolverLicenceError, licence_message
+        from dnnplace.formulations.solvers.options import SolverLicenceError, licence_message
 
         raise SolverLicenceError(licence_message(res.message, req.solver.solver))
     if args.out:  # written before anything is printed: `dnnplace solve ... | head` keeps it
@@ -376,7 +376,7 @@ def _bound_source(res) -> str:
 
 # ---------------------------------------------------------------------------- methods
 def cmd_methods(args: argparse.Namespace) -> int:
-    from dnnplace.graphs.evaluate import PROBLEMS
+    from dnnplace.graphs.evaluation.evaluate import PROBLEMS
     from dnnplace.registry import all_methods
 
     methods = all_methods()
@@ -452,17 +452,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    try:
-        from dnnplace.reproduce import REPRODUCTIONS
-    except ModuleNotFoundError as exc:
-        if exc.name != "dnnplace.reproduce":
-            raise
-        raise InputError("no reproductions registered") from None
-    if args.name not in REPRODUCTIONS:
-        known = sorted(REPRODUCTIONS) or "none"
-        raise InputError(f"unknown reproduction {args.name!r}; known: {known}")
+    from dnnplace.reproduce import reproduce, reproductions
+
+    if args.name not in reproductions():
+        raise InputError(f"unknown reproduction {args.name!r}; known: {sorted(reproductions()) or 'none'}")
     _check_out([("--out", args.out)], folders=True)
-    out = REPRODUCTIONS[args.name](quick=args.quick, out_dir=args.out, fresh=args.fresh, progress=not args.quiet)
-    say(Path(out).read_text())
+    out = reproduce(args.name, quick=args.quick, out_dir=args.out, fresh=args.fresh, progress=not args.quiet)
+    say(out.read_text())
     say(f"wrote {out}")
     return 0

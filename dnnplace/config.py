@@ -201,7 +201,7 @@ def _check_solver(solver: dict, where: str, checked: dict[str, list[str]] | None
     ``checked`` caches backend checks (their warnings are printed once)."""
     import sys
 
-    from dnnplace.formulations.solver_options import check_backend, check_values
+    from dnnplace.formulations.solvers.options import check_backend, check_values
 
     try:
         check_values(solver)
@@ -261,7 +261,7 @@ def _check_axis_types(axes: dict[str, list], where: str) -> None:
                        else "a boolean" if isinstance(v, bool) else "a negative number" if typ is int and
                        isinstance(v, int) else "a number" if isinstance(v, (int, float)) else f"a {type(v).__name__}")
                 raise InputError(f"{where}: {key} = {_toml(v)}: expected {what}, got {got}")
-    from dnnplace.graphs.transforms import TRANSFORMS
+    from dnnplace.graphs.transforms.replay import TRANSFORMS
 
     for v in axes.get("transform", []):
         if v not in TRANSFORMS:
@@ -277,7 +277,7 @@ def _check_axis_types(axes: dict[str, list], where: str) -> None:
 
 
 def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | None = None) -> list[RunSpec]:
-    from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
+    from dnnplace.graphs.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
 
     _check_keys(spec, _RUN_KEYS, where)
     if "graphs" not in spec:
@@ -304,7 +304,7 @@ def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | 
             raise InputError(f"{where}: unknown contiguity {v!r}; use one of {list(CONTIGUITY_MODES)}")
     for v in axes.get("cluster", []):
         cluster_preset(v)  # validate early
-    from dnnplace.graphs.sim_costs import TRANSFER_MODES
+    from dnnplace.graphs.evaluation.sim_costs import TRANSFER_MODES
 
     for v in axes.get("transfer_mode", []):
         if v not in TRANSFER_MODES:

@@ -143,9 +143,9 @@ def _worker(conn: Any, fn: Callable[[Any], Any], payload: Any) -> None:
     conn.close()
 
 
-PRELOAD = ("dnnplace.runner", "dnnplace.graphs.io", "dnnplace.graphs.transforms", "dnnplace.registry",
-           "dnnplace.methods", "dnnplace.graphs.evaluate", "dnnplace.graphs.simulate", "dnnplace.heuristics.baselines",
-           "dnnplace.formulations.driver")
+PRELOAD = ("dnnplace.runner", "dnnplace.graphs.io", "dnnplace.graphs.transforms.replay", "dnnplace.registry",
+           "dnnplace.methods", "dnnplace.graphs.evaluation.evaluate", "dnnplace.graphs.evaluation.simulate",
+           "dnnplace.heuristics.baselines", "dnnplace.formulations.solvers.driver")
 """What the fork server imports once, so that a run's process starts warm (a run that
 imports them itself takes about a second longer)."""
 

@@ -3,7 +3,7 @@
 The methods themselves are listed in :mod:`dnnplace.methods`. :func:`solve` is where
 the framework keeps them honest: it parses the method's options, times the run, checks
 that the answer is of the request's graph, re-scores the placement with the
-independent evaluator (:mod:`dnnplace.graphs.evaluate`), derives the final status from
+independent evaluator (:mod:`dnnplace.graphs.evaluation.evaluate`), derives the final status from
 that evaluation (a placement the evaluator finds infeasible is never ``feasible`` or
 ``optimal``) and raises :class:`EvaluationMismatch` when a method's own objective
 disagrees with the evaluator or lies below its own bound.
@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.formulations.solver_options import SolverOptions
+from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluate import PROBLEMS, evaluate
+from dnnplace.graphs.evaluation.evaluate import PROBLEMS, evaluate
+from dnnplace.graphs.evaluation.link_orders import link_priorities_to_json
+from dnnplace.graphs.evaluation.sim_costs import TRANSFER_MODES, transfer_semantics
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
-from dnnplace.graphs.link_orders import link_priorities_to_json
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.sim_costs import TRANSFER_MODES, transfer_semantics
 from dnnplace.methods.base import POLICIES, Method, MethodOutput, Options, SolveRequest, WarmStart, parse_options
 from dnnplace.results import Result, relative_gap
 
@@ -90,10 +90,10 @@ def infer_problem(method: str | Method) -> str:
 def instance_lower_bound(graph: OpGraph, cluster, problem: str) -> float:
     """A value no answer to ``problem`` on the instance beats, whatever the method:
     makespan, the critical path of least times and the busiest device's work share
-    (:func:`~dnnplace.graphs.bounds.makespan_lower_bound`); max-load, the work share
-    (:func:`~dnnplace.graphs.bounds.maxload_lower_bound`); latency, the critical path
-    (:func:`~dnnplace.graphs.bounds.critical_path_lower_bound`)."""
-    from dnnplace.graphs import bounds
+    (:func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound`); max-load, the work share
+    (:func:`~dnnplace.graphs.evaluation.bounds.maxload_lower_bound`); latency, the critical path
+    (:func:`~dnnplace.graphs.evaluation.bounds.critical_path_lower_bound`)."""
+    from dnnplace.graphs.evaluation import bounds
 
     if problem == "makespan":
         return bounds.makespan_lower_bound(graph, cluster)
@@ -150,7 +150,7 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
     """:func:`solve`, also returning the placement object (for warm starts).
 
     The method, its warm start and the evaluation run under the request's transfer mode
-    (:func:`~dnnplace.graphs.sim_costs.transfer_semantics`), so every simulation a
+    (:func:`~dnnplace.graphs.evaluation.sim_costs.transfer_semantics`), so every simulation a
     method makes to score itself uses the semantics it is evaluated under."""
     with transfer_semantics(request.transfer_mode):
         return _run_method(instance, method, request)
@@ -209,7 +209,7 @@ def _run_method(instance: Instance, method: str | Method, request: SolveRequest)
     if asked_threads != request.solver.threads:
         res.extra["threads_asked"] = asked_threads  # capped at the machine's cores (with_limits)
     if out.graph is not None:
-        from dnnplace.graphs.transforms import answer_graph_record
+        from dnnplace.graphs.transforms.replay import answer_graph_record
 
         res.extra["scored_graph"] = f"transformed: {out.graph.n} nodes, {out.graph.m} edges"
         res.transform = answer_graph_record(out.graph, instance.graph)
@@ -270,7 +270,7 @@ def _lower_bound(instance: Instance, problem: str, res: Result) -> float | None:
     if res.transform is not None:
         if not res.transform.get("work_bound_holds"):
             return None
-        from dnnplace.graphs.bounds import work_lower_bound
+        from dnnplace.graphs.evaluation.bounds import work_lower_bound
 
         return work_lower_bound(instance.graph, cluster)
     lb = instance_lower_bound(instance.graph, cluster, problem)
@@ -282,7 +282,7 @@ def _lower_bound(instance: Instance, problem: str, res: Result) -> float | None:
 def _only_memory(p: Placement, ev) -> bool:
     """Every violation the evaluator found is a static-memory overflow (the placement is
     otherwise valid): the number of violations equals what memory alone adds."""
-    from dnnplace.graphs.evaluate import validate
+    from dnnplace.graphs.evaluation.evaluate import validate
 
     memory_only = len(validate(p, memory=True)) - len(validate(p, memory=False))
     return memory_only > 0 and len(ev.violations) == memory_only

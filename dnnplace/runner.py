@@ -17,7 +17,7 @@ run through :func:`execute`. The contract of ``<out>/runs.jsonl``:
   dropped; its run is simply run again. A complete last line that only lacks its
   newline is kept.
 - **Interrupts.** Ctrl-C (:class:`KeyboardInterrupt`, also when it arrives inside a
-  solver: :mod:`dnnplace.formulations.driver`) stops the sweep; the run in progress is
+  solver: :mod:`dnnplace.formulations.solvers.driver`) stops the sweep; the run in progress is
   not recorded, never as an error; the CLI exits 130 and the same command resumes.
 - **Failures.** A run that raises any other exception is recorded with ``status:
   "error"`` and the sweep continues.
@@ -303,7 +303,7 @@ def _fresh_start(runs_path: Path) -> list[Path]:
 def _execute(spec: RunSpec) -> dict:
     """Run one spec; any exception except an interrupt becomes an ``error`` result."""
     from dnnplace.graphs.io import prepare_instance
-    from dnnplace.graphs.transforms import apply_transform
+    from dnnplace.graphs.transforms.replay import apply_transform
     from dnnplace.registry import solve
     from dnnplace.results import Result
 
@@ -316,7 +316,7 @@ def _execute(spec: RunSpec) -> dict:
             res = solve(inst, spec.method, spec.request())
             res.extra["transform"] = {"name": t.name, "nodes": t.graph.n, **t.meta}
         if res.status == "error" and res.termination == "licensingProblems":  # say the licence's limits too
-            from dnnplace.formulations.solver_options import licence_message
+            from dnnplace.formulations.solvers.options import licence_message
 
             res.message = licence_message(res.message, str(spec.solver.get("solver", "highs")), flags=False)
         return res.to_dict()

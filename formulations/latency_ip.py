@@ -49,7 +49,7 @@ zero-duration slot holds only nodes of zero time on it; so the rows
 A model without such nodes gets no order rows at all (the timing rows suffice).
 
 Lower bound. ``Total`` starts at the path segmentation bound
-(:func:`~dnnplace.graphs.bounds.latency_lower_bound`, valid for every split with at most
+(:func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound`, valid for every split with at most
 ``q`` contiguous pieces per accelerator): the LP relaxation alone stays at the critical
 path (HiGHS kept GNMT's bound there for 43 minutes), while the bound lifts BERT-24 to its
 optimum and GNMT, BERT-3, BERT-6 to within 3 %.
@@ -88,7 +88,7 @@ at zero cost as the indicator in (6).
 Semantics versus the evaluator. With ``q = 1`` every accelerator holds one contiguous
 set, which the evaluator scores as one piece, so the IP's optimum is the evaluator's
 optimum over contiguous splits. With ``q >= 2`` the IP chooses how an accelerator's
-nodes are cut into slots, while :func:`dnnplace.graphs.evaluate.latency` always cuts a split
+nodes are cut into slots, while :func:`dnnplace.graphs.evaluation.evaluate.latency` always cuts a split
 into the fewest pieces along the topological order; the IP is then a relaxation
 (optimum ``<=`` the best evaluator latency of a split with ``<= q`` pieces per
 accelerator), its bound stays valid, and the decoded split is re-scored.
@@ -112,9 +112,9 @@ from dnnplace.formulations.latency_solution import (
     symmetric_first_slots,
     warm_start_values,
 )
-from dnnplace.graphs.bounds import latency_lower_bound
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluate import latency, latency_pieces
+from dnnplace.graphs.evaluation.bounds import latency_lower_bound
+from dnnplace.graphs.evaluation.evaluate import latency, latency_pieces
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement

@@ -15,7 +15,7 @@ from pyomo.common.collections import ComponentMap
 from dnnplace.formulations.contiguity import order_values, reach_down
 from dnnplace.formulations.device_symmetry import identical_devices
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluate import latency_pieces
+from dnnplace.graphs.evaluation.evaluate import latency_pieces
 from dnnplace.graphs.placement import Placement
 
 __all__ = ["decode", "decode_slots", "decode_pieces", "warm_start_values", "symmetric_first_slots"]
@@ -41,7 +41,7 @@ def decode_slots(m: pyo.ConcreteModel) -> np.ndarray:
 
 def decode_pieces(m: pyo.ConcreteModel) -> np.ndarray:
     """Slot number within its accelerator of every node (0 for the CPU pool): the IP's
-    own decomposition, which :func:`dnnplace.graphs.evaluate.latency` scores with ``pieces=``."""
+    own decomposition, which :func:`dnnplace.graphs.evaluation.evaluate.latency` scores with ``pieces=``."""
     data = m._data
     return np.array([data.slot_of[j][1] if j > 0 else 0 for j in decode_slots(m).tolist()], dtype=np.int64)
 
@@ -55,7 +55,7 @@ def decode(m: pyo.ConcreteModel) -> Placement:
 
 def warm_start_values(m: pyo.ConcreteModel, p: Placement) -> ComponentMap:
     """Values for every variable encoding ``p``: each accelerator's evaluator pieces
-    (:func:`dnnplace.graphs.evaluate.latency_pieces`) fill its slots in order; comm indicators,
+    (:func:`dnnplace.graphs.evaluation.evaluate.latency_pieces`) fill its slots in order; comm indicators,
     z witnesses and the earliest-start times follow, so ``total`` equals the
     evaluator's latency. Raises ``InputError`` when ``p`` needs more than ``q`` pieces
     on an accelerator, puts a node where it cannot run, or its pieces wait in a cycle.

@@ -96,12 +96,12 @@ from dnnplace.formulations.contiguity import add_unit_order, before, contiguity_
 from dnnplace.formulations.device_symmetry import canonical, group_order, identical_devices
 from dnnplace.formulations.families import add_families
 from dnnplace.formulations.maxload_solution import decode, warm_start_values
-from dnnplace.graphs.contract import colocation_labels
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
+from dnnplace.graphs.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.pipeline import is_acyclic_mode, pipeline_edges
+from dnnplace.graphs.transforms.contract import colocation_labels
 
 # the helpers that moved out stay importable from here
 __all__ = ["MaxLoadOptions", "build_maxload_ip", "decode", "warm_start_values", "contiguity_parts",
@@ -112,7 +112,7 @@ __all__ = ["MaxLoadOptions", "build_maxload_ip", "decode", "warm_start_values", 
 class MaxLoadOptions:
     """Which constraint families and objective the max-load IP gets.
 
-    ``contiguity``: a mode of :data:`dnnplace.graphs.evaluate.CONTIGUITY_MODES` (``none`` = the
+    ``contiguity``: a mode of :data:`dnnplace.graphs.evaluation.evaluate.CONTIGUITY_MODES` (``none`` = the
     non-contiguous IP; ``both``, the default, the DP's pipeline-realisable splits;
     ``convex-both`` the paper's Fig. 6 as printed); ``contiguity_on_cpus``: also constrain CPUs (SPEC 2.2 default);
     ``upper_bound``: optional known achievable max-load (adds ``objective <= ub``).

@@ -40,7 +40,7 @@ the true problem and is dropped (``bound=None``) and an "optimal" answer is repo
 Like the MIP it counts one transfer per edge (the simulator's ``transfer_mode="per_edge"``);
 under the default mode, a tensor sent once to each consuming device, its optimum is an
 upper bound of its replay and its bound no bound of the problem, which
-:func:`~dnnplace.formulations.pesto.pesto` accounts for.
+:func:`~dnnplace.formulations.multilevel.pesto.pesto` accounts for.
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnplace.formulations.device_symmetry import identical_device_classes
-from dnnplace.formulations.outcome import SolveOutcome
 from dnnplace.formulations.pesto_precompute import PestoOptions, heads_tails, prepare
-from dnnplace.formulations.solver_options import SolverOptions
+from dnnplace.formulations.solvers.options import SolverOptions
+from dnnplace.formulations.solvers.outcome import SolveOutcome
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.deadline import NO_DEADLINE, Deadline, TimeLimitReached, capped
 from dnnplace.graphs.errors import InputError
@@ -263,11 +263,11 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
 def _integer_hint(g: OpGraph, dev: np.ndarray, st: np.ndarray, xs: dict, p: np.ndarray, tt: np.ndarray,
                   P: np.ndarray, TT: np.ndarray, congestion: bool) -> tuple[list[int], dict[int, int]]:
     """The warm start as a complete solution of the integer model: its device and link
-    orders (:func:`~dnnplace.graphs.link_orders.orders_from_times`, which never
+    orders (:func:`~dnnplace.graphs.evaluation.link_orders.orders_from_times`, which never
     contradict each other) replayed with the integer durations, every task as early as
     those orders and precedence allow (so rounding never makes the hint infeasible and
     CP-SAT starts from it). Returns node starts and transfer starts (crossing edges)."""
-    from dnnplace.graphs.link_orders import orders_from_times
+    from dnnplace.graphs.evaluation.link_orders import orders_from_times
 
     n, src, dst = g.n, g.src, g.dst
     a, b = dev[src], dev[dst]
@@ -362,7 +362,7 @@ def _solve(m, cp_model, sopts: SolverOptions, scale: float, exact: bool, build: 
     prm.log_search_progress = bool(sopts.tee)
     # CP-SAT would catch SIGINT itself and stop as at a time limit, which reads as a
     # result: the signal stays Python's, and a Ctrl-C stops the search (stop_search)
-    # and raises KeyboardInterrupt (formulations/interrupts.py)
+    # and raises KeyboardInterrupt (formulations/solvers/interrupts.py)
     prm.catch_sigint_signal = False
     trace: list[tuple[float, float | None, float | None]] = []
     t0 = time.perf_counter()
@@ -371,7 +371,7 @@ def _solve(m, cp_model, sopts: SolverOptions, scale: float, exact: bool, build: 
         def on_solution_callback(self):
             trace.append((time.perf_counter() - t0, self.ObjectiveValue() / scale, self.BestObjectiveBound() / scale))
 
-    from dnnplace.formulations.interrupts import run_stoppable
+    from dnnplace.formulations.solvers.interrupts import run_stoppable
 
     code = run_stoppable(lambda: slv.Solve(m, _Trace()), slv.stop_search)
     seconds = time.perf_counter() - t0

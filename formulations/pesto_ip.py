@@ -29,7 +29,7 @@ Precedence (1): :math:`S_j \ge C_i + \tau_e` without congestion; with congestion
 :math:`C_{\max} \ge C_i` for sinks, and the valid cut :math:`C_{\max} \ge \sum_i p_{id} x_{id}`
 (each device's load); :math:`C_{\max} \ge \max(\max_i (h_i + \underline p_i),
 \sum_i \underline p_i / |D|)` as its variable bound
-(:func:`~dnnplace.graphs.bounds.makespan_lower_bound`; HiGHS may not finish the root
+(:func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound`; HiGHS may not finish the root
 LP of a 200-node coarse model within minutes, and then reports only the variable bounds).
 
 Device non-overlap (4)/(10), for each pair :math:`\{i, k\}` *not ordered by precedence*
@@ -55,12 +55,12 @@ FCFS semantics of docs/semantics.md 2.1 with one transfer per edge (the simulato
 simulator's default, a tensor sent once to each device that consumes it, the ILP
 over-counts the transfers of a tensor with several consumers on one device: its
 schedules replay at no more than its objective (an upper bound), but its optimum and
-bound are not lower bounds (:mod:`dnnplace.formulations.pesto` reports them only under
+bound are not lower bounds (:mod:`dnnplace.formulations.multilevel.pesto` reports them only under
 ``"per_edge"``). A decoded
 solution is re-simulated with its device orders *and* its link orders
 (:func:`~dnnplace.formulations.pesto_solution.decode_times`, the simulator's
 ``link_priorities``), which realises the ILP's schedule exactly (see
-:mod:`dnnplace.formulations.pesto`).
+:mod:`dnnplace.formulations.multilevel.pesto`).
 
 Time windows: every schedule of makespan :math:`\le U` runs op :math:`i` inside
 :math:`[h_i, U - q_i]` and transfer :math:`(i, j)` inside
@@ -99,9 +99,9 @@ from dnnplace.formulations.device_symmetry import canonical_relabel, identical_d
 from dnnplace.formulations.families import add_families
 from dnnplace.formulations.pesto_precompute import PestoData, PestoOptions, prepare
 from dnnplace.formulations.pesto_solution import decode, warm_start_values
-from dnnplace.graphs.bounds import makespan_lower_bound
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
 from dnnplace.graphs.graph import OpGraph
 
 # the names that moved out stay importable from here

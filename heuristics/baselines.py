@@ -16,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.contract import acyclic_labels, colocation_labels, quotient
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.orders import topological_order
 from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.transforms.contract import acyclic_labels, colocation_labels, quotient
 
 __all__ = ["single_device", "greedy_fill", "layer_split", "latency_starts"]
 

@@ -65,7 +65,7 @@ import numpy as np
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.transforms import Transformed
+from dnnplace.graphs.transforms.replay import Transformed
 from dnnplace.heuristics.fusion import fuse
 from dnnplace.heuristics.memory import best_effort_device, repair_colocation
 from dnnplace.heuristics.nominal import nominal_costs

@@ -5,7 +5,7 @@ satisfying Pesto's Theorem 3.5, with priority to edges of large communication ti
 (Pesto: "we prioritize the merging of pairs of vertices based on the size of their
 connecting edge"), until the graph has ``target`` nodes or no edge can be merged.
 Merging goes through the framework's one coarsening interface,
-:func:`dnnplace.graphs.contract.quotient` (summed compute and memory; ``NaN`` compute where a
+:func:`dnnplace.graphs.transforms.contract.quotient` (summed compute and memory; ``NaN`` compute where a
 member cannot run), and the result is a coarse graph plus ``labels`` (the coarse node of
 every original node).
 
@@ -60,11 +60,11 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.contract import quotient
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.levels import heights
-from dnnplace.graphs.transforms import Transformed
+from dnnplace.graphs.transforms.contract import quotient
+from dnnplace.graphs.transforms.replay import Transformed
 
 __all__ = ["coarsen", "mergeable_matching", "expand_priorities",
            "monotone_keys"]

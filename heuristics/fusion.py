@@ -30,7 +30,7 @@ the window is :math:`O(R)` per node, which the paper concedes makes a large ``R`
 in numba. Windows that a memory or affinity break cut short stay cut for larger ``j``
 (a longer segment holds more), so stale window entries are never read.
 
-The coarse graph is :func:`~dnnplace.graphs.contract.quotient` of the segments: it sums
+The coarse graph is :func:`~dnnplace.graphs.transforms.contract.quotient` of the segments: it sums
 compute per kind and memory, and is acyclic because every edge goes to the same or a
 later segment (Lemma 2, generalised to segments). Fusion lowers the *numerator* of CCR
 (Eq. 1: the cut is all that is left of the edge costs) and leaves the denominator, the
@@ -55,10 +55,10 @@ import numpy as np
 from numba import njit
 
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.contract import quotient
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.transforms import Transformed
+from dnnplace.graphs.transforms.contract import quotient
+from dnnplace.graphs.transforms.replay import Transformed
 from dnnplace.heuristics.nominal import nominal_costs
 from dnnplace.heuristics.topo_orders import topo_order_by
 

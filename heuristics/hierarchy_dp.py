@@ -42,7 +42,7 @@ import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluate import maxload
+from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.hierarchy import server_of
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement

@@ -17,7 +17,7 @@ The result is a :class:`ListSchedule`: a placement, the scheduler's own start ti
 methods report the makespan of the simulator replaying that per-device order
 (``simulate(policy="order")``), which is what the evaluator re-scores; the scheduler's
 internal makespan is kept in ``extra``. Any of them warm-starts the Pesto ILP
-(:mod:`dnnplace.formulations.pesto`).
+(:mod:`dnnplace.formulations.multilevel.pesto`).
 
 Algorithms
 ----------
@@ -195,7 +195,7 @@ ALGORITHMS = {
 
 def simulated_makespan(ls: ListSchedule, *, congestion: bool = True) -> float:
     """Makespan of the simulator replaying ``ls``'s per-device order."""
-    from dnnplace.graphs.simulate import simulate
+    from dnnplace.graphs.evaluation.simulate import simulate
     return simulate(ls.placement, policy="order", priorities=ls.priorities, congestion=congestion).makespan
 
 

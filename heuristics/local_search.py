@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from dnnplace.graphs.contract import colocation_labels
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.transforms.contract import colocation_labels
 from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost, subdivide_out_costs
 
 __all__ = ["local_search"]

@@ -29,9 +29,9 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.contract import colocation_labels
 from dnnplace.graphs.errors import InfeasibleError
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.transforms.contract import colocation_labels
 
 __all__ = ["ON_OOM", "best_effort_device", "repair_colocation", "repair_static_memory"]
 

@@ -3,7 +3,7 @@
 
 OS-DPOS (Alg. 2, Sec. 5.2) splits ops on the critical path of the DPOS schedule (the
 longest path under the placed costs, A5) that have a split rule
-(:mod:`dnnplace.graphs.op_split`), heaviest first: each is tried along every dimension its
+(:mod:`dnnplace.graphs.transforms.op_split`), heaviest first: each is tried along every dimension its
 rule allows and into ``n in parts`` pieces (default ``2..K``, A3), DPOS is rerun on each
 split graph (A4), the best is kept if it lowers the makespan, and the loop stops at the
 first candidate whose best split does not help (A2: candidates without a rule are
@@ -30,7 +30,7 @@ from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.levels import critical_path
-from dnnplace.graphs.op_split import SplitRules, split_operation, splittable_ops
+from dnnplace.graphs.transforms.op_split import SplitRules, split_operation, splittable_ops
 from dnnplace.heuristics.fastt import FastTSchedule, dpos
 
 __all__ = ["OSDPOSResult", "os_dpos", "placed_critical_path"]
@@ -87,7 +87,7 @@ def os_dpos(graph: OpGraph, cluster: Cluster, *, rules: Mapping[str, Iterable[st
     Parameters
     ----------
     rules : mapping op type -> dimensions, optional
-        Split rules (default :data:`~dnnplace.graphs.op_split.SPLIT_RULES`; ``"*"`` for
+        Split rules (default :data:`~dnnplace.graphs.transforms.op_split.SPLIT_RULES`; ``"*"`` for
         every op type). An unknown dimension is an :class:`InputError`.
     parts : sequence of int, optional
         Part counts to try (default ``2..K``, ``K`` the devices that run the op).

@@ -35,10 +35,10 @@ import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluation.sim_result import fmt_bytes
+from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.sim_result import fmt_bytes
-from dnnplace.graphs.simulate import simulate
 from dnnplace.heuristics.memory import repair_colocation
 from dnnplace.heuristics.pardnn_mapping import CCR_THRESHOLD, lflam
 from dnnplace.heuristics.pardnn_memory import MARGIN, balance_residuals, chunk_critical_path, memory_heuristic_i, track

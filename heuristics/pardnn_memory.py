@@ -15,7 +15,7 @@ of every node on ``d`` (residual nodes, live all step) plus every live *tensor c
 
 Intervals are half-open, frees before allocations at equal times. Tensor sizes are
 ``output_bytes`` (or, for graphs without them, the largest out-edge ``bytes``:
-:func:`~dnnplace.graphs.sim_memory.tensor_sizes`). The paper's Eq. 2 frees an input at
+:func:`~dnnplace.graphs.evaluation.sim_memory.tensor_sizes`). The paper's Eq. 2 frees an input at
 its consumer's *start*; its text ("once all direct descendants are executed") and SPEC
 say *finish*, which we use. :func:`track` computes this from a schedule, one pass
 over the copies sorted by time (the paper's tracker), and must equal the simulator's
@@ -62,11 +62,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.contract import colocation_labels
+from dnnplace.graphs.evaluation.sim_memory import tensor_sizes
+from dnnplace.graphs.evaluation.simulate import SimResult, simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.sim_memory import tensor_sizes
-from dnnplace.graphs.simulate import SimResult, simulate
+from dnnplace.graphs.transforms.contract import colocation_labels
 from dnnplace.heuristics.pardnn_slicing import Slicing
 
 __all__ = ["MemoryTrace", "track", "MemoryOutcome", "memory_heuristic_i", "chunk_critical_path",
@@ -146,7 +146,7 @@ def track(res: SimResult) -> MemoryTrace:
     finishes at 2, then ``b``'s own 6 B; the peak is 10 B (at t = 1, both are live).
 
     >>> from dnnplace.graphs import Cluster, OpGraph, Placement
-    >>> from dnnplace.graphs.simulate import simulate
+    >>> from dnnplace.graphs.evaluation.simulate import simulate
     >>> g = OpGraph.from_ids("ab", [("a", "b")], kinds=["gpu"], compute=[[1.0], [1.0]],
     ...                      memory=[0, 0], output_bytes=[4, 6])
     >>> tr = track(simulate(Placement(g, Cluster.single_host(1, with_cpu=False), [0, 0])))

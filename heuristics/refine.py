@@ -23,10 +23,10 @@ import time
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.contract import colocation_labels
+from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.simulate import simulate
+from dnnplace.graphs.transforms.contract import colocation_labels
 
 __all__ = ["refine_placement"]
 

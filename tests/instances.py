@@ -27,11 +27,11 @@ import math
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster, Device
-from dnnplace.graphs.evaluate import latency
+from dnnplace.graphs.evaluation.evaluate import latency
+from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.simulate import simulate
 
 __all__ = ["maxload_tiny_instance", "latency_tiny_instance", "random_inference", "random_training",
            "pesto_tiny_instance", "brute_force_latency", "placements", "topo_orders", "exact_fcfs",

@@ -10,7 +10,7 @@ import pytest
 from instances import random_inference
 
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluate import maxload
+from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance

@@ -11,12 +11,12 @@ import pytest
 
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InfeasibleError
+from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.levels import critical_path
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.simulate import simulate
 from dnnplace.heuristics.celeritas import adjust_placement, celeritas
 from dnnplace.heuristics.fusion import fuse, fusion_dp
 from dnnplace.heuristics.nominal import nominal_costs
@@ -294,7 +294,7 @@ def test_colocation_groups_end_on_one_device():
 # ---------------------------------------------------------------------------- reproduction
 def test_c12_speed_up_arithmetic_reproduces_the_paper():
     """Table 3's speed-up column: (best of Metis, m-TOPO, m-ETF, m-SCT, HRL - Celeritas) / best."""
-    from dnnplace.celeritas_experiments import Config, _c12
+    from dnnplace.experiments.celeritas import Config, _c12
 
     cfg = Config.load("celeritas-table3")
     got = {m.name: round(_c12(m.paper["t3"]) * 100, 1) for m in cfg.models}
@@ -303,7 +303,7 @@ def test_c12_speed_up_arithmetic_reproduces_the_paper():
 
 
 def test_table2_quick_reproduction(tmp_path):
-    from dnnplace.celeritas_experiments import reproduce
+    from dnnplace.experiments.celeritas import reproduce
 
     md = reproduce("celeritas-table2", quick=True, out_dir=tmp_path / "celeritas", progress=False)
     text = md.read_text()

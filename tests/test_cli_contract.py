@@ -143,8 +143,8 @@ def test_ctrl_c_stops_solve_without_writing_its_json(tmp_path):
 GUROBI_SCRIPT = """
 import random, sys
 import pyomo.environ as pyo
-from dnnplace.formulations.driver import solve_model
-from dnnplace.formulations.solver_options import SolverOptions
+from dnnplace.formulations.solvers.driver import solve_model
+from dnnplace.formulations.solvers.options import SolverOptions
 # a market-split instance (Cornuejols & Dawande): 40 binaries, 5 equalities, hard for
 # branch and bound and small enough for Gurobi's size-limited licence
 rng = random.Random(1)

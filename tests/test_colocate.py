@@ -9,9 +9,9 @@ import pytest
 
 from dnnplace.data import workloads_dir
 from dnnplace.graphs import Cluster, OpGraph
-from dnnplace.graphs.colocate import colocate_gradients, gradient_partners
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.io import load_instance
+from dnnplace.graphs.transforms.colocate import colocate_gradients, gradient_partners
 from dnnplace.heuristics.celeritas import celeritas
 
 
@@ -80,8 +80,8 @@ def test_celeritas_fill_keeps_backward_ops_with_their_forward_ops():
 
 
 def test_celeritas_configs_use_colocation_compute_metis_and_one_memory_share():
-    from dnnplace.celeritas_experiments import Config, _specs
-    from dnnplace.pesto_runs import Variant
+    from dnnplace.experiments.celeritas import Config, _specs
+    from dnnplace.experiments.runs import Variant
 
     cfg = Config.load("celeritas-table3")
     assert {m.gpu_share for m in cfg.models} == {0.35} and all(m.colocate_gradients for m in cfg.models)

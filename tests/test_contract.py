@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dnnplace.graphs import OpGraph
-from dnnplace.graphs.contract import acyclic_labels, colocation_labels, expand, quotient
 from dnnplace.graphs.errors import CycleError
+from dnnplace.graphs.transforms.contract import acyclic_labels, colocation_labels, expand, quotient
 
 
 def diamond() -> OpGraph:

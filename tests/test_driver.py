@@ -15,10 +15,10 @@ import pytest
 from conftest import solver_approx
 from instances import gurobi_is_size_limited, maxload_tiny_instance
 
-from dnnplace.formulations.driver import SolveOutcome, available_solvers, solve_model
 from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
+from dnnplace.formulations.solvers.driver import SolveOutcome, available_solvers, solve_model
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluate import maxload, validate
+from dnnplace.graphs.evaluation.evaluate import maxload, validate
 from dnnplace.graphs.placement import Placement
 from dnnplace.registry import SolveRequest, SolverOptions, solve
 
@@ -196,7 +196,7 @@ def test_scip_threads_seed_and_options_are_passed():
     out = solve_model(knapsack(), SolverOptions("scip", threads=1, seed=3, time_limit=10, rel_gap=0.0,
                                                 solver_options={"display/verblevel": 0}))
     assert out.status == "optimal" and out.incumbent == pytest.approx(-8) and out.nodes is not None
-    from dnnplace.formulations.solver_options import check_backend
+    from dnnplace.formulations.solvers.options import check_backend
 
     with pytest.raises(InputError, match="not a SCIP parameter.*limits/time"):
         check_backend(SolverOptions("scip", solver_options={"limits/tim": 5}))

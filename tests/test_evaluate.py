@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dnnplace.graphs import Cluster, OpGraph, Placement
-from dnnplace.graphs.evaluate import contiguity_violations, latency, latency_pieces, maxload, validate
+from dnnplace.graphs.evaluation.evaluate import contiguity_violations, latency, latency_pieces, maxload, validate
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance, load_placement
 from dnnplace.registry import SolveRequest, solve
@@ -266,8 +266,8 @@ def test_every_makespan_comes_with_a_valid_lower_bound():
     """``lower_bound`` of the makespan evaluation is at most the makespan of any
     schedule: checked on HEFT and m-TOPO answers of 30 random DAGs on 2-4 GPUs (60 cases),
     and it binds (equals the makespan) on a chain kept on one device."""
-    from dnnplace.graphs.bounds import makespan_lower_bound
-    from dnnplace.graphs.evaluate import makespan
+    from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
+    from dnnplace.graphs.evaluation.evaluate import makespan
     from dnnplace.graphs.generators import generate
 
     checked = 0

@@ -75,7 +75,7 @@ def two_gpu_cluster():
 
 
 def plans_for(name: str, cluster) -> list[tuple[str, Plan]]:
-    from dnnplace.formulations.solver_options import SolverOptions
+    from dnnplace.formulations.solvers.options import SolverOptions
     from dnnplace.graphs.capture import capture
     from dnnplace.graphs.instance import Instance
     from dnnplace.methods.base import SolveRequest

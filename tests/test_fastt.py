@@ -14,14 +14,14 @@ import pytest
 from dnnplace.graphs import Cluster, OpGraph
 from dnnplace.graphs.batch_model import BatchModel
 from dnnplace.graphs.cluster import Device
-from dnnplace.graphs.data_parallel import data_parallel, dp_baseline_devices
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluate import validate
+from dnnplace.graphs.evaluation.evaluate import validate
+from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.levels import blevel
-from dnnplace.graphs.op_split import SplitRules, check_split, split_operation
-from dnnplace.graphs.simulate import simulate
 from dnnplace.graphs.terminals import with_terminals
+from dnnplace.graphs.transforms.data_parallel import data_parallel, dp_baseline_devices
+from dnnplace.graphs.transforms.op_split import SplitRules, check_split, split_operation
 from dnnplace.heuristics.fastt import cpop, dpos
 from dnnplace.heuristics.nominal import nominal_costs
 from dnnplace.heuristics.os_dpos import os_dpos
@@ -438,7 +438,7 @@ def test_fastt_memory_reproduction_on_the_captured_bert_resumes_from_its_records
 
 
 def test_largest_batch_bisection_probes():
-    from dnnplace.fastt_experiments import largest_batch
+    from dnnplace.experiments.fastt import largest_batch
 
     checked = 0
     for limit in (0, 7, 8, 9, 40, 47, 48, 4095, 4096, 5000):  # fits up to limit, not beyond
@@ -529,7 +529,7 @@ def test_os_dpos_start_strategy_is_the_incumbent():
 
 
 def test_os_dpos_method_keeps_the_data_parallel_start_it_cannot_beat():
-    from dnnplace.fastt_experiments import model_graph
+    from dnnplace.experiments.fastt import model_graph
 
     g = model_graph("lenet", 64)
     cl = Cluster.single_host(2, with_cpu=False, gpu_memory=32e9)

@@ -11,7 +11,7 @@ import pytest
 from instances import random_inference
 
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluate import maxload
+from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.hierarchy import hierarchical_cluster, server_of
 from dnnplace.graphs.instance import Instance

@@ -20,12 +20,12 @@ from conftest import png_pixels_by_colour
 from dnnplace.cli import main
 from dnnplace.graphs import Cluster, Device, InfeasibleError, InputError, OpGraph, Placement
 from dnnplace.graphs.checks import check_instance
+from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import DEFAULT_MEMORY_BUDGET, random_layered_dag
 from dnnplace.graphs.graph import user_column
 from dnnplace.graphs.io import load_instance, read_json
 from dnnplace.graphs.io.netx import from_networkx
 from dnnplace.graphs.presets import cluster_preset
-from dnnplace.graphs.simulate import simulate
 from dnnplace.graphs.stats import graph_stats
 
 NAN = float("nan")
@@ -375,7 +375,7 @@ def test_generator_keeps_explicit_sizes_and_small_graphs():
 
 # ---------------------------------------------------------------------------- 5. Gantt of a large schedule
 def test_large_gantt_caps_its_bars_and_its_legend_matches(tmp_path):
-    from dnnplace.graphs.gantt import _BACKWARD, _FORWARD, _XFER, gantt_layout, plot_gantt
+    from dnnplace.graphs.evaluation.gantt import _BACKWARD, _FORWARD, _XFER, gantt_layout, plot_gantt
 
     n = 20_000
     g = random_layered_dag(n, seed=2, kinds=("gpu",), training=True)
@@ -400,7 +400,7 @@ def test_large_gantt_caps_its_bars_and_its_legend_matches(tmp_path):
 
 
 def test_gantt_labels_only_wide_bars():
-    from dnnplace.graphs.gantt import gantt_layout
+    from dnnplace.graphs.evaluation.gantt import gantt_layout
 
     # one 100-ms node among 50 of 0.01 ms: only the long one can hold its name
     n = 51

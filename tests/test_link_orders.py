@@ -2,7 +2,7 @@
 Pesto's ILP hands its order (constraint (7)) to the evaluator, so a solved ILP is
 replayed at its optimum.
 
-Semantics under test (:mod:`dnnplace.graphs.simulate`, "Link orders"): with
+Semantics under test (:mod:`dnnplace.graphs.evaluation.simulate`, "Link orders"): with
 ``policy="order"``, ``link_priorities`` (one value per edge) and congestion, a transfer
 starts once its source has completed, its link is free and every transfer ranked
 before it on that link has been carried; without ``link_priorities`` links stay first
@@ -25,9 +25,9 @@ from test_pesto_ip import exact_any_order
 
 from dnnplace.graphs import Cluster, OpGraph, Placement
 from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluation.link_orders import link_priorities_from_doc, link_priorities_to_json, orders_from_times
+from dnnplace.graphs.evaluation.simulate import simulate, validate_schedule
 from dnnplace.graphs.instance import Instance
-from dnnplace.graphs.link_orders import link_priorities_from_doc, link_priorities_to_json, orders_from_times
-from dnnplace.graphs.simulate import simulate, validate_schedule
 from dnnplace.registry import SolveRequest, SolverOptions, run_method
 
 OPTS = SolverOptions(time_limit=60, threads=1, rel_gap=0.0, solver_options={"mip_abs_gap": 0.0})

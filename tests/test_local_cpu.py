@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from dnnplace.formulations.driver import SolverOptions
+from dnnplace.formulations.solvers.driver import SolverOptions
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators.lstm import lstm_grid

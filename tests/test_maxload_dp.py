@@ -17,7 +17,7 @@ from instances import random_inference, random_training
 
 from dnnplace.data import reference_path
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluate import maxload
+from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance

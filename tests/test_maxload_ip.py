@@ -1,7 +1,7 @@
 """Max-load IP (Tarnawski Fig. 6) against exhaustive search scored by the evaluator.
 
 Every tiny instance (5-6 nodes, 1-2 accelerators + 1 CPU) is solved to optimality by
-the IP and by enumerating every device assignment; the evaluator (dnnplace.graphs.evaluate) is
+the IP and by enumerating every device assignment; the evaluator (dnnplace.graphs.evaluation.evaluate) is
 the reference semantics. Variants: inference / training (backward part + colocation
 classes), contiguous (forward and backward parts separately, CPUs included) and
 non-contiguous, objectives pipedream / gpipe / overlap.
@@ -16,10 +16,10 @@ import pytest
 from conftest import solver_approx
 from instances import maxload_tiny_instance
 
-from dnnplace.formulations.driver import solve_model
 from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
+from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluate import contiguity_violations, device_loads, maxload, noncontiguous, validate
+from dnnplace.graphs.evaluation.evaluate import contiguity_violations, device_loads, maxload, noncontiguous, validate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from dnnplace.formulations.solver_options import SolverOptions
+from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.graphs.generators import generate
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.presets import cluster_preset

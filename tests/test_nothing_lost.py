@@ -224,8 +224,8 @@ ENGINES = {
     "cpsat": ("ortools.sat.python.cp_model:CpSolver.Solve",
               ["--problem", "makespan", "--method", "pesto", "--param", "engine=cpsat", "--time-limit", 60],
               "pesto_cpsat.py"),
-    "highs": ("dnnplace.formulations.driver:solve_highs", GNMT_IP[2:], "solve_highs"),
-    "scip": ("dnnplace.formulations.driver:solve_scip", GNMT_IP[2:] + ["--solver", "scip"], "solve_scip"),
+    "highs": ("dnnplace.formulations.solvers.driver:solve_highs", GNMT_IP[2:], "solve_highs"),
+    "scip": ("dnnplace.formulations.solvers.driver:solve_scip", GNMT_IP[2:] + ["--solver", "scip"], "solve_scip"),
     "dp": ("dnnplace.heuristics.maxload_dp:run_dp", ["--method", "dp"], "maxload_dp.py"),
 }
 GRAPHS = {"highs": LAYERS / "gnmt_inference.json", "scip": LAYERS / "gnmt_inference.json",

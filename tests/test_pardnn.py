@@ -19,10 +19,10 @@ from instances import pesto_tiny_instance
 
 from dnnplace.graphs import Cluster, OpGraph, Placement
 from dnnplace.graphs.cluster import Device
+from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.levels import critical_path
-from dnnplace.graphs.simulate import simulate
 from dnnplace.heuristics.clustering import cp_mayer, dsc, dsc_glb, lc_glb
 from dnnplace.heuristics.pardnn import pardnn
 from dnnplace.heuristics.pardnn_mapping import LevelSums, eq1_target, lflam
@@ -418,7 +418,7 @@ def test_reproduction_reads_its_configs():
     import tomllib
 
     from dnnplace.data import experiment_config
-    from dnnplace.pardnn_experiments import NAMES, _models
+    from dnnplace.experiments.pardnn import NAMES, _models
 
     assert NAMES == ("pardnn-speedup", "pardnn-memory")
     for name in NAMES:

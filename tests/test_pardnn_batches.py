@@ -13,8 +13,8 @@ if os.environ.get("DNNPLACE_REQUIRE_TORCH") == "1":
 else:
     pytest.importorskip("torch")
 
+from dnnplace.experiments.pardnn import Model, batch_profiles  # noqa: E402
 from dnnplace.graphs.batch_model import BatchModel  # noqa: E402
-from dnnplace.pardnn_experiments import Model, batch_profiles  # noqa: E402
 
 
 def test_profiled_batches_keep_batch_independent_outputs():

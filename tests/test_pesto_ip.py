@@ -33,8 +33,7 @@ from conftest import solver_approx
 from instances import consistent_outputs, exact_fcfs, placements, tight_memory_instance
 from instances import pesto_tiny_instance as tiny_instance
 
-from dnnplace.formulations.driver import solve_model
-from dnnplace.formulations.pesto import memory_ok, pesto, safe_horizon
+from dnnplace.formulations.multilevel.pesto import memory_ok, pesto, safe_horizon
 from dnnplace.formulations.pesto_ip import (
     PestoOptions,
     build_pesto_model,
@@ -42,13 +41,14 @@ from dnnplace.formulations.pesto_ip import (
     decode,
     warm_start_values,
 )
+from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluation.simulate import simulate, transfer_semantics, validate_schedule
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.reach import reachability
-from dnnplace.graphs.simulate import simulate, transfer_semantics, validate_schedule
 from dnnplace.registry import SolveRequest, SolverOptions, run_method, solve
 
 OPTS = SolverOptions(time_limit=60, threads=1, rel_gap=0.0, solver_options={"mip_abs_gap": 0.0})
@@ -398,7 +398,7 @@ def test_coarsened_pesto_never_worse_than_a_rival_placement():
     """The last stage also takes placements of the original graph from other heuristics
     (``rivals``): the rival is scored (its fifo replay is recorded) and the answer is at
     most that, and replays to what it reports."""
-    from dnnplace.formulations.pesto import pesto
+    from dnnplace.formulations.multilevel.pesto import pesto
     from dnnplace.graphs.generators.lstm import lstm_grid
     from dnnplace.heuristics.baselines import layer_split
 
@@ -440,7 +440,7 @@ def test_relaxed_start_keeps_the_exact_optimum():
 def test_makespan_lower_bound_is_the_busiest_device_share_of_the_work():
     """Six independent unit ops on two GPUs: critical path 1, work 6, so ``C_max >= 3``
     before any LP is solved, and 3 is the optimum; on a chain the critical path binds."""
-    from dnnplace.graphs.bounds import makespan_lower_bound
+    from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
 
     cl = Cluster((Device("g0", "gpu"), Device("g1", "gpu")), np.zeros((2, 2)), np.ones((2, 2)), np.ones((2, 2)))
     ids = list("abcdef")
@@ -457,7 +457,7 @@ def test_vcycle_levels_are_guided_by_the_best_answer_and_never_lose_to_the_first
     """Two levels on a small LSTM (36 nodes -> 8, then 16 coarse nodes guided by the first
     answer): the returned run is the best level's, recorded level by level; bad level
     counts are one-line errors."""
-    from dnnplace.formulations.pesto_vcycle import pesto_vcycle
+    from dnnplace.formulations.multilevel.vcycle import pesto_vcycle
     from dnnplace.graphs.generators import generate
 
     g = generate("lstm", layers=2, steps=3, hidden=64, batch=8, vocab=100, training=True, kinds=["gpu"])

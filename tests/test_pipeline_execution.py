@@ -43,7 +43,7 @@ FIRST = {"input:input0", "param:0.weight", "param:0.bias", "addmm", "relu"}
 @pytest.fixture(scope="module")
 def dp_result(tmp_path_factory):
     """The max-load DP's split of the MLP's forward graph on tarnawski-2-1-16GB, as a result file."""
-    from dnnplace.formulations.solver_options import SolverOptions
+    from dnnplace.formulations.solvers.options import SolverOptions
     from dnnplace.graphs.capture import capture
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import write_json

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 from instances import pesto_tiny_instance, tight_memory_instance
 
-from dnnplace.graphs.evaluate import validate
+from dnnplace.graphs.evaluation.evaluate import validate
+from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import generate
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.presets import cluster_preset
-from dnnplace.graphs.simulate import simulate
 from dnnplace.heuristics.list_scheduling import best_list_schedule
 from dnnplace.heuristics.refine import refine_placement
 

@@ -6,9 +6,10 @@ import csv
 
 import pytest
 
+from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.io import load_instance
-from dnnplace.graphs.layers import layer_labels
-from dnnplace.reproduce import REPRODUCTIONS
+from dnnplace.graphs.transforms.layers import layer_labels
+from dnnplace.reproduce import reproduce, reproductions
 
 
 def _rows(path):
@@ -16,17 +17,35 @@ def _rows(path):
         return list(csv.DictReader(fh))
 
 
-def test_registered_names():
-    assert set(REPRODUCTIONS) == {"tarnawski-table1", "tarnawski-table3", "tarnawski-table4", "pesto-congestion",
-                                  "pesto-congestion-wide", "pesto-hardware", "pesto-hardware-100", "pesto-coarsening",
-                                  "pesto-hardware-captured", "pesto-coarsening-captured", "pesto-congestion-captured",
-                                  "fastt-scaling", "fastt-splits", "fastt-memory", "celeritas-table2",
-                                  "celeritas-table3", "celeritas-table4", "celeritas-fig6", "pardnn-speedup",
-                                  "pardnn-memory"}
+def test_registry_is_built_from_the_configs(tmp_path, monkeypatch):
+    """Every bundled config naming a module is listed (and nothing else); each module runs;
+    a new TOML file is a new reproduction, a wrong module name is refused naming the file."""
+    import importlib
+
+    from dnnplace import reproduce as registry
+    from dnnplace.data import experiments_dir
+
+    tagged = {p.stem for p in experiments_dir().glob("*.toml") if "\nreproduction = " in p.read_text()}
+    assert set(reproductions()) == tagged and len(tagged) >= 20
+    assert set(reproductions().values()) == {"tarnawski", "pesto", "fastt", "celeritas", "pardnn"}
+    for module in set(reproductions().values()):
+        assert callable(importlib.import_module(f"dnnplace.experiments.{module}").reproduce)
+    (tmp_path / "mine.toml").write_text('reproduction = "fastt"\nkind = "scaling"\n')
+    (tmp_path / "plain.toml").write_text('name = "a sweep"\n')
+    monkeypatch.setattr(registry, "experiments_dir", lambda: tmp_path)
+    registry.reproductions.cache_clear()
+    try:
+        assert registry.reproductions() == {"mine": "fastt"}
+        (tmp_path / "bad.toml").write_text('reproduction = "no such"\n')
+        registry.reproductions.cache_clear()
+        with pytest.raises(InputError, match="bad.toml"):
+            registry.reproductions()
+    finally:
+        registry.reproductions.cache_clear()
 
 
 def test_table3_quick(tmp_path):
-    md = REPRODUCTIONS["tarnawski-table3"](quick=True, out_dir=tmp_path)
+    md = reproduce("tarnawski-table3", quick=True, out_dir=tmp_path)
     rows = _rows(tmp_path / "tarnawski-table3-quick.csv")
     assert md.exists() and len(rows) == 16  # 8 workloads x (operator, layer)
     op = [r for r in rows if r["column"] == "dp operator graph"]
@@ -43,7 +62,7 @@ def test_layer_grouping_of_bert12(tarnawski_dir):
 
 @pytest.mark.slow
 def test_table1_quick(tmp_path):
-    REPRODUCTIONS["tarnawski-table1"](quick=True, out_dir=tmp_path)
+    reproduce("tarnawski-table1", quick=True, out_dir=tmp_path)
     rows = _rows(tmp_path / "tarnawski-table1-quick.csv")
     tps = [r for r in rows if r["column"] == "dp"]
     assert len(tps) == 16  # every row of the paper, run or marked
@@ -54,7 +73,7 @@ def test_table1_quick(tmp_path):
 
 @pytest.mark.slow
 def test_table4_quick(tmp_path):
-    REPRODUCTIONS["tarnawski-table4"](quick=True, out_dir=tmp_path)
+    reproduce("tarnawski-table4", quick=True, out_dir=tmp_path)
     rows = _rows(tmp_path / "tarnawski-table4-quick.csv")
     assert {r["column"] for r in rows} >= {"greedy", "maxload_dp", "scotch", "expert", "ip"}
     greedy = {r["row"]: r for r in rows if r["column"] == "greedy"}

@@ -16,8 +16,8 @@ from conftest import tarnawski_root
 from instances import pesto_tiny_instance
 
 from dnnplace.cli import main
-from dnnplace.formulations.driver import solve_model
-from dnnplace.formulations.pesto import _too_big, pesto
+from dnnplace.formulations.multilevel.pesto import _too_big, pesto
+from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.deadline import Deadline, TimeLimitReached, capped
 from dnnplace.graphs.io import prepare_instance
 from dnnplace.heuristics.list_scheduling import best_list_schedule

@@ -14,11 +14,11 @@ import pytest
 
 from dnnplace.cli import main
 from dnnplace.graphs import Cluster, OpGraph
-from dnnplace.graphs.bounds import makespan_lower_bound, work_lower_bound
 from dnnplace.graphs.cluster import Device
+from dnnplace.graphs.evaluation.bounds import makespan_lower_bound, work_lower_bound
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance, save_instance
-from dnnplace.graphs.transforms import fingerprint, graph_of_record, replay
+from dnnplace.graphs.transforms.replay import fingerprint, graph_of_record, replay
 from dnnplace.registry import SolveRequest, run_method
 
 
@@ -120,9 +120,9 @@ def test_a_result_scored_on_another_graph_is_refused(graph_file, tmp_path, capsy
 
 def test_replay_rebuilds_the_graph_and_refuses_unknown_steps():
     from dnnplace.graphs.batch_model import BatchModel
-    from dnnplace.graphs.data_parallel import data_parallel
     from dnnplace.graphs.errors import InputError
-    from dnnplace.graphs.op_split import split_operation
+    from dnnplace.graphs.transforms.data_parallel import data_parallel
+    from dnnplace.graphs.transforms.op_split import split_operation
 
     g = training_graph()
     dp = data_parallel(g, 3, batch_model=BatchModel(8, half_batch=2.0)).graph

@@ -179,7 +179,7 @@ def test_real_builds_are_seeded_and_identical(model_file):
 
 
 def test_zoo_names_resolve_with_overrides():
-    from dnnplace.graphs.zoo.losses import classification_loss
+    from dnnplace.graphs.capture.zoo.losses import classification_loss
     model, inputs, loss_fn = load_model("lenet-5", batch=2, params={"width": 0.5})
     assert tuple(inputs[0].shape) == (2, 1, 32, 32) and loss_fn is classification_loss
     _, inputs, loss_fn = load_model("lenet-5", inputs=["3x1x32x32"], loss="mse")

@@ -14,8 +14,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from dnnplace.graphs.capture.zoo import TILEABLE, ZOO, block, build, entry
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.zoo import TILEABLE, ZOO, block, build, entry
 
 torch = pytest.importorskip("torch")
 

@@ -26,8 +26,8 @@ def predict(inst: Any, placement: dict, start: dict | None) -> Any:
     schedule, TensorFlow's FIFO ready queue (whose order the executor then follows)."""
     import numpy as np
 
+    from dnnplace.graphs.evaluation.simulate import simulate
     from dnnplace.graphs.placement import Placement
-    from dnnplace.graphs.simulate import simulate
     pl = Placement.from_mapping(inst.graph, inst.cluster, placement)
     if not start:
         return simulate(pl, policy="fifo")

@@ -565,7 +565,7 @@ def _maxload_objective(args: argparse.Namespace, placement: Mapping[str, str], i
     ev = doc.get("evaluation") if isinstance(doc, dict) and isinstance(doc.get("evaluation"), dict) else {}
     variant = ev.get("objective_variant") or "pipedream"
     if inst is not None and inst.cluster is not None:
-        from dnnplace.graphs.evaluate import maxload
+        from dnnplace.graphs.evaluation.evaluate import maxload
         from dnnplace.graphs.placement import Placement
         e = maxload(Placement.from_mapping(inst.graph, inst.cluster, placement), objective=variant)
         return e.objective, inst.graph.unit, f"max-load evaluator ({variant})"

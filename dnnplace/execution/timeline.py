@@ -21,7 +21,7 @@ def _kind(graph: Any, i: int) -> str:
 def plot_measured(ops: list[dict], sim: Any, path: str | Path, *, title: str = "") -> Path:
     """Two panels sharing the time axis (ms): the measured per-device operator intervals
     (``ops`` as :class:`~dnnplace.execution.launch.Measured` holds them) and, when
-    ``sim`` (a :class:`~dnnplace.graphs.simulate.SimResult`) is given, the simulated
+    ``sim`` (a :class:`~dnnplace.graphs.evaluation.simulate.SimResult`) is given, the simulated
     ones. Bars are coloured forward / backward / optimizer update; the simulated panel
     adds one row per busy link with its transfers."""
     import matplotlib

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from dnnplace.formulations.solver_options import SolverOptions
+from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
@@ -153,7 +153,7 @@ class SolveRequest:
 
     ``objective`` is the max-load variant (``pipedream``/``gpipe``/``overlap``);
     ``contiguity`` is ``None`` for the method's default or a mode of
-    :data:`dnnplace.graphs.evaluate.CONTIGUITY_MODES`; ``warm_start`` is a method name
+    :data:`dnnplace.graphs.evaluation.evaluate.CONTIGUITY_MODES`; ``warm_start`` is a method name
     or a placement file; ``congestion``, ``policy`` and ``transfer_mode`` say how a
     makespan is simulated (link congestion on/off, the dispatch policy when the method
     gives no order, and what is sent: ``"per_destination"``, a tensor once to each
@@ -194,7 +194,7 @@ class MethodOutput:
     ``link_priorities`` (makespan methods that also order the transfers on each link,
     e.g. Pesto's ILP with congestion; only together with ``priorities``) is one value per
     edge, each directed link serving its transfers in increasing value (see
-    :mod:`dnnplace.graphs.link_orders`); without it the evaluator's links are first come
+    :mod:`dnnplace.graphs.evaluation.link_orders`); without it the evaluator's links are first come
     first served; ``pieces``
     (latency methods with several subgraphs per device) is the method's own cut of each
     accelerator's nodes, which the evaluator then scores instead of its fewest-pieces rule.

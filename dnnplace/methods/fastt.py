@@ -1,6 +1,6 @@
 """FastT's methods (Yi et al., Middleware'20): DPOS, OS-DPOS, the data-parallel baseline
 and CPOP (:mod:`dnnplace.heuristics.fastt`, :mod:`dnnplace.heuristics.os_dpos`,
-:mod:`dnnplace.graphs.data_parallel`).
+:mod:`dnnplace.graphs.transforms.data_parallel`).
 
 DPOS, OS-DPOS and CPOP output a placement and a per-device order; the objective is the
 simulator replaying that order strictly (``policy="order"``) under the request's
@@ -17,7 +17,7 @@ the model it is scored on, hands over its link order, and with congestion on the
 objective equals its ``planner_estimate``.
 
 ``start="data-parallel"`` solves FastT's start deployment instead of the given graph: the
-graph replicated once per GPU with the batch split (:func:`~dnnplace.graphs.data_parallel.data_parallel`,
+graph replicated once per GPU with the batch split (:func:`~dnnplace.graphs.transforms.data_parallel.data_parallel`,
 costs from a :class:`~dnnplace.graphs.batch_model.BatchModel` at the graph's ``meta["batch"]``
 with ``half_batch``), and OS-DPOS answers on its split graph: such a result is for the
 transformed graph, which the method reports (``MethodOutput.graph``) and the evaluator
@@ -86,7 +86,7 @@ class CPOPOptions(_PlannerOptions):
 @dataclass(frozen=True)
 class OSDPOSOptions(_PlannerOptions):
     rules: str | None = option(None, "split rules 'OpType=dim+dim;...' ('*' = every type; dims: batch, channel, "
-                                     "batch-sum); default: the table of graphs/op_split.py")
+                                     "batch-sum); default: the table of graphs/transforms/op_split.py")
     parts: str | None = option(None, "part counts to try, e.g. '2,4' (default 2..number of GPUs)")
     recompute_cp: bool = option(False, "recompute the critical path after each accepted split")
     max_candidates: int | None = option(None, "try at most this many critical-path ops")
@@ -125,7 +125,7 @@ def parse_rules(text: str | None) -> dict[str, list[str]] | None:
 def _instance_graph(inst, start: str, scaling: str = "strong", half_batch: float = 0.0):
     """The graph to solve: the given one, or FastT's data-parallel start."""
     from dnnplace.graphs.batch_model import BatchModel
-    from dnnplace.graphs.data_parallel import accelerators, data_parallel, dp_baseline_devices
+    from dnnplace.graphs.transforms.data_parallel import accelerators, data_parallel, dp_baseline_devices
 
     g, cl = inst.graph, inst.require_cluster()
     if start == "graph":
@@ -134,7 +134,7 @@ def _instance_graph(inst, start: str, scaling: str = "strong", half_batch: float
     batch = g.meta.get("batch", n)
     dp = data_parallel(g, n, batch_model=BatchModel(batch, half_batch=half_batch), scaling=scaling)
     if start == "auto":  # FastT Sec. 5.2: start from data parallelism when its deployment fits
-        from dnnplace.graphs.evaluate import validate
+        from dnnplace.graphs.evaluation.evaluate import validate
         from dnnplace.graphs.placement import Placement
 
         if validate(Placement(dp.graph, cl, dp_baseline_devices(dp, cl)), memory=True):
@@ -144,7 +144,7 @@ def _instance_graph(inst, start: str, scaling: str = "strong", half_batch: float
 
 def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, dp=None,
             keep_start: bool = False) -> MethodOutput:
-    from dnnplace.graphs.simulate import simulate
+    from dnnplace.graphs.evaluation.simulate import simulate
 
     p, prio = sched.placement, sched.priorities
     links = sched.link_priorities if req.congestion else None
@@ -156,7 +156,7 @@ def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, d
           "priority_policy": nondelay, "fifo_policy": fifo, "memory_model": "static", **sched.extra,
           **(extra or {})}
     if dp is not None and keep_start:
-        from dnnplace.graphs.evaluate import validate
+        from dnnplace.graphs.evaluation.evaluate import validate
 
         start_p, start_prio, start_ms = _start_deployment(dp, cl, req)
         ex["start_makespan"] = start_ms
@@ -174,9 +174,9 @@ def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, d
 def _start_deployment(dp, cl, req: SolveRequest):
     """The DP baseline's placement of ``dp``, the device order of its fifo simulation, and
     the makespan of replaying that order strictly."""
-    from dnnplace.graphs.data_parallel import dp_baseline_devices
+    from dnnplace.graphs.evaluation.simulate import simulate
     from dnnplace.graphs.placement import Placement
-    from dnnplace.graphs.simulate import simulate
+    from dnnplace.graphs.transforms.data_parallel import dp_baseline_devices
 
     p = Placement(dp.graph, cl, dp_baseline_devices(dp, cl))
     prio = simulate(p, policy="fifo", congestion=req.congestion).schedule.priorities()
@@ -216,7 +216,7 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
     limit = req.solver.time_limit if req.solver.time_limit is not None else 60.0
     score = None
     if opts.score == "simulation":
-        from dnnplace.graphs.simulate import simulate
+        from dnnplace.graphs.evaluation.simulate import simulate
 
         def score(sched):
             links = sched.link_priorities if req.congestion else None
@@ -225,8 +225,8 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
 
     incumbent = None
     if dp is not None and opts.keep_start:  # the start strategy S as the incumbent, on the model splits are judged on
-        from dnnplace.graphs.evaluate import validate
-        from dnnplace.graphs.simulate import simulate
+        from dnnplace.graphs.evaluation.evaluate import validate
+        from dnnplace.graphs.evaluation.simulate import simulate
 
         start_p, start_prio, _ = _start_deployment(dp, inst.cluster, req)
         if not validate(start_p, memory=True):
@@ -251,8 +251,8 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
 def run_dp_baseline(inst, req: SolveRequest, opts: DPBaselineOptions) -> MethodOutput:
     """Replica k on GPU k, parameters and gradient aggregation on GPU 0; no order (the
     evaluator runs the request's policy, by default TensorFlow's fifo)."""
-    from dnnplace.graphs.data_parallel import dp_baseline_devices
     from dnnplace.graphs.placement import Placement
+    from dnnplace.graphs.transforms.data_parallel import dp_baseline_devices
 
     g, dp = _instance_graph(inst, "data-parallel", opts.scaling, opts.half_batch)
     cl = inst.require_cluster()

@@ -1,7 +1,7 @@
 """Makespan methods: list schedulers (HEFT, ETF, Baechi's m-TOPO / m-ETF / m-SCT) and
 Pesto's ILP pipeline. Every one simulates under the request's ``congestion`` setting
 and transfer mode (the registry runs methods inside
-:func:`~dnnplace.graphs.sim_costs.transfer_semantics`).
+:func:`~dnnplace.graphs.evaluation.sim_costs.transfer_semantics`).
 
 Wrappers import their algorithm inside the function, so that listing methods imports
 nothing heavy.
@@ -43,7 +43,8 @@ class PestoMethodOptions(Options):
                                         "without congestion constraints first, whose schedule (replayed with "
                                         "congestion) becomes the start when it beats the list schedule")
     vcycle_levels: int = option(1, "coarsened runs: solve at coarsen_to, 2x, 4x, ... nodes (this many levels), each "
-                                   "level coarsened guided by the best answer so far (formulations/pesto_vcycle.py)")
+                                   "level coarsened guided by the best answer so far "
+                                   "(formulations/multilevel/vcycle.py)")
     expert_rival: bool = option(True, "coarsened runs: the last stage also compares with the layer-wise expert "
                                       "(layer-split) where the graph has layer ids")
 
@@ -97,7 +98,7 @@ def _given_start(inst, req: SolveRequest, coarsening: bool) -> dict:
     graph keeps the start's devices, and it is offered as the coarse MIP start) and a
     rival of the last stage. Either way the answer is never worse than the start."""
     from dnnplace.graphs.errors import InputError
-    from dnnplace.graphs.simulate import simulate
+    from dnnplace.graphs.evaluation.simulate import simulate
 
     w = req.warm
     if w is None:
@@ -115,7 +116,7 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
     """Default limit 60 s on 1 thread; ``--warm-start none`` turns the list-schedule start off;
     ``--warm-start FILE`` (a placement or result of the input graph) or a method name
     gives the start (:func:`_given_start`)."""
-    from dnnplace.formulations.pesto import pesto
+    from dnnplace.formulations.multilevel.pesto import pesto
     from dnnplace.formulations.pesto_ip import PestoOptions
 
     sopts = req.solver
@@ -130,7 +131,7 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
               relaxed_start=opts.relaxed_start, rivals=tuple(rivals), transfer_mode=req.transfer_mode,
               deadline=req.deadline)
     if opts.vcycle_levels > 1:
-        from dnnplace.formulations.pesto_vcycle import pesto_vcycle
+        from dnnplace.formulations.multilevel.vcycle import pesto_vcycle
 
         given.pop("guide", None)  # the V-cycle guides each level by the best answer so far; the start is a rival
         r = pesto_vcycle(inst.graph, inst.require_cluster(), levels=opts.vcycle_levels, **kw, **given)

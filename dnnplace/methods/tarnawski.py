@@ -153,9 +153,9 @@ def run_partitioner(inst, req: SolveRequest, opts: Options) -> MethodOutput:
 def run_latency_search(inst, req: SolveRequest, opts: LatencySearchOptions) -> MethodOutput:
     """Time limit: ``--time-limit``, else 30 s; seed: the request's; ``--warm-start``: a
     single search lane from that split (default: greedy, dp and all-CPU lanes). The bound
-    is :func:`~dnnplace.graphs.bounds.latency_lower_bound` (contiguous splits): an answer
+    is :func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound` (contiguous splits): an answer
     that meets it is ``optimal``."""
-    from dnnplace.graphs.bounds import latency_lower_bound
+    from dnnplace.graphs.evaluation.bounds import latency_lower_bound
     from dnnplace.heuristics.latency_search import latency_search
 
     start = req.warm.placement if req.warm is not None else None
@@ -192,9 +192,9 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
     tight); ``bound`` is the solver's bound and ``extra["ip_incumbent"]`` its incumbent.
     """
     from dnnplace.formulations import latency_ip, maxload_ip
-    from dnnplace.formulations.driver import solve_model
-    from dnnplace.graphs.evaluate import latency as eval_latency
-    from dnnplace.graphs.evaluate import maxload as eval_maxload
+    from dnnplace.formulations.solvers.driver import solve_model
+    from dnnplace.graphs.evaluation.evaluate import latency as eval_latency
+    from dnnplace.graphs.evaluation.evaluate import maxload as eval_maxload
 
     extra: dict[str, Any] = {}
     if req.problem == "maxload":

@@ -14,7 +14,7 @@
   efficiency fitted from one measured run); a JSON profile cache.
 * :mod:`~dnnplace.graphs.capture.tiling` — capture one repeating block once and tile it
   with numpy, or :func:`~.tiling.assemble` captured parts (stem, blocks, head) into the
-  training graph a direct capture would give (:func:`dnnplace.graphs.zoo.parts.whole_model`):
+  training graph a direct capture would give (:func:`dnnplace.graphs.capture.zoo.parts.whole_model`):
   10k-200k-operator graphs in seconds.
 * :mod:`~dnnplace.graphs.capture.links` — time device-to-device, host-device and
   ``torch.distributed`` transfers and fit ``beta0 + beta1 * bytes``.

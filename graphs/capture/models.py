@@ -3,7 +3,7 @@ models, for every command that takes a model (``dnnplace capture`` and the execu
 
 A spec is one of
 
-* a zoo name (``resnet-50``): :func:`dnnplace.graphs.zoo.build`, with ``batch``, ``seq``
+* a zoo name (``resnet-50``): :func:`dnnplace.graphs.capture.zoo.build`, with ``batch``, ``seq``
   and ``params`` as its overrides;
 * ``FILE.py:FACTORY`` (``mymodel.py:Net``, ``models/cnn.py:make``): the file is imported
   under a fresh module name (its folder on ``sys.path`` while it runs, like a script), the
@@ -354,7 +354,7 @@ def load_model(spec: str, *, inputs: Sequence[str] = (), loss: str | None = None
         raise InputError(f"model spec {spec!r}: give a zoo name, FILE.py:FACTORY or package.module:FACTORY")
     spec = spec.strip()
     if not is_user_spec(spec):
-        from dnnplace.graphs import zoo
+        from dnnplace.graphs.capture import zoo
         if spec not in zoo.ZOO:
             try:
                 zoo.entry(spec)

@@ -221,7 +221,7 @@ def placement_from_doc(doc: Any, inst: Instance, source: str = "placement") -> P
     graph = inst.graph
     if isinstance(doc, dict) and isinstance(doc.get("placement"), dict):
         if doc.get("transform") is not None:  # a result for a graph the method built from this one
-            from dnnplace.graphs.transforms import graph_of_record
+            from dnnplace.graphs.transforms.replay import graph_of_record
 
             graph = graph_of_record(doc["transform"], inst.graph, source)
         doc = doc["placement"]

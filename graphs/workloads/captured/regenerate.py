@@ -45,7 +45,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_capture import markdown, shape_row
 
-    from dnnplace.graphs import zoo
+    from dnnplace.graphs.capture import zoo
     from dnnplace.graphs.capture import capture
     from dnnplace.graphs.io import load_instance, save_instance
     from dnnplace.graphs.presets import cluster_preset

@@ -1,0 +1,208 @@
+"""The plumbing of Pesto's simulated experiments (:mod:`dnnplace.experiments.pesto`):
+the experiment :class:`Config` (one TOML file), the cluster variants of its generated
+graph written as native instance files (:class:`Variant`, :func:`write_variants`), the
+:class:`~dnnplace.config.RunSpec` of every measured placement, and readers of the run
+records (re-scored makespan, best list scheduler, the ``pesto`` method's extras, and
+:func:`replay` of a recorded placement in its recorded order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dnnplace.config import RunSpec, graph_label_of
+from dnnplace.data import workloads_dir
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluation.link_orders import link_priorities_from_doc
+from dnnplace.graphs.evaluation.simulate import SimResult, simulate
+from dnnplace.graphs.generators import generate
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io import jsonable, load_instance, placement_from_doc, save_instance
+from dnnplace.graphs.io.native import instance_to_native
+
+__all__ = ["Config", "Variant", "LIST_SCHEDULERS", "MAX_ETF_NODES", "EXPERT", "scaled_cluster", "write_variants",
+           "experiment_graph", "run_spec", "list_specs", "pesto_spec", "makespan_of", "best_list", "extra_of",
+           "ilp_gap", "pesto_source", "replay"]
+
+LIST_SCHEDULERS = ("heft", "etf", "m-topo", "m-etf", "m-sct")
+MAX_ETF_NODES = 3000  # ETF-like schedulers are skipped above this size (as best_list_schedule does)
+EXPERT = "layer-split"
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated experiment config (see the TOML files for the meaning of each key)."""
+
+    name: str
+    kind: str
+    description: str = ""
+    graph: dict | str = field(default_factory=dict)  # generate(**graph), or a file under the bundled workloads
+    cluster: dict = field(default_factory=dict)      # Cluster.single_host(**cluster)
+    coarsen_to: int | None = 100
+    coarse_sizes: tuple = (50, 100, 200, 300)
+    gpus: tuple = (2,)
+    compute_scales: tuple = (0.1, 0.3, 1.0, 3.0, 10.0)
+    link_scales: tuple = (0.1, 0.3, 1.0, 3.0, 10.0)
+    time_limit: float = 60.0
+    rel_gap: float = 0.01
+    engine: str | None = None                        # the pesto method's exact engine (None: its default, the MIP)
+    out_dir: str = "results/pesto"
+
+    @classmethod
+    def load(cls, path: str | Path) -> Config:
+        doc = tomllib.loads(Path(path).read_text())
+        known = set(cls.__dataclass_fields__)
+        unknown = set(doc) - known
+        if unknown:
+            raise InputError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
+        if doc.get("kind") not in ("congestion", "hardware", "coarsening"):
+            raise InputError(f"{path}: kind must be congestion, hardware or coarsening")
+        for key in ("coarse_sizes", "gpus", "compute_scales", "link_scales"):
+            if key in doc:
+                doc[key] = tuple(doc[key])
+        return cls(**doc)
+
+    def solver(self) -> dict[str, Any]:
+        """The ILP's solver options (one thread, the config's limits)."""
+        return {"time_limit": self.time_limit, "rel_gap": self.rel_gap, "threads": 1}
+
+    def engine_label(self) -> str:
+        """The exact engine in words, for tables and plots."""
+        return "OR-Tools CP-SAT" if self.engine == "cpsat" else "HiGHS"
+
+
+def experiment_graph(cfg: Config) -> tuple[OpGraph, str]:
+    """The experiment's graph and where it comes from: ``generate(**cfg.graph)`` for a
+    table, else the graph of the bundled workload file ``cfg.graph`` names (a path under
+    :func:`dnnplace.data.workloads_dir`, e.g. ``"captured/rnnlm-2x2048.json"``)."""
+    if isinstance(cfg.graph, dict):
+        return generate(**cfg.graph), f"generate({cfg.graph})"
+    path = workloads_dir() / cfg.graph
+    if not path.is_file():
+        known = sorted(str(q.relative_to(workloads_dir())) for q in workloads_dir().glob("captured/*.json"))
+        raise InputError(f"experiment {cfg.name!r}: graph {cfg.graph!r} is no bundled workload file; e.g. {known}")
+    return load_instance(path).graph, f"workload {cfg.graph}"
+
+
+def scaled_cluster(base: Cluster, compute: float = 1.0, link: float = 1.0) -> Cluster:
+    """Devices ``compute`` times faster, links ``link`` times faster (beta0, beta1 / link)."""
+    devs = tuple(dataclasses.replace(d, speed=d.speed * compute) for d in base.devices)
+    return Cluster(devs, base.beta0 / link, base.beta1 / link, base.cost_factor,
+                   name=f"{base.name}-c{compute}-l{link}", meta=dict(base.meta), ports=base.ports)
+
+
+# ---------------------------------------------------------------------------- instances and runs
+@dataclass(frozen=True)
+class Variant:
+    """One instance file of an experiment: a cluster variant of its graph."""
+
+    stem: str              # e.g. "gpus2-c0.3-l1"
+    path: Path             # the written native instance file
+    n: int                 # nodes of the graph
+    gpus: int
+    compute: float = 1.0
+    link: float = 1.0
+
+    @property
+    def label(self) -> str:
+        return graph_label_of(self.path)
+
+
+def write_variants(g: OpGraph, clusters: dict[str, tuple[Cluster, int, float, float]], folder: Path,
+                   source: str) -> dict[str, Variant]:
+    """Write each ``stem -> (cluster, gpus, compute, link)`` as ``<folder>/<stem>-<digest>.json``
+    (digest of the file's content), drop instance files of earlier configs, return the variants."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Variant] = {}
+    for stem, (cl, gpus, comp, link) in clusters.items():
+        inst = Instance(g, cl, source)
+        blob = json.dumps(jsonable(instance_to_native(inst)), sort_keys=True, allow_nan=False)
+        path = folder / f"{stem}-{hashlib.sha1(blob.encode()).hexdigest()[:8]}.json"
+        if not path.exists():
+            save_instance(inst, path)
+        out[stem] = Variant(stem, path, g.n, gpus, comp, link)
+    keep = {v.path.name for v in out.values()}
+    for old in folder.glob("*.json"):
+        if old.name not in keep:
+            old.unlink()
+    return out
+
+
+def run_spec(v: Variant, method: str, params: dict | None = None, solver: dict | None = None) -> RunSpec:
+    """The makespan run of ``method`` on the instance file of ``v``."""
+    return RunSpec(graph=str(v.path), graph_label=v.label, problem="makespan", method=method,
+                   solver=dict(solver or {}), params=dict(params or {}))
+
+
+def list_specs(v: Variant) -> list[RunSpec]:
+    """The runs of every list scheduler on ``v`` (ETF-like ones up to :data:`MAX_ETF_NODES` nodes)."""
+    return [run_spec(v, m) for m in LIST_SCHEDULERS
+            if not (m in ("etf", "m-etf", "m-sct") and v.n > MAX_ETF_NODES)]
+
+
+def pesto_spec(v: Variant, cfg: Config, coarsen_to: int | None, **params: Any) -> RunSpec:
+    """The run of the ``pesto`` method on ``v`` (coarsened to ``coarsen_to``, with the config's
+    engine where it names one) under the config's ILP limits."""
+    engine = {} if cfg.engine is None else {"engine": cfg.engine}
+    return run_spec(v, "pesto", {"coarsen_to": coarsen_to, **engine, **params}, cfg.solver())
+
+
+# ---------------------------------------------------------------------------- records
+def makespan_of(rec: dict | None) -> float | None:
+    """The record's re-scored makespan (``evaluation.objective``), ``None`` for an error."""
+    if not rec or rec.get("status") == "error":
+        return None
+    return (rec.get("evaluation") or {}).get("objective")
+
+
+def best_list(v: Variant, done: dict[str, dict]) -> tuple[str | None, float | None]:
+    """The best list scheduler on ``v`` by re-scored makespan: (method, makespan)."""
+    best: tuple[str | None, float | None] = (None, None)
+    for s in list_specs(v):
+        ms = makespan_of(done.get(s.key))
+        if ms is not None and (best[1] is None or ms < best[1] - 1e-12):
+            best = (s.method, ms)
+    return best
+
+
+def replay(rec: dict, inst: Instance, *, congestion: bool = True) -> SimResult:
+    """Simulate a record's placement in its recorded order: nodes ranked by their
+    recorded start times (ties in topological order), replayed per device
+    (``policy="order"``), and transfers in the record's link order where it has one
+    (else FCFS links)."""
+    g = inst.graph
+    pl = placement_from_doc(rec["placement"], inst)
+    start = np.array([float(rec["start"][str(v)]) for v in g.ids])
+    pr = np.empty(g.n, dtype=np.int64)
+    pr[np.lexsort((g.topo_position, start))] = np.arange(g.n)
+    return simulate(pl, policy="order", priorities=pr, congestion=congestion,
+                    link_priorities=link_priorities_from_doc(rec, g))
+
+
+def extra_of(rec: dict | None, key: str) -> Any:
+    """``extra[key]`` of a record (what the method reported beside its placement), or ``None``."""
+    return ((rec or {}).get("extra") or {}).get(key)
+
+
+def ilp_gap(rec: dict | None) -> float | None:
+    """The certified gap of a ``pesto`` record's (coarse) ILP."""
+    return extra_of(rec, "ilp_gap")
+
+
+def pesto_source(rec: dict | None) -> str | None:
+    """``warm_start`` or ``ilp/<order policy>`` of a pesto record."""
+    src = extra_of(rec, "source")
+    if src != "ilp":
+        return src
+    order = (extra_of(rec, "model_size") or {}).get("order_policy")
+    return f"ilp/{order}" if order and order != "ilp" else "ilp"

@@ -1,0 +1,60 @@
+"""Multilevel Pesto (a V-cycle, as multilevel graph partitioners refine): solve the Pesto
+pipeline (:func:`~dnnplace.formulations.multilevel.pesto.pesto`) at ``coarsen_to`` nodes, then again at
+``2 * coarsen_to``, ``4 * coarsen_to``, ... nodes, each finer level coarsened *guided by the
+best answer so far*: only nodes that answer keeps on one device are merged
+(:func:`~dnnplace.heuristics.coarsening.coarsen` with ``guide=``), so the answer is a
+placement of the finer coarse graph too and enters its ILP as a MIP start (with its own
+order), and it is a rival of the level's last stage on the original graph. A level's
+answer therefore never loses to the one before it, and the finer ILP can move nodes that
+were merged at the coarser level. The time limit is split evenly over the levels.
+
+Every level is a full ``pesto`` run: its answer is re-simulated on the original graph and
+its bound is the original graph's combinatorial bound (the coarse ILP bounds only its
+coarse problem). The run that is returned records the levels in
+``size["vcycle"]``: coarse nodes, makespan and source of each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from dnnplace.formulations.multilevel.pesto import PestoRun, pesto
+from dnnplace.formulations.solvers.options import SolverOptions
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.deadline import Deadline
+from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.graph import OpGraph
+
+__all__ = ["pesto_vcycle"]
+
+
+def pesto_vcycle(graph: OpGraph, cluster: Cluster, *, coarsen_to: int, levels: int = 2,
+                 solver: SolverOptions | None = None, **kw) -> PestoRun:
+    """Run ``levels`` Pesto levels at ``coarsen_to * 2**l`` nodes (``l = 0 .. levels - 1``;
+    levels at or above the graph's size are skipped); ``kw`` goes to every
+    :func:`~dnnplace.formulations.multilevel.pesto.pesto` call (not ``guide`` or ``rivals``'s
+    previous answer, which this function supplies). Returns the best level's run."""
+    if levels < 1:
+        raise InputError(f"pesto V-cycle: levels must be >= 1, got {levels}")
+    solver = solver or SolverOptions(time_limit=60.0, threads=1)
+    sizes = [coarsen_to * 2 ** lv for lv in range(levels)]
+    sizes = [k for k in sizes if k < graph.n] or sizes[:1]
+    share = None if solver.time_limit is None else solver.time_limit / len(sizes)
+    level_solver = dataclasses.replace(solver, time_limit=share)
+    rivals = tuple(kw.pop("rivals", ()))
+    deadline = kw.pop("deadline", None) or Deadline(solver.time_limit)  # the whole run's; each level its share
+    best: PestoRun | None = None
+    trace = []
+    for lv, k in enumerate(sizes):
+        guide = None if best is None else ("vcycle", best.placement, best.priorities)
+        extra = () if best is None else (("vcycle:previous", best.placement),)
+        left = deadline.remaining()
+        level = Deadline(None if left is None else left / (len(sizes) - lv))
+        run = pesto(graph, cluster, coarsen_to=k, solver=level_solver, guide=guide, rivals=rivals + extra,
+                    deadline=level, **kw)
+        trace.append({"coarse_nodes": run.coarse_n, "makespan": run.makespan, "source": run.source,
+                      "ilp_gap": run.ilp_gap})
+        if best is None or run.makespan < best.makespan:
+            best = run
+    best.size["vcycle"] = trace
+    return best
