@@ -15,7 +15,7 @@ kind (device affinity). All times are in ``graph.unit`` (Tarnawski inputs use ms
 ``NaN`` is the *internal* encoding of "unsupported" only. In user data (graph files,
 networkx attributes) "unsupported" is written ``null`` / ``None`` (or the kind is left
 out), and a NaN is an error: a corrupt profile must not silently move a node to another
-device. The readers draw that line with :func:`user_column`; code that builds an
+device. The readers draw that line with :func:`~dnnplace.graphs.columns.user_column`; code that builds an
 :class:`OpGraph` from untrusted numbers should pass them through it too.
 """
 
@@ -29,33 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.graphs.adjacency import csr, kahn_levels
+from dnnplace.graphs.columns import float_array
 from dnnplace.graphs.errors import CycleError, InputError
 
-__all__ = ["OpGraph", "ROLES", "csr_rows", "user_column"]
+__all__ = ["OpGraph", "ROLES"]
 
 ROLES = ("param", "grad", "apply", "compute")
-
-
-def csr_rows(ptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Positions of all CSR entries belonging to ``rows`` (vectorised ``concat(range)``).
-
-    >>> csr_rows(np.array([0, 2, 2, 5]), np.array([0, 2]))
-    array([0, 1, 2, 3, 4])
-    """
-    starts = ptr[rows]
-    lens = ptr[rows + 1] - starts
-    total = int(lens.sum())
-    if total == 0:
-        return np.empty(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.cumsum(lens) + lens, lens)
-    return offsets + np.arange(total, dtype=np.int64)
-
-
-def _csr(keys: np.ndarray, vals: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    perm = np.argsort(keys, kind="stable")
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
-    return ptr, vals[perm].astype(np.int64), perm.astype(np.int64)
 
 
 def _csr_part(triple: str, k: int, doc: str) -> property:
@@ -67,83 +47,6 @@ def _csr_part(triple: str, k: int, doc: str) -> property:
         return get(self)[k]
 
     return property(part, doc=doc)
-
-
-def user_column(values: Any, *, field: str, owner: Any = None, nullable: bool = False,
-                n: int | None = None, null_means: str = "absent") -> np.ndarray:
-    """A float column from user data, where only ``None`` may mark a missing value.
-
-    ``None`` becomes ``NaN`` (the internal "absent": unsupported kind, no explicit edge
-    cost) when ``nullable``, and is an error otherwise; an explicit ``NaN`` (JSON
-    ``NaN``, ``float("nan")``, the string ``"nan"``) is always an :class:`InputError`
-    naming the entry (``owner(i)``, e.g. ``"node 'b'"``) and the field. Infinities and
-    negative values are left to :class:`OpGraph`'s own checks, which name them too.
-
-    Parameters
-    ----------
-    values : sequence of numbers or None
-    field : str
-        Field name used in messages (``"memory"``, ``"compute.gpu"``, ``"cost"``).
-    owner : callable, optional
-        ``owner(i)`` names entry ``i``; default ``"field[i]"``.
-    nullable : bool
-        Whether ``None`` is allowed (and read as ``NaN``).
-    n : int, optional
-        Expected length.
-    null_means : str
-        What ``None`` stands for, quoted in the NaN message (``"unsupported on this kind"``).
-
-    Examples
-    --------
-    >>> user_column([1.0, None], field="compute.gpu", nullable=True).tolist()
-    [1.0, nan]
-    >>> user_column([1.0, float("nan")], field="compute.gpu", nullable=True,
-    ...             owner=lambda i: f"node {i}")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    dnnplace.graphs.errors.InputError: node 1: field 'compute.gpu' is NaN; ... null ...
-    """
-    def who(i: int) -> str:
-        return f"{owner(i)}: field {field!r}" if owner is not None else f"field {field!r}[{i}]"
-
-    if isinstance(values, np.ndarray):
-        values = values.tolist()
-    if not isinstance(values, (list, tuple)) or (n is not None and len(values) != n):
-        got = len(values) if isinstance(values, (list, tuple)) else type(values).__name__
-        raise InputError(f"field {field!r}: expected a list of {n if n is not None else 'numeric'} values, got {got}")
-    try:
-        arr = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        arr = None
-    except OverflowError:  # an integer past the float range (10**400): absurd, never inf
-        big = next(i for i, v in enumerate(values) if isinstance(v, int) and abs(v) > 1e308)
-        raise InputError(f"{who(big)} is a {len(str(abs(values[big])))}-digit number, too large for a 64-bit "
-                         "float") from None
-    if arr is None or arr.ndim != 1:
-        bad = next(i for i, v in enumerate(values)
-                   if isinstance(v, bool) or not isinstance(v, (int, float, np.number, type(None))))
-        raise InputError(f"{who(bad)} is not a number: {values[bad]!r}") from None
-    holes = np.flatnonzero(np.isnan(arr))
-    for i in holes.tolist():  # only the NaN slots are looked at: cheap for clean columns
-        v = values[i]
-        if v is not None:
-            if nullable:
-                raise InputError(f"{who(i)} is NaN; only null (or leaving the value out) marks it {null_means}")
-            raise InputError(f"{who(i)} is missing or NaN: got NaN, which is never a valid value")
-        if not nullable:
-            raise InputError(f"{who(i)} is missing (null)")
-    return arr
-
-
-def _float_array(values: Any, n: int, what: str, default: float | None = None) -> np.ndarray:
-    if values is None:
-        if default is None:
-            raise InputError(f"{what}: missing")
-        return np.full(n, default, dtype=np.float64)
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.shape[0] != n:
-        raise InputError(f"{what}: expected {n} values, got {arr.shape[0]}")
-    return arr
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,7 +123,7 @@ class OpGraph:
         set_(self, "kinds", tuple(self.kinds))
         compute = np.asarray(self.compute, dtype=np.float64).reshape(n, len(self.kinds))
         set_(self, "compute", compute)
-        set_(self, "memory", _float_array(self.memory, n, "node field 'memory'"))
+        set_(self, "memory", float_array(self.memory, n, "node field 'memory'"))
         src = np.asarray(self.src, dtype=np.int64).ravel()
         dst = np.asarray(self.dst, dtype=np.int64).ravel()
         if src.shape != dst.shape:
@@ -228,11 +131,11 @@ class OpGraph:
         set_(self, "src", src)
         set_(self, "dst", dst)
         m = src.shape[0]
-        set_(self, "edge_bytes", _float_array(self.edge_bytes, m, "edge field 'bytes'", 0.0))
-        set_(self, "edge_cost", _float_array(self.edge_cost, m, "edge field 'cost'", np.nan))
+        set_(self, "edge_bytes", float_array(self.edge_bytes, m, "edge field 'bytes'", 0.0))
+        set_(self, "edge_cost", float_array(self.edge_cost, m, "edge field 'cost'", np.nan))
         set_(self, "persistent_bytes",
-             _float_array(self.persistent_bytes, n, "node field 'persistent_bytes'", 0.0))
-        set_(self, "output_bytes", _float_array(self.output_bytes, n, "node field 'output_bytes'", 0.0))
+             float_array(self.persistent_bytes, n, "node field 'persistent_bytes'", 0.0))
+        set_(self, "output_bytes", float_array(self.output_bytes, n, "node field 'output_bytes'", 0.0))
         coloc = (np.full(n, -1, dtype=np.int64) if self.colocation is None
                  else np.asarray(self.colocation, dtype=np.int64).ravel())
         set_(self, "colocation", coloc)
@@ -364,11 +267,11 @@ class OpGraph:
     # ------------------------------------------------------------------ adjacency
     @cached_property
     def _out(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return _csr(self.src, self.dst, self.n)
+        return csr(self.src, self.dst, self.n)
 
     @cached_property
     def _in(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return _csr(self.dst, self.src, self.n)
+        return csr(self.dst, self.src, self.n)
 
     out_ptr = _csr_part("_out", 0, "CSR row pointer of out-edges (length n+1).")
     out_nbr = _csr_part("_out", 1, "Successor of each CSR out-entry.")
@@ -387,37 +290,9 @@ class OpGraph:
 
     @cached_property
     def _topo(self) -> tuple[np.ndarray, np.ndarray]:
-        """Kahn's algorithm, one numpy step per level; returns (order, level).
-
-        Narrow levels (deep graphs such as tiled layer stacks, ~100k levels) take a plain
-        Python step: a numpy step costs O(n) per level, O(n * depth) in all."""
-        n = self.n
-        indeg = np.bincount(self.dst, minlength=n).astype(np.int64)
-        level = np.full(n, -1, dtype=np.int64)
-        frontier = np.flatnonzero(indeg == 0)
-        parts, depth = [], 0
-        ptr, nbr = self.out_ptr, self.out_nbr
-        while frontier.size:
-            parts.append(frontier)
-            level[frontier] = depth
-            depth += 1
-            if frontier.size <= 16:
-                nxt = []
-                for v in frontier.tolist():
-                    for w in nbr[ptr[v]:ptr[v + 1]].tolist():
-                        indeg[w] -= 1
-                        if indeg[w] == 0:
-                            nxt.append(w)
-                frontier = np.array(sorted(nxt), dtype=np.int64)
-                continue
-            tgt = nbr[csr_rows(ptr, frontier)]
-            if tgt.size == 0:
-                break
-            indeg -= np.bincount(tgt, minlength=n)
-            cand = np.unique(tgt)
-            frontier = cand[indeg[cand] == 0]
-        order = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-        if order.size < n:
+        """(order, level) by :func:`~dnnplace.graphs.adjacency.kahn_levels`; a cycle is an error."""
+        order, level = kahn_levels(self.n, self.dst, self.out_ptr, self.out_nbr)
+        if order.size < self.n:
             raise CycleError(f"graph {self.name!r} has a cycle: {' -> '.join(map(repr, self._find_cycle(level)))}")
         return order, level
 

@@ -40,9 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.graphs.adjacency import csr_rows
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.graph import OpGraph, csr_rows
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = [
     "blevel",

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dnnplace.graphs.adjacency import csr_rows
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators import random_layered_dag
-from dnnplace.graphs.graph import OpGraph, csr_rows
+from dnnplace.graphs.graph import OpGraph
 
 #   0 --> 1 --> 3
 #    \         ^

@@ -20,9 +20,9 @@ from conftest import png_pixels_by_colour
 from dnnplace.cli import main
 from dnnplace.graphs import Cluster, Device, InfeasibleError, InputError, OpGraph, Placement
 from dnnplace.graphs.checks import check_instance
+from dnnplace.graphs.columns import user_column
 from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import DEFAULT_MEMORY_BUDGET, random_layered_dag
-from dnnplace.graphs.graph import user_column
 from dnnplace.graphs.io import load_instance, read_json
 from dnnplace.graphs.io.netx import from_networkx
 from dnnplace.graphs.presets import cluster_preset

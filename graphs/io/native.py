@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster, Device
+from dnnplace.graphs.columns import user_column
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.graph import OpGraph, user_column
+from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 
 __all__ = ["FORMAT", "is_native", "instance_from_native", "instance_to_native",
@@ -57,7 +58,7 @@ def _column(values: Any, n: int, field: str, allow_null: bool = False, owner=Non
             null_means: str = "absent") -> np.ndarray:
     """A float column; ``owner(i)`` names the node or edge of entry ``i`` in errors.
     ``null`` is allowed only where ``allow_null``; ``NaN`` never (see
-    :func:`dnnplace.graphs.graph.user_column`)."""
+    :func:`dnnplace.graphs.columns.user_column`)."""
     return user_column(values, field=field, owner=owner, nullable=allow_null, n=n, null_means=null_means)
 
 

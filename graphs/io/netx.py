@@ -7,8 +7,9 @@ import math
 import networkx as nx
 import numpy as np
 
+from dnnplace.graphs.columns import user_column
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.graph import OpGraph, user_column
+from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["to_networkx", "from_networkx"]
 
@@ -46,7 +47,7 @@ def from_networkx(dg: nx.DiGraph, *, compute: str = "compute", memory: str = "me
     A kind left out of a node's ``compute`` dict, or given as ``None``, means the node
     cannot run there; a ``NaN`` time, memory, byte count or edge cost is an
     :class:`~dnnplace.graphs.errors.InputError` naming the node or edge and the field
-    (see :func:`dnnplace.graphs.graph.user_column`), as is a graph without nodes.
+    (see :func:`dnnplace.graphs.columns.user_column`), as is a graph without nodes.
     """
     ids = list(dg.nodes)
     gname = name or dg.graph.get("name") or "graph"
