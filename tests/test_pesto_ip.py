@@ -240,22 +240,44 @@ def test_congestion_example():
 
 
 def test_congestion_changes_optimum():
-    """Fan-out a -> b, c, d (bytes 2 each, compute 3 each, a = 1), two GPUs, no memory limit.
+    """Congestion moves the optimum from 6 to 7 (and changes the best placement):
 
-    Without congestion: a on g0, two children on g1: both transfers run in parallel
-    [1, 3], children on g1 at 3 and 6 -> 9; or one child remote: 1 + 2 = 3 -> 6 on g1,
-    two local 1 -> 4 -> 7 on g0: makespan 7. With congestion the same placement also
-    gives 7 (a single transfer), and no better exists: 7 both ways, while a placement
-    with two remote children costs 9 vs 8 (transfers [1,3], [3,5]; children 3-6, 6-9
-    vs 3-6, 6-9): the exact search decides; both must agree with the ILP.
+        a (cpu only, 1) --3--> b (cpu 6, gpu 1)
+                        --3--> c (cpu 6, gpu 1)     two distinct tensors (outputs 0 and 1)
+
+    one CPU ``c0`` (holds ``a``) and one GPU ``g1``, link time 3 per tensor each way. The
+    four placements of (b, c), by hand:
+
+    * both on c0: 1 + 6 + 6 = 13;
+    * one on g1 (either): the local child runs [1, 7], the remote one's tensor [1, 4] and
+      the child [4, 5]: 7 (one transfer, so congestion does not matter);
+    * both on g1: without congestion both tensors cross in [1, 4], the children run [4, 5]
+      and [5, 6]: **6**; with congestion the link carries them one after the other, [1, 4]
+      and [4, 7], so the second child runs [7, 8]: 8.
+
+    Optimum 6 without congestion (both on the GPU), 7 with it (one child stays on the
+    CPU). The exact search, the simulator on the both-remote placement and the ILP must
+    all see it; an ILP that drops its congestion rows answers 6 both times.
     """
-    g = OpGraph.from_ids(list("abcd"), [("a", "b"), ("a", "c"), ("a", "d")], kinds=["gpu"],
-                         compute=[[1.0], [3.0], [3.0], [3.0]], memory=[0] * 4, edge_bytes=[2.0] * 3)
-    cl = Cluster((Device("g0", "gpu"), Device("g1", "gpu")), np.zeros((2, 2)), np.ones((2, 2)), np.ones((2, 2)))
-    for cong in (True, False):
-        _, out = solve_ilp(g, cl, cong)
-        assert out.incumbent == pytest.approx(7.0)
-        assert exact_any_order(g, cl, cong) == pytest.approx(7.0)
+    nan = float("nan")
+    g = OpGraph.from_ids(list("abc"), [("a", "b"), ("a", "c")], kinds=["cpu", "gpu"],
+                         compute=[[1.0, nan], [6.0, 1.0], [6.0, 1.0]], memory=[0] * 3,
+                         edge_bytes=[3.0, 3.0], edge_output=[0, 1])
+    cl = Cluster((Device("c0", "cpu"), Device("g1", "gpu")), np.zeros((2, 2)), np.ones((2, 2)), np.ones((2, 2)))
+    expected = {False: 6.0, True: 7.0}
+    both_remote = Placement(g, cl, np.array([0, 1, 1]))
+    assert simulate(both_remote, congestion=False).makespan == pytest.approx(6.0)
+    assert simulate(both_remote, congestion=True).makespan == pytest.approx(8.0)
+    for cong, best in expected.items():
+        assert exact_any_order(g, cl, cong) == pytest.approx(best)
+        assert exact_fcfs(g, cl, cong) == pytest.approx(best)
+        model, out = solve_ilp(g, cl, cong)
+        assert out.status == "optimal", out
+        assert out.incumbent == solver_approx(best), (cong, out.incumbent)
+        pl, _, pr, _ = decode(model)
+        assert simulate(pl, policy="order", priorities=pr, congestion=cong).makespan == pytest.approx(best)
+        # where the optimum puts the children: both on the GPU, or exactly one of them
+        assert int((pl.device[1:] == 1).sum()) == (1 if cong else 2)
 
 
 def test_reachability_matches_bfs():
