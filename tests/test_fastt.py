@@ -409,7 +409,7 @@ def test_start_auto_and_keep_start():
 
 
 def test_fastt_memory_reproduction_on_the_captured_bert_resumes_from_its_records(tmp_path):
-    from dnnplace import fastt_experiments as fx
+    from dnnplace.experiments import fastt as fx
 
     g = fx.model_graph("vgg19", 64)
     i = g.index_of("conv1_2")  # 2 * 64 * 224^2 * 64 * 64 * 9 FLOP at 14 TFLOP/s, plus the 5 us floor

@@ -332,7 +332,7 @@ def test_public_names_stay_importable_from_simulate():
     """The simulator's parts live in their own modules; ``dnnplace.graphs.evaluation.simulate``
     re-exports the same objects."""
     import dnnplace.graphs.evaluation.simulate as sim
-    from dnnplace.graphs import schedule_checks, sim_policies, sim_result
+    from dnnplace.graphs.evaluation import schedule_checks, sim_policies, sim_result
 
     assert sim.__all__ == ["SimResult", "simulate", "validate_schedule", "bottom_level", "POLICIES", "TRANSFER_MODES",
                            "DEFAULT_TRANSFER_MODE", "transfer_semantics", "current_transfer_mode"]
