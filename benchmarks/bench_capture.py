@@ -1,10 +1,12 @@
-"""Capture benchmark: per zoo model, capture time, nodes and edges after merging views,
-FLOPs, total bytes, CCR (Celeritas Eq. 1 on a 2-GPU NVLink-2 host) and the op-time shape
-(Pesto Table 1 classes: < 10 us, 10-100 us, > 100 us, roofline V100); then the time to
-tile one block of each tileable family to 200k operators, and to assemble whole models
-of about 200k operators from their parts.
+"""Capture of the model zoo: time, graph size, FLOPs, CCR and op-time shape per model; tiling to 200k operators.
 
-    .venv/bin/python benchmarks/bench_capture.py [--models all|resnet-50,bert-large] [--quick] [--tiled]
+Per zoo model: capture time, nodes and edges after merging views, FLOPs, total bytes, CCR
+(Celeritas Eq. 1 on a 2-GPU NVLink-2 host) and the op-time shape (Pesto Table 1 classes:
+< 10 us, 10-100 us, > 100 us, roofline V100); then the time to tile one block of each
+tileable family to 200k operators, and to assemble whole models of about 200k operators
+from their parts.
+
+    .venv/bin/python -m benchmarks capture [--models all|resnet-50,bert-large] [--quick] [--tiled]
         [--rows results/capture/zoo.jsonl] [--skip-tiling]
 
 ``--quick`` captures small variants (fewer layers) so the table finishes in about a minute.
@@ -17,10 +19,11 @@ run can be stopped and its rows kept); ``--markdown`` renders such a file as a t
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
+
+from benchmarks.common import add_shared, append_jsonl, read_jsonl
 
 SMALL = {"resnet-50": {}, "inception-v3": {"batch": 8}, "bert-large": {"layers": 2}, "gnmt-4": {"seq": 8},
          "rnnlm-2x2048": {"seq": 8}, "transformer-base": {"layers": 2}, "nasnet-4x44": {"batch": 8}}
@@ -60,19 +63,20 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default=",".join(SMALL), help="comma-separated zoo names, or 'all'")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--tiled", action="store_true")
-    ap.add_argument("--rows", help="append one JSON row per model to this file")
-    ap.add_argument("--markdown", help="print the rows file as a Markdown table and exit")
-    ap.add_argument("--skip-tiling", action="store_true")
-    ap.add_argument("--tile-to", type=int, default=200_000)
-    args = ap.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_shared(parser, models=list(SMALL), quick=False, rows=None,
+               help={"models": "zoo names (commas or spaces), or 'all'",
+                     "quick": "capture small variants (fewer layers)",
+                     "rows": "append one JSON row per model to this file"})
+    parser.add_argument("--tiled", action="store_true")
+    parser.add_argument("--markdown", help="print the rows file as a Markdown table and exit")
+    parser.add_argument("--skip-tiling", action="store_true")
+    parser.add_argument("--tile-to", type=int, default=200_000)
+
+
+def run(args) -> None:
     if args.markdown:
-        with open(args.markdown) as fh:
-            print(markdown([json.loads(x) for x in fh if x.strip()]))
+        print(markdown(read_jsonl(args.markdown)))
         return
     from dnnplace.graphs import zoo
     from dnnplace.graphs.capture import capture
@@ -80,7 +84,7 @@ def main() -> None:
     from dnnplace.graphs.capture.zoo.parts import PROGRAMS, whole_model
     from dnnplace.graphs.presets import cluster_preset
     cl = cluster_preset("single-host-2-nvlink2")
-    names = sorted(zoo.ZOO) if args.models == "all" else args.models.split(",")
+    names = sorted(zoo.ZOO) if args.models == ["all"] else args.models
     print(HEADER)
     for name in names:
         kw = SMALL.get(name, {}) if args.quick else {}
@@ -96,8 +100,7 @@ def main() -> None:
              **shape_row(g, cl)}
         print(line(r), flush=True)
         if args.rows:
-            with open(args.rows, "a") as fh:
-                fh.write(json.dumps(r) + "\n")
+            append_jsonl(args.rows, r)
     if args.skip_tiling:
         return
     print()
@@ -120,6 +123,3 @@ def main() -> None:
         print(f"{name + ' ' + str(kw):<30} {g.n:>8} {g.m:>8} {a['parts']:>6} {time.perf_counter() - t0:>8.1f} "
               f"{a['capture_s']:>9.1f} {a['assemble_s']:>10.2f}", flush=True)
 
-
-if __name__ == "__main__":
-    main()

@@ -4,7 +4,7 @@
 forward pass) of the paper's sizes (3.8k / 6.3k / 25k / 36k nodes) and 200k nodes on 4 and 8
 GPUs over PCIe; columns: the CPD-TOPO order, the fusion DP, the whole fusion (order, DP,
 quotient, CCR), the placement (Adjusting Placement on the coarse graph, mapping back,
-colocation repair) and their sum, in seconds. Targets (``HEURISTICS.md`` 2.3, 5): fusion of
+colocation repair) and their sum, in seconds. Targets (``docs/heuristics.md`` 2.3, 5.6): fusion of
 36k nodes with ``R = 200`` under 2 s; the whole method on 200k nodes and 8 GPUs under 60 s.
 
 ``claim``: on seeded random instances (graph size, GPUs, memory share, fusion window
@@ -12,30 +12,25 @@ drawn), the fifo simulation with congestion of Celeritas against Order-Place; pr
 the share where Celeritas is better, equal and worse (Sec. 5.2 says "never worse" step
 by step; this is the global picture).
 
-    .venv/bin/python benchmarks/bench_celeritas.py speed
-    .venv/bin/python benchmarks/bench_celeritas.py claim --instances 200
+    .venv/bin/python -m benchmarks celeritas speed
+    .venv/bin/python -m benchmarks celeritas claim --instances 200
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from dnnplace.graphs.cluster import Cluster  # noqa: E402
-from dnnplace.graphs.evaluation.simulate import simulate  # noqa: E402
-from dnnplace.graphs.generators import random_layered_dag  # noqa: E402
-from dnnplace.heuristics.celeritas import celeritas  # noqa: E402
-from dnnplace.heuristics.fusion import fusion_dp  # noqa: E402
-from dnnplace.heuristics.nominal import nominal_costs  # noqa: E402
-from dnnplace.heuristics.topo_orders import topo_order_by  # noqa: E402
+from benchmarks.common import add_shared, write_jsonl
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.evaluation.simulate import simulate
+from dnnplace.graphs.generators import random_layered_dag
+from dnnplace.heuristics.celeritas import celeritas
+from dnnplace.heuristics.fusion import fusion_dp
+from dnnplace.heuristics.nominal import nominal_costs
+from dnnplace.heuristics.topo_orders import topo_order_by
 
 SIZES = (3810, 6332, 25463, 36352, 200_000)
 
@@ -74,7 +69,7 @@ def speed(args) -> None:
                   f"{row['placement_s']:.2f} | {total:.2f} | {row['coarse_nodes']} | {row['ccr_before']:.3f} | "
                   f"{row['ccr_after']:.3f} |", flush=True)
     if args.out:
-        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_jsonl(args.out, rows)
 
 
 def claim(args) -> None:
@@ -105,20 +100,15 @@ def claim(args) -> None:
           f"makespan ratio Celeritas / Order-Place: median {np.median(r):.3f}, min {r.min():.3f}, max {r.max():.3f}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("speed")
-    s.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
-    s.add_argument("--gpus", type=int, nargs="*", default=[4, 8])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("speed", help="fusion and placement seconds on generated training graphs")
+    add_shared(s, sizes=list(SIZES), gpus=[4, 8], out=None, help={"out": "also write the rows as JSON lines"})
     s.add_argument("--R", type=int, default=200)
-    s.add_argument("--out", default=None, help="also write the rows as JSON lines")
-    c = sub.add_parser("claim")
+    c = sub.add_parser("claim", help="Celeritas against Order-Place on seeded random instances")
     c.add_argument("--instances", type=int, default=200)
-    c.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    add_shared(c, seed=0)
+
+
+def run(args) -> None:
     speed(args) if args.cmd == "speed" else claim(args)
-
-
-if __name__ == "__main__":
-    main()

@@ -5,9 +5,9 @@ ideal pairs ``I' <= I`` for scale, where counted), seconds (DPL bound + exact DP
 JIT warm-up), peak resident memory of the process, and the reference C++ time: the
 authors' DP as run on this machine class (issue 4), else the paper's Table 1 figure.
 
-    .venv/bin/python benchmarks/bench_dp.py            # all 16 (about 10 min on 2 cores)
-    .venv/bin/python benchmarks/bench_dp.py --quick    # without the two InceptionV3 rows
-    .venv/bin/python benchmarks/bench_dp.py --only gnmt
+    .venv/bin/python -m benchmarks dp            # all 16 (about 10 min on 2 cores)
+    .venv/bin/python -m benchmarks dp --quick    # without the two InceptionV3 rows
+    .venv/bin/python -m benchmarks dp --only gnmt
 
 Each workload runs in a fresh subprocess so that the peak RSS is its own (it includes
 ~150-200 MB of Python, numpy and numba).
@@ -19,9 +19,10 @@ import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import REPO as ROOT
+from benchmarks.common import add_shared, selected
+
 REF = ROOT / "experiments" / "reference" / "tarnawski-neurips20.json"
 
 # the authors' C++ DP on this 2-core machine class (issue 4), seconds
@@ -50,11 +51,12 @@ print(json.dumps({"value": res.value, "ideals": res.ideals, "pairs": res.pairs_v
 """
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="skip the InceptionV3 rows")
-    ap.add_argument("--only", help="substring of the workload names to run")
-    args = ap.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_shared(parser, quick=False, only=None, help={"quick": "skip the InceptionV3 rows",
+                                                     "only": "substrings of the workload names to run"})
+
+
+def run(args) -> None:
     rows = json.loads(REF.read_text())["table1_throughput"]
     wl = ROOT / "graphs" / "workloads" / "tarnawski"
     warm = wl / "throughput-inputs" / "LayerGraphs" / "bert24_training.json"
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'C++ s':>8} {'C++ from':>10} {'TPS':>8} {'paper':>8}")
     for r in rows:
         name = f"{r['granularity']} {r['mode']} {r['model']}"
-        if args.only and args.only not in name:
+        if not selected(name, args.only):
             continue
         if args.quick and r["model"] == "inceptionv3":
             continue
@@ -76,8 +78,3 @@ def main(argv: list[str] | None = None) -> int:
             cpp, src = r["runtime"]["dp_cpp"], "paper"
         print(f"{name:32} {d['ideals']:>7} {d['pairs']:>14,} {d['seconds']:>8.2f} {d['rss_mb']:>11.0f} "
               f"{cpp:>8} {src:>10} {d['value']:>8.2f} {r['tps']['dp']:>8.2f}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

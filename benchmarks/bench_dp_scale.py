@@ -1,5 +1,6 @@
-"""Benchmark of the exact max-load DP at scale: Inception/NASNet-like layer graphs with up
-to millions of ideals (generator ``cells``, :mod:`dnnplace.graphs.generators.cells`).
+"""The exact max-load DP at scale: Inception/NASNet-like layer graphs with up to millions of ideals.
+
+Generator ``cells`` (:mod:`dnnplace.graphs.generators.cells`).
 
 Prints, per graph: nodes, ideals, seconds to enumerate the ideals, seconds in the DP
 table, the outcome (``optimal``, or ``time limit`` with DPL's / the table's best split
@@ -8,8 +9,8 @@ of the sources pushed, and the peak resident memory of the process (it includes
 ~150-200 MB of Python, numpy and numba). 4 accelerators (memory a third of the
 graph's) and 1 CPU, as Tarnawski's Table 1 clusters.
 
-    .venv/bin/python benchmarks/bench_dp_scale.py                 # time limit 300 s per graph
-    .venv/bin/python benchmarks/bench_dp_scale.py --time-limit 60 --only 2.2M
+    .venv/bin/python -m benchmarks dp-scale                 # time limit 300 s per graph
+    .venv/bin/python -m benchmarks dp-scale --time-limit 60 --only 2.2M
 
 Each graph runs in a fresh subprocess so that the peak RSS is its own.
 """
@@ -20,9 +21,9 @@ import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import REPO as ROOT
+from benchmarks.common import add_shared
 
 # (label, cells, branches, branch length)
 GRAPHS = [("44k", 3, 4, 10), ("2.2M", 4, 5, 13), ("4.3M", 8, 5, 13)]
@@ -47,15 +48,16 @@ print(json.dumps({"n": g.n, "ideals": res.ideals, "complete": res.complete, "val
 """
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--time-limit", type=float, default=300.0, help="seconds per graph (enumeration included)")
-    ap.add_argument("--only", help="label of one graph (44k, 2.2M, 4.3M)")
-    args = ap.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_shared(parser, time_limit=300.0, only=None, help={"time_limit": "seconds per graph (enumeration included)",
+                                                          "only": "labels of the graphs to run (44k, 2.2M, 4.3M)"})
+
+
+def run(args) -> None:
     print(f"{'graph':>6} {'nodes':>6} {'ideals':>10} {'enum s':>7} {'DP s':>7} {'outcome':>10} "
           f"{'incumbent':>10} {'bound':>9} {'gap':>7} {'sources':>8} {'peak RSS MB':>11}")
     for label, cells, branches, length in GRAPHS:
-        if args.only and args.only != label:
+        if args.only and label not in args.only:
             continue
         out = subprocess.run([sys.executable, "-c", _CHILD, str(ROOT), str(cells), str(branches), str(length),
                               str(args.time_limit)], capture_output=True, text=True, check=True)
@@ -65,8 +67,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:>6} {d['n']:>6} {d['ideals']:>10,} {d['parts']['prepare']:>7.1f} {d['parts']['dp']:>7.1f} "
               f"{'optimal' if d['complete'] else 'time limit':>10} {d['value']:>10.3f} {d['lb']:>9.3f} "
               f"{100 * gap:>6.1f}% {100 * done / d['ideals']:>7.2f}% {d['rss_mb']:>11.0f}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

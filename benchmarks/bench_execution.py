@@ -7,7 +7,7 @@ solve the makespan problem, predict the step with the simulator (each device in 
 plan's order; a placement without a schedule in the simulated FIFO order, which the
 executor then follows), run the plan with ``dnnplace execute``'s engine and compare.
 
-    .venv/bin/python benchmarks/bench_execution.py [--models mlp,cnn,...] [--devices 1,2]
+    .venv/bin/python -m benchmarks execution [--models mlp,cnn,...] [--devices 1,2]
         [--methods heft,dpos,celeritas,pesto] [--steps 7] [--out results/execution] [--fresh]
 
 Rows are appended to ``OUT/runs.jsonl`` as each model finishes (a rerun skips the models
@@ -27,7 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import REPO as ROOT
+from benchmarks.common import add_shared, read_jsonl, write_jsonl
+
 MODELS_FILE = ROOT / "tests" / "exec_models.py"
 # benchmark sizes: big enough that operators, not the interpreter, take most of a step
 MODELS = {
@@ -167,39 +169,36 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(out + ["", "## Summary", "", *summary(rows), ""])
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--devices", default="1,2")
-    ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--steps", type=int, default=7)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--time-limit", type=float, default=20.0)
-    ap.add_argument("--out", default=str(ROOT / "results" / "execution"))
-    ap.add_argument("--fresh", action="store_true")
-    ap.add_argument("--repredict", action="store_true",
-                    help="no execution: recompute the stored rows' predictions (current simulator and preset)")
-    args = ap.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_shared(parser, models=list(MODELS), steps=7, time_limit=20.0, out=ROOT / "results" / "execution", fresh=False,
+               help={"out": "folder of runs.jsonl and predicted-vs-measured.md",
+                     "fresh": "start over (delete OUT/runs.jsonl) instead of skipping the models already there"})
+    parser.add_argument("--devices", default="1,2", help="device counts, comma-separated (default: %(default)s)")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--repredict", action="store_true",
+                        help="no execution: recompute the stored rows' predictions (current simulator and preset)")
+
+
+def run(args) -> None:
     import platform
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = out / "runs.jsonl"
-    rows = [json.loads(ln) for ln in runs.read_text().splitlines() if ln.strip()] if runs.exists() and not args.fresh \
-        else []
+    rows = read_jsonl(runs) if runs.exists() and not args.fresh else []
     if args.fresh and runs.exists():
         runs.unlink()
-    meta = {"command": "python benchmarks/bench_execution.py " + " ".join(argv or sys.argv[1:]),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    meta = {"command": args.command_line, "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
     if args.repredict:
         rows = repredict(rows)
-        runs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_jsonl(runs, rows)
         (out / "predicted-vs-measured.md").write_text(markdown(rows, meta))
         print("\n".join(summary(rows)))
-        return 0
+        return
     done = {r["model"] for r in rows}
     methods = {m: METHODS[m] for m in args.methods.split(",")}
     devices = [int(d) for d in args.devices.split(",")]
-    for name in args.models.split(","):
+    for name in args.models:
         if name in done:
             continue
         new = run_model(name, devices, methods, args.steps, args.warmup, args.time_limit)
@@ -209,8 +208,3 @@ def main(argv: list[str] | None = None) -> int:
         rows += new
         (out / "predicted-vs-measured.md").write_text(markdown(rows, meta))
     print("\n".join(summary(rows)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

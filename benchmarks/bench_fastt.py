@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_fastt.py [--nodes 200000] [--devices 8] [--os-nodes 10000]
+    .venv/bin/python -m benchmarks fastt [--nodes 200000] [--devices 8] [--os-nodes 10000]
         [--os-limit 600] [--seed 0]
 
 Part 1 times DPOS and CPOP (:mod:`dnnplace.heuristics.fastt`) on a random layered DAG
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from benchmarks.common import add_shared
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import random_layered_dag
@@ -45,15 +46,13 @@ def _training_dag(n: int, seed: int):
     return g.with_(op_types=types)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", type=int, default=200_000)
-    ap.add_argument("--devices", type=int, default=8)
-    ap.add_argument("--os-nodes", type=int, default=10_000)
-    ap.add_argument("--os-limit", type=float, default=600.0, help="OS-DPOS time budget per run (s)")
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_shared(parser, nodes=200_000, devices=8, seed=0)
+    parser.add_argument("--os-nodes", type=int, default=10_000)
+    parser.add_argument("--os-limit", type=float, default=600.0, help="OS-DPOS time budget per run (s)")
 
+
+def run(args) -> None:
     g = random_layered_dag(args.nodes, seed=args.seed, kinds=("gpu",))
     cl = Cluster.single_host(args.devices, with_cpu=False)
     print(f"part 1: {g.n} operators, {g.m} edges, {cl.size} GPUs (NVLink)")
@@ -79,7 +78,3 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{k:>4}{r.seconds:>10.2f}{first:>17}{r.trials:>8}{len(r.splits):>8}{r.dpos_estimate:>10.3f}"
               f"{r.planner_estimate:>12.3f}   {min(col):g} / {max(col):g}"
               + ("  (budget reached)" if r.timed_out else ""))
-
-
-if __name__ == "__main__":
-    main()

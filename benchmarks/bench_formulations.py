@@ -2,9 +2,10 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/bench_formulations.py build [--graph PATH]
-    .venv/bin/python benchmarks/bench_formulations.py table1 --time-limit 120 [--inputs a.json b.json]
-    .venv/bin/python benchmarks/bench_formulations.py table4 --time-limit 120 [--inputs ...]
+    .venv/bin/python -m benchmarks formulations build [--graph PATH]
+    .venv/bin/python -m benchmarks formulations table1 --time-limit 120 [--inputs a.json b.json]
+    .venv/bin/python -m benchmarks formulations table4 --time-limit 120 [--inputs ...]
+    .venv/bin/python -m benchmarks formulations report [--min-limit 1200]
 
 ``build`` prints Pyomo build time, HiGHS hand-off time and model size of both models
 for the largest workload (BERT-12 training op graph, 2012 nodes, 7 devices by default).
@@ -20,18 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from dnnplace.formulations import latency_ip, maxload_ip  # noqa: E402
-from dnnplace.formulations.solvers.driver import model_size  # noqa: E402
-from dnnplace.graphs.io import load_instance  # noqa: E402
-from dnnplace.registry import SolveRequest, SolverOptions, solve  # noqa: E402
+from benchmarks.common import REPO, add_shared, append_jsonl, fmt, read_jsonl
+from dnnplace.formulations import latency_ip, maxload_ip
+from dnnplace.formulations.solvers.driver import model_size
+from dnnplace.graphs.io import load_instance
+from dnnplace.registry import SolveRequest, SolverOptions, solve
 
 WORKLOADS = REPO / "graphs" / "workloads" / "tarnawski"
 REFERENCE = REPO / "experiments" / "reference" / "tarnawski-neurips20.json"
@@ -101,8 +98,7 @@ def bench_table1(inputs: list[str], time_limit: float, out: Path, warm: list[str
                    "time_limit": time_limit, "nodes": r.extra.get("nodes"), "warm_note": r.extra.get("warm_start"),
                    "start_value": r.extra.get("warm_start_objective")}
             _print_row(rel, ws, paper, r, tp)
-            with out.open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
+            append_jsonl(out, row)
 
 
 def _warm_label(warm: str) -> str:
@@ -127,12 +123,11 @@ def bench_table4(inputs: list[str], time_limit: float, out: Path, q: int, warm: 
                "build_seconds": r.build_seconds, "status": r.status, "termination": r.termination,
                "time_limit": time_limit, "start_value": r.extra.get("warm_start_objective"),
                "paper_certified_gap": ref[rel].get("ip_certified_gap"), "warm_note": r.extra.get("warm_start")}
-        with out.open("a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        append_jsonl(out, row)
 
 
 def _print_row(rel, ws, paper, r, tp) -> None:
-    f = lambda x, p=2: "-" if x is None else f"{x:.{p}f}"  # noqa: E731
+    f = fmt
     print(f"{rel:48s} {ws:6s} {paper:8.2f} {f(r.objective):>8s} {f(r.bound):>8s} "
           f"{f(None if r.gap is None else 100 * r.gap, 1):>6s} {f(tp, 1):>9s} {f(r.solve_seconds, 1):>8s} "
           f"{f(r.build_seconds):>7s} {r.status}", flush=True)
@@ -141,9 +136,8 @@ def _print_row(rel, ws, paper, r, tp) -> None:
 def report(runs: Path, min_limit: float = 0.0) -> str:
     """Markdown tables (Table 1 and Table 4 rows) from the stored runs whose time limit
     is at least ``min_limit`` seconds (``1200`` selects the paper-budget runs)."""
-    rows = [json.loads(line) for line in runs.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if r["time_limit"] >= min_limit]
-    f = lambda x, p=2: "-" if x is None else f"{x:.{p}f}"  # noqa: E731
+    rows = [r for r in read_jsonl(runs) if r["time_limit"] >= min_limit]
+    f = fmt
     out = []
     for table, cont, title in ((1, "both", "Table 1, IP contiguous (max-load / TPS, ms)"),
                                (1, "none", "Table 1, IP non-contiguous (max-load / TPS, ms)"),
@@ -165,19 +159,21 @@ def report(runs: Path, min_limit: float = 0.0) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("build", "table1", "table4", "report"))
-    ap.add_argument("--graph", default=str(LARGEST))
-    ap.add_argument("--inputs", nargs="*")
-    ap.add_argument("--time-limit", type=float, default=120.0)
-    ap.add_argument("--warm", nargs="*", default=["greedy", "none"],
-                    help="method names, 'none', or (table4) a placement file; '{graph}' in it is the graph's name")
-    ap.add_argument("--q", type=int, default=1)
-    ap.add_argument("--contiguity", default="both", help="table1: both (IP contiguous) or none (non-contiguous)")
-    ap.add_argument("--out", default=str(REPO / "results" / "formulations" / "runs.jsonl"))
-    ap.add_argument("--min-limit", type=float, default=0.0, help="report: only runs with at least this time limit")
-    a = ap.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("what", choices=("build", "table1", "table4", "report"))
+    parser.add_argument("--graph", default=str(LARGEST))
+    parser.add_argument("--inputs", nargs="*")
+    add_shared(parser, time_limit=120.0, out=REPO / "results" / "formulations" / "runs.jsonl",
+               help={"out": "the JSON lines every row is appended to (report: read from)"})
+    parser.add_argument("--warm", nargs="*", default=["greedy", "none"],
+                        help="method names, 'none', or (table4) a placement file; '{graph}' in it is the graph's name")
+    parser.add_argument("--q", type=int, default=1)
+    parser.add_argument("--contiguity", default="both", help="table1: both (IP contiguous) or none (non-contiguous)")
+    parser.add_argument("--min-limit", type=float, default=0.0,
+                        help="report: only runs with at least this time limit")
+
+
+def run(a) -> None:
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if a.what == "build":
@@ -188,7 +184,3 @@ def main(argv: list[str] | None = None) -> None:
         print(report(out, a.min_limit))
     else:
         bench_table4(a.inputs or TABLE4_DEFAULT, a.time_limit, out, a.q, (a.warm or ["greedy"])[0])
-
-
-if __name__ == "__main__":
-    main()

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/bench_foundation.py [--nodes 200000] [--devices 8] [--seed 0]
+    .venv/bin/python -m benchmarks foundation [--nodes 200000] [--devices 8] [--seed 0]
 
 Generates a random layered DAG (``dnnplace.graphs.generators.random_layered_dag``, ~1.5 edges per
 node), writes it as native JSON, then times each step of the evaluation chain on a
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import add_shared, timed
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluation.evaluate import maxload, validate
 from dnnplace.graphs.evaluation.simulate import POLICIES, simulate, validate_schedule
@@ -29,35 +30,26 @@ from dnnplace.graphs.io import load_instance, save_instance
 from dnnplace.graphs.placement import Placement
 
 
-def _timed(label: str, rows: list, fn, *args, **kwargs):
-    t0 = time.perf_counter()
-    out = fn(*args, **kwargs)
-    rows.append((label, time.perf_counter() - t0))
-    return out
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_shared(parser, nodes=200_000, devices=8, seed=0)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", type=int, default=200_000)
-    ap.add_argument("--devices", type=int, default=8)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
-
+def run(args) -> None:
     rows: list[tuple[str, float]] = []
-    g = _timed("generate", rows, random_layered_dag, args.nodes, seed=args.seed, kinds=("gpu",))
+    g = timed("generate", rows, random_layered_dag, args.nodes, seed=args.seed, kinds=("gpu",))
     cluster = Cluster.single_host(args.devices, with_cpu=False)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "graph.json"
-        _timed("save native JSON", rows, save_instance, Instance(g, cluster), path)
+        timed("save native JSON", rows, save_instance, Instance(g, cluster), path)
         chain_start = len(rows)
-        inst = _timed("load (parse + build + topo sort)", rows, load_instance, path)
+        inst = timed("load (parse + build + topo sort)", rows, load_instance, path)
     g = inst.graph
     p = Placement(g, inst.cluster, np.random.default_rng(args.seed).integers(0, args.devices, g.n))
-    _timed("validate (memory, colocation, contiguity)", rows, validate, p, contiguity="all")
-    _timed("maxload (pipedream)", rows, maxload, p)
-    res = _timed("simulate (fifo, congestion)", rows, simulate, p, policy="fifo", congestion=True)
+    timed("validate (memory, colocation, contiguity)", rows, validate, p, contiguity="all")
+    timed("maxload (pipedream)", rows, maxload, p)
+    res = timed("simulate (fifo, congestion)", rows, simulate, p, policy="fifo", congestion=True)
     chain = sum(t for _, t in rows[chain_start:])
-    _timed("validate_schedule", rows, validate_schedule, res.schedule, congestion=True, transfers=res)
+    timed("validate_schedule", rows, validate_schedule, res.schedule, congestion=True, transfers=res)
     print(f"graph: {g.n} nodes, {g.m} edges, depth {int(g.level.max()) + 1}; {args.devices} GPUs; "
           f"{res.n_transfers} transfers; makespan {res.makespan:.1f} {g.unit}\n")
     print(f"| {'step':44s} | seconds |\n|{'-' * 46}|---------|")
@@ -72,7 +64,3 @@ def main(argv: list[str] | None = None) -> None:
             t0 = time.perf_counter()
             r = simulate(p, policy=policy, congestion=cong, **kw)
             print(f"| {policy:13s} | {str(cong):10s} | {time.perf_counter() - t0:7.2f} | {r.makespan:8.1f} |")
-
-
-if __name__ == "__main__":
-    main()

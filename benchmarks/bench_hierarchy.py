@@ -1,19 +1,24 @@
-"""The level-by-level DP on hierarchical clusters (Tarnawski et al. App. C.3) on the small
-Table 1 layer graphs: the 2x4 and 4x8 presets (network 4x slower than the host copy)
+"""The level-by-level DP on hierarchical clusters (Tarnawski et al. App. C.3) against the flat DP.
+
+On the small Table 1 layer graphs: the 2x4 and 4x8 presets (network 4x slower than the host copy)
 against the flat DP over the same number of accelerators, every value the evaluator's.
 
-    .venv/bin/python benchmarks/bench_hierarchy.py
+    .venv/bin/python -m benchmarks hierarchy
 """
 
 from __future__ import annotations
 
+import argparse
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import REPO as ROOT
 
 
-def main() -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """No options."""
+
+
+def run(args) -> None:
     from dnnplace.graphs.cluster import Cluster
     from dnnplace.graphs.evaluation.evaluate import maxload
     from dnnplace.graphs.hierarchy import hierarchical_cluster
@@ -38,8 +43,3 @@ def main() -> int:
             assert ev.feasible and abs(ev.objective - res.value) <= 1e-9 * max(1.0, res.value)
             print(f"{model:10} {preset:6} {res.ideals:>6} {flat:>9.3f} {res.value:>9.3f} "
                   f"{max(ev.details['network']):>8.3f} {sec:>6.1f}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

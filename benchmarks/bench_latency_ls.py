@@ -7,22 +7,19 @@ DP and IP latencies; writes each best split to ``--warm-dir`` for IP warm starts
 ``{graph}_latency-ls.json`` (``{dir}-{graph}_latency-ls.json`` for the two graphs
 named ``resnet50_inference``).
 
-    .venv/bin/python benchmarks/bench_latency_ls.py --time-limit 120 --at 30
+    .venv/bin/python -m benchmarks latency-ls --time-limit 120 --at 30
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from dnnplace.graphs.io import load_instance, write_json  # noqa: E402
-from dnnplace.registry import SolveRequest, SolverOptions, solve  # noqa: E402
+from benchmarks.common import REPO, add_shared, append_jsonl, selected
+from dnnplace.graphs.io import load_instance, write_json
+from dnnplace.registry import SolveRequest, SolverOptions, solve
 
 WORKLOADS = ["OperatorGraphs/bert_l-3_inference", "OperatorGraphs/bert_l-6_inference",
              "OperatorGraphs/bert_l-12_inference", "OperatorGraphs/resnet50_inference",
@@ -30,16 +27,15 @@ WORKLOADS = ["OperatorGraphs/bert_l-3_inference", "OperatorGraphs/bert_l-6_infer
              "LayerGraphs/inceptionv3_inference", "LayerGraphs/gnmt_inference"]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--time-limit", type=float, default=120.0)
-    ap.add_argument("--at", type=float, default=30.0, help="also report the best value after this many seconds")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--start", default=None, help="start method (default: best of greedy, dp, all-CPU)")
-    ap.add_argument("--only", nargs="*", default=None, help="substrings of workloads to run")
-    ap.add_argument("--warm-dir", default=str(REPO / "results" / "formulations" / "warm"))
-    ap.add_argument("--jsonl", default=str(REPO / "results" / "formulations" / "latency-ls-table4.jsonl"))
-    args = ap.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_shared(parser, time_limit=120.0, seed=0, only=None, help={"only": "substrings of workloads to run"})
+    parser.add_argument("--at", type=float, default=30.0, help="also report the best value after this many seconds")
+    parser.add_argument("--start", default=None, help="start method (default: best of greedy, dp, all-CPU)")
+    parser.add_argument("--warm-dir", default=str(REPO / "results" / "formulations" / "warm"))
+    parser.add_argument("--jsonl", default=str(REPO / "results" / "formulations" / "latency-ls-table4.jsonl"))
+
+
+def run(args) -> None:
     ref = json.loads((REPO / "experiments" / "reference" / "tarnawski-neurips20.json").read_text())
     paper = {r["input"]: r["latency"] for r in ref["table4_latency"]}
     root = REPO / "graphs" / "workloads" / "tarnawski" / "latency-inputs"
@@ -47,7 +43,7 @@ def main() -> None:
           "paper IP | LS vs IP % | start s | iterations |")
     print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for w in WORKLOADS:
-        if args.only and not any(s in w for s in args.only):
+        if not selected(w, args.only):
             continue
         inst = load_instance(root / f"{w}.json")
         req = SolveRequest("latency", seed=args.seed, warm_start=args.start,
@@ -67,12 +63,7 @@ def main() -> None:
                "paper": p, "start_seconds": ex["start_seconds"], "iterations": ex["iterations"],
                "evaluations": ex["evaluations"], "wall_seconds": wall, "seed": args.seed,
                "feasible": res.evaluation["feasible"], "trace": res.trace}
-        with open(args.jsonl, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        append_jsonl(args.jsonl, row)
         print(f"| {w} | {ex['start']} | {ex['start_value']:.2f} | {at:.2f} | {res.objective:.2f} | {p['greedy']} | "
               f"{p['maxload_dp']} | {p['ip']} | {100 * (res.objective / p['ip'] - 1):+.2f} | "
               f"{ex['start_seconds']:.1f} | {ex['iterations']} |", flush=True)
-
-
-if __name__ == "__main__":
-    main()

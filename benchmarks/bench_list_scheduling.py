@@ -10,28 +10,23 @@ the memory repair pass is included. Cells are ``wall s / CPU s`` (the process's 
 time: on a shared machine the wall time also counts the other processes' turns).
 Target (developers' guide): every scheduler under 60 s on 200k nodes and 8 GPUs.
 
-    .venv/bin/python benchmarks/bench_list_scheduling.py
-    .venv/bin/python benchmarks/bench_list_scheduling.py --sizes 200000 --gpus 8 --graphs random
+    .venv/bin/python -m benchmarks list-scheduling
+    .venv/bin/python -m benchmarks list-scheduling --sizes 200000 --gpus 8 --graphs random
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from dnnplace.graphs.cluster import Cluster  # noqa: E402
-from dnnplace.graphs.generators import random_layered_dag  # noqa: E402
-from dnnplace.graphs.graph import OpGraph  # noqa: E402
-from dnnplace.graphs.io import load_instance  # noqa: E402
-from dnnplace.heuristics.list_scheduling import ALGORITHMS  # noqa: E402
+from benchmarks.common import REPO, add_shared, machine_load
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.generators import random_layered_dag
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.io import load_instance
+from dnnplace.heuristics.list_scheduling import ALGORITHMS
 
 CAPTURED = REPO / "graphs" / "workloads" / "captured" / "gnmt-4.json"
 
@@ -68,15 +63,14 @@ def graph(kind: str, n: int) -> OpGraph:
     return copies(load_instance(CAPTURED).graph, n)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 50_000, 200_000])
-    ap.add_argument("--gpus", type=int, nargs="+", default=[4, 8])
-    ap.add_argument("--graphs", nargs="+", default=["random", "gnmt"], choices=["random", "gnmt"])
-    ap.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
-    args = ap.parse_args()
-    load = f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
-    print(f"machine: {load}")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_shared(parser, sizes=[10_000, 50_000, 200_000], gpus=[4, 8])
+    parser.add_argument("--graphs", nargs="+", default=["random", "gnmt"], choices=["random", "gnmt"])
+    parser.add_argument("--algorithms", nargs="+", default=list(ALGORITHMS), choices=list(ALGORITHMS))
+
+
+def run(args) -> None:
+    print(f"machine: {machine_load()}")
     print("| graph | nodes | edges | GPUs | " + " | ".join(f"{a} wall / CPU s" for a in args.algorithms) + " |")
     print("|---|---|---|---|" + "---|" * len(args.algorithms), flush=True)
     for kind in args.graphs:
@@ -90,7 +84,3 @@ def main() -> None:
                     ALGORITHMS[a](g, cl)
                     cells.append(f"{time.perf_counter() - t:.1f} / {time.process_time() - c:.1f}")
                 print(f"| {g.name} | {g.n} | {g.m} | {gpus} | " + " | ".join(cells) + " |", flush=True)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,6 @@
-"""The ``local-cpu-N`` preset's measured link defaults: gloo send/recv between two
-one-thread CPU processes of this host (``graphs.presets.LOCAL_CPU_LINK``).
+"""The ``local-cpu-N`` preset's link defaults, measured: gloo send/recv between two CPU processes.
+
+Two one-thread CPU processes of this host (``graphs.presets.LOCAL_CPU_LINK``).
 
 Each run starts a fresh pair of processes (:func:`~dnnplace.graphs.capture.links.time_p2p_pairs`,
 ``threads=1``) and times every size as the median of ``--repeats`` round trips (halved)
@@ -7,7 +8,11 @@ after 3 warm-ups; a size's figure is the median over ``--runs`` runs (runs diffe
 than repeats within a run on a shared machine), fitted by relative-weighted least squares.
 Prints a Markdown table and the fit; ``--out`` also writes it::
 
-    .venv/bin/python benchmarks/bench_local_links.py --runs 7 --repeats 20 --out results/local-cpu-links.md
+    .venv/bin/python -m benchmarks local-links --runs 7 --repeats 20 --out results/local-cpu-links.md
+
+The processes are spawned (``torch.multiprocessing``); their worker function lives in
+:mod:`dnnplace.graphs.capture.links`, and the harness's ``__main__`` guard keeps the
+spawned interpreters from rerunning the benchmark.
 """
 
 from __future__ import annotations
@@ -18,15 +23,18 @@ import os
 import platform
 import statistics
 
+from benchmarks.common import add_shared
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--min-log2", type=int, default=10, help="smallest size 2**k bytes (default 1 KiB)")
-    ap.add_argument("--max-log2", type=int, default=26, help="largest size 2**k bytes (default 64 MiB)")
-    ap.add_argument("--out", help="write the table here too")
-    args = ap.parse_args(argv)
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--min-log2", type=int, default=10, help="smallest size 2**k bytes (default 1 KiB)")
+    parser.add_argument("--max-log2", type=int, default=26, help="largest size 2**k bytes (default 64 MiB)")
+    add_shared(parser, out=None, help={"out": "write the table here too"})
+
+
+def run(args) -> None:
     from dnnplace.graphs.capture.links import fit_profile, time_p2p_pairs
 
     sizes = [2 ** k for k in range(args.min_log2, args.max_log2 + 1)]
@@ -60,8 +68,3 @@ def main(argv=None) -> int:
     if args.out:
         with open(args.out, "w") as fh:
             fh.write(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,7 +6,7 @@ mapping, memory heuristic I) with a memory limit that binds: every GPU holds
 ``(busiest Step-1 emulated peak) / 0.9 * share``, so the busiest device overflows its
 90 % target and heuristic I has to move nodes. Columns: Step 1 stages, heuristic I,
 total, emulations, share of nodes moved; then Mayer et al.'s CP and DSC + GLB on the same
-graph. Target (``HEURISTICS.md`` 5): the full method on 200k nodes and 8 GPUs under 60 s;
+graph. Target (``docs/heuristics.md`` 5.6): the full method on 200k nodes and 8 GPUs under 60 s;
 PARDNN reports 18 s (Word-RNN, 2 GPUs) to 2 min (TRN-2, 16 GPUs) on a laptop i7-7600U.
 
 ``lc``: linear clustering (+ GLB) is O(V (V + E)) (PARDNN Table 6; 12 h on the 205k-node
@@ -14,42 +14,29 @@ TRN in the paper); it is timed on small graphs, a ``a * V * (V + E)`` fit extrap
 it, and the size it handles in 60 s is printed (the ``lc-glb`` method refuses graphs
 above its ``max_nodes`` option without a time limit).
 
-    .venv/bin/python benchmarks/bench_pardnn.py speed
-    .venv/bin/python benchmarks/bench_pardnn.py speed --sizes 200000 --gpus 8
-    .venv/bin/python benchmarks/bench_pardnn.py lc
+    .venv/bin/python -m benchmarks pardnn speed
+    .venv/bin/python -m benchmarks pardnn speed --sizes 200000 --gpus 8
+    .venv/bin/python -m benchmarks pardnn lc
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from dnnplace.graphs.cluster import Cluster  # noqa: E402
-from dnnplace.graphs.generators import random_layered_dag  # noqa: E402
-from dnnplace.heuristics.clustering import cp_mayer, dsc_glb, lc_glb  # noqa: E402
-from dnnplace.heuristics.pardnn import pardnn  # noqa: E402
+from benchmarks.common import add_shared, machine_load, write_jsonl
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.generators import random_layered_dag
+from dnnplace.heuristics.clustering import cp_mayer, dsc_glb, lc_glb
+from dnnplace.heuristics.pardnn import pardnn
 
 SIZES = (10_000, 50_000, 100_000, 200_000)
 
 
-def _load() -> str:
-    try:
-        return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
-    except OSError:
-        return "load unknown"
-
-
 def speed(args) -> None:
-    print(f"machine: {_load()}")
+    print(f"machine: {machine_load()}")
     print("| nodes | edges | GPUs | slicing s | mapping s | memory I s | PARDNN total s | emulations | moved % | "
           "fits 90 % | CP s | DSC+GLB s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
@@ -78,13 +65,13 @@ def speed(args) -> None:
             print(f"| {g.n} | {g.m} | {gpus} | {row['slicing_s']:.1f} | {row['mapping_s']:.1f} | "
                   f"{row['memory_s']:.1f} | {total:.1f} | {row['emulations']} | {100 * row['moved_share']:.2f} | "
                   f"{'yes' if row['success'] else 'no'} | {t_cp:.1f} | {t_dsc:.1f} |", flush=True)
-    print(f"machine after: {_load()}")
+    print(f"machine after: {machine_load()}")
     if args.out:
-        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_jsonl(args.out, rows)
 
 
 def lc(args) -> None:
-    print(f"machine: {_load()}")
+    print(f"machine: {machine_load()}")
     print("| nodes | edges | LC+GLB s | clusters |")
     print("|---|---|---|---|", flush=True)
     xs, ys = [], []
@@ -106,21 +93,16 @@ def lc(args) -> None:
           f"(PARDNN reports about 12 h for LC on the 205k-node TRN); 60 s is reached near {limit} nodes")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("speed")
-    s.add_argument("--sizes", type=int, nargs="*", default=list(SIZES))
-    s.add_argument("--gpus", type=int, nargs="*", default=[2, 8])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("speed", help="PARDNN, CP and DSC + GLB seconds on generated training graphs")
+    add_shared(s, sizes=list(SIZES), gpus=[2, 8], time_limit=300.0, out=None,
+               help={"out": "also write the rows as JSON lines"})
     s.add_argument("--share", type=float, default=0.99,
                    help="GPU memory as a share of the busiest Step-1 peak / 0.9 (below 1: memory binds)")
-    s.add_argument("--time-limit", type=float, default=300.0)
-    s.add_argument("--out", default=None, help="also write the rows as JSON lines")
-    c = sub.add_parser("lc")
+    c = sub.add_parser("lc", help="linear clustering + GLB on small graphs, extrapolated")
     c.add_argument("--lc-sizes", type=int, nargs="*", default=[1000, 2000, 4000, 8000])
-    args = ap.parse_args()
+
+
+def run(args) -> None:
     speed(args) if args.cmd == "speed" else lc(args)
-
-
-if __name__ == "__main__":
-    main()

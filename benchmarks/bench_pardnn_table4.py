@@ -1,5 +1,6 @@
-"""Why PARDNN Table 4's superlinear batch scaling (4-16x over ideal data parallelism) does
-not show on our Word-RNN stand-in (issue 25 part 5), measured.
+"""Why PARDNN Table 4's superlinear batch scaling does not show on our Word-RNN stand-in, measured.
+
+PARDNN Table 4 scales the batch 4-16x over ideal data parallelism (issue 25 part 5).
 
 The stand-in (``pardnn-models.toml``: the rnnlm-2x2048 layer block captured at batch 64 and
 128, tiled to the paper's node count) is placed whole on one 32 GB GPU (method ``single``)
@@ -16,18 +17,14 @@ spreads the parameters) about ``(K C - F) / a``, i.e. ``(K C - F) / (K (C - F))`
 data parallelism. The paper's 16 / 512 on 1 / 2 GPUs needs ``F / C`` of about 0.97; ours is
 printed.
 
-    .venv/bin/python benchmarks/bench_pardnn_table4.py          # about a minute (two captures)
+    .venv/bin/python -m benchmarks pardnn-table4          # about a minute (two captures)
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
 
 import numpy as np
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def _addn(g, partials: np.ndarray, target: np.ndarray):
@@ -40,7 +37,11 @@ def _addn(g, partials: np.ndarray, target: np.ndarray):
                    edge_output=np.concatenate([g.edge_output, np.zeros(k, dtype=np.int64)]))
 
 
-def main() -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """No options."""
+
+
+def run(args) -> None:
     from dnnplace.experiments.pardnn import _models, batch_profiles
     from dnnplace.graphs.batch_model import BatchModel
     from dnnplace.graphs.cluster import Cluster
@@ -90,7 +91,3 @@ def main() -> None:
     for name, f in floor.items():
         ratio = (2 * C - f) / (2 * (C - f))
         print(f"  {name}: F / C = {f / C:.3f}: 2 GPUs hold about {ratio:.2f}x ideal DP (paper 16x: F / C ~ 0.97)")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,6 @@
-"""Pesto's congestion ablation (Fig. 5) swept over coarse sizes, solver seeds and both exact
-engines (issue 25 part 4), on the captured RNNLM-2x2048 training graph, 2 GPUs on PCIe.
+"""Pesto's congestion ablation (Fig. 5) swept over coarse sizes, solver seeds and both exact engines.
+
+Issue 25 part 4, on the captured RNNLM-2x2048 training graph, 2 GPUs on PCIe.
 
 Per (engine, coarse size, seed): the ``pesto`` ILP without its congestion constraints (7) and
 with them, both reporting the ILP's own placement and order (``fallback=false``) and both
@@ -9,7 +10,7 @@ RNNLM-2-2048 hardware, the congestion-aware ILP ahead). Every run is a RunSpec o
 instance file of ``pesto-congestion-captured`` through the one sweep driver (resumable:
 ``<out>/runs.jsonl``); the table and ``ratio.png`` are drawn from the records.
 
-    .venv/bin/python benchmarks/bench_pesto_congestion_sweep.py \\
+    .venv/bin/python -m benchmarks pesto-congestion-sweep \\
         --sizes 50 100 200 300 --seeds 0 1 --engines cpsat highs --time-limit 20
 """
 
@@ -17,14 +18,23 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from benchmarks.common import REPO, add_shared
 
 
-def main(argv: list[str] | None = None) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_shared(parser, sizes=[50, 100, 200, 300], time_limit=20.0,
+               out=REPO / "results" / "pesto" / "congestion-sweep",
+               help={"sizes": "coarse sizes (nodes)", "time_limit": "seconds per ILP (one thread)",
+                     "out": "folder of runs.jsonl, the instances, the table and ratio.png"})
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--engines", nargs="+", default=["cpsat", "highs"], choices=["cpsat", "highs"])
+    parser.add_argument("--highs-sizes", type=int, nargs="*", default=None,
+                        help="coarse sizes for HiGHS (default: --sizes)")
+
+
+def run(args) -> None:
     from dnnplace.data import experiment_config
     from dnnplace.experiments.runs import (
         Config,
@@ -40,16 +50,6 @@ def main(argv: list[str] | None = None) -> None:
     from dnnplace.graphs.io import load_instance
     from dnnplace.runner import execute
     from dnnplace.tables import Column, fixed, write_table
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[50, 100, 200, 300])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    ap.add_argument("--engines", nargs="+", default=["cpsat", "highs"], choices=["cpsat", "highs"])
-    ap.add_argument("--time-limit", type=float, default=20.0, help="seconds per ILP (one thread)")
-    ap.add_argument("--highs-sizes", type=int, nargs="*", default=None,
-                    help="coarse sizes for HiGHS (default: --sizes)")
-    ap.add_argument("--out", default=str(REPO / "results" / "pesto" / "congestion-sweep"))
-    args = ap.parse_args(argv)
 
     cfg = Config.load(experiment_config("pesto-congestion-captured"))
     out = Path(args.out)
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
            "project's earlier semantics and the ILP's accounting), against the with-(7) run as simulated."]
     write_table(out / "table", "Pesto congestion ablation vs coarse size (captured RNNLM-2x2048, 2 GPUs, PCIe)",
                 cols, rows, preamble=pre,
-                footer=[f"Command: `python benchmarks/bench_pesto_congestion_sweep.py --sizes "
+                footer=[f"Command: `python -m benchmarks pesto-congestion-sweep --sizes "
                         f"{' '.join(map(str, args.sizes))} --seeds {' '.join(map(str, args.seeds))} --engines "
                         f"{' '.join(args.engines)} --time-limit {args.time_limit:g}"
                         + (f" --highs-sizes {' '.join(map(str, args.highs_sizes))}" if args.highs_sizes else "")
@@ -144,7 +144,3 @@ def _plot(rows: list[dict], path: Path, limit: float) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-if __name__ == "__main__":
-    main()

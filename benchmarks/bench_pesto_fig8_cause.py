@@ -1,5 +1,6 @@
-"""Why our Pesto Fig. 8 (hardware sensitivity) runs opposite to the paper's trend (issue 25
-part 4), measured from the records of ``dnnplace reproduce pesto-hardware-captured``.
+"""Why our Pesto Fig. 8 (hardware sensitivity) runs opposite to the paper's trend, measured.
+
+Issue 25 part 4; from the records of ``dnnplace reproduce pesto-hardware-captured``.
 
 The paper: Pesto's reduction over the layer-wise Expert grows with compute speed and with
 slower links (higher communication-to-compute ratio), because the Expert is oblivious to
@@ -8,32 +9,30 @@ whole graph on one GPU, the Expert (``layer-split``) and Pesto, each with its pe
 time, the transfers it sends and its busiest link (its recorded placement simulated under
 fifo with congestion; the objective column is the record's).
 
-    .venv/bin/python benchmarks/bench_pesto_fig8_cause.py [--dir results/pesto/hardware-captured]
+    .venv/bin/python -m benchmarks pesto-fig8-cause [--dir results/pesto/hardware-captured]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from benchmarks.common import REPO, read_jsonl
 
 
-def main(argv: list[str] | None = None) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", default=str(REPO / "results" / "pesto" / "hardware-captured"))
+
+
+def run(args) -> None:
     from dnnplace.graphs.evaluation.simulate import simulate
     from dnnplace.graphs.io import load_instance, placement_from_doc
     from dnnplace.graphs.placement import Placement
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", default=str(REPO / "results" / "pesto" / "hardware-captured"))
-    args = ap.parse_args(argv)
     folder = Path(args.dir)
-    recs = [json.loads(line) for line in (folder / "runs.jsonl").read_text().splitlines() if line.strip()]
+    recs = read_jsonl(folder / "runs.jsonl")
     def show(name: str, label: str, p: Placement, objective: float) -> None:
         g, cl = p.graph, p.cluster
         s = simulate(p, policy="fifo", congestion=True)
@@ -50,7 +49,3 @@ def main(argv: list[str] | None = None) -> None:
         for r in recs:
             if path.stem in r["instance"] and r["method"] in ("layer-split", "pesto") and r.get("placement"):
                 show(name, r["method"], placement_from_doc(r["placement"], inst), r["evaluation"]["objective"])
-
-
-if __name__ == "__main__":
-    main()

@@ -1,35 +1,37 @@
-"""Replicated stages (Tarnawski et al. App. C.2) on the Table 1 layer graphs: the exact DP
-over ideals with the replication dimension against PipeDream's replicated splits (its
-DP over the contracted chain of layers, :mod:`dnnplace.heuristics.pipedream`), each
-without and with replication, every value the independent evaluator's score.
+"""Replicated stages (Tarnawski et al. App. C.2): the exact DP against PipeDream's replicated splits.
+
+On the Table 1 layer graphs: the exact DP over ideals with the replication dimension
+against PipeDream's replicated splits (its DP over the contracted chain of layers,
+:mod:`dnnplace.heuristics.pipedream`), each without and with replication, every value the
+independent evaluator's score.
 
 The all-reduce costs ``sync`` per byte of a stage's weights (the nodes' ``size``);
 the default 1e-7 ms/B is 10 GB/s. Clusters as in Table 1 (``maxFPGAs`` accelerators,
 ``maxCPUs`` CPUs); a stage may be replicated on up to all accelerators.
 
-    .venv/bin/python benchmarks/bench_replication.py               # bert24, resnet50, gnmt
-    .venv/bin/python benchmarks/bench_replication.py --all --sync 1e-8
+    .venv/bin/python -m benchmarks replication               # bert24, resnet50, gnmt
+    .venv/bin/python -m benchmarks replication --all --sync 1e-8
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import REPO as ROOT
 
 
-def main(argv: list[str] | None = None) -> int:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sync", type=float, default=1e-7, help="all-reduce ms per byte of weights")
+    parser.add_argument("--all", action="store_true", help="also InceptionV3 (about 10 min)")
+
+
+def run(args) -> None:
     from dnnplace.graphs.evaluation.evaluate import maxload
     from dnnplace.graphs.io import load_instance
     from dnnplace.heuristics.maxload_dp import maxload_dp
     from dnnplace.heuristics.pipedream import pipedream_split
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sync", type=float, default=1e-7, help="all-reduce ms per byte of weights")
-    ap.add_argument("--all", action="store_true", help="also InceptionV3 (about 10 min)")
-    args = ap.parse_args(argv)
     models = ["bert24", "resnet50", "gnmt"] + (["inceptionv3"] if args.all else [])
     wl = ROOT / "graphs" / "workloads" / "tarnawski" / "throughput-inputs" / "LayerGraphs"
     print(f"{'graph':12} {'k':>2} {'DP':>9} {'DP repl.':>9} {'PipeDream':>9} {'PD repl.':>9} {'DP s':>6}  "
@@ -52,8 +54,3 @@ def main(argv: list[str] | None = None) -> int:
             return [len(g) for g in p.replication.groups] if p.replication is not None else []
         print(f"{model:12} {k:>2} " + " ".join(f"{v.objective:>9.3f}" for v in vals) +
               f" {sec:>6.1f}  {groups(dpr)} | {groups(pdr)}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,11 +1,13 @@
-"""Time limits as a whole process: every makespan method on a 20k-node random DAG (4
+"""Time limits as a whole process: each method as ``dnnplace solve --time-limit L``, start to exit.
+
+Every makespan method on a 20k-node random DAG (4
 NVLink GPUs) and the max-load ``ip`` / ``dp`` on Tarnawski graphs, each run as
 ``dnnplace solve ... --time-limit L`` in a fresh subprocess, timed from the process's
 start to its exit (imports, graph loading, coarsening, model build, hand-off, solve,
 refinement, evaluation and writing the result all included). Issue 24 asks for every
 method within 10 % of its limit.
 
-    .venv/bin/python benchmarks/bench_time_limits.py [--limit 10] [--methods heft,pesto,...]
+    .venv/bin/python -m benchmarks time-limits [--limit 10] [--methods heft,pesto,...]
         [--nodes 20000] [--rows results/time-limits/rows.jsonl] [--markdown]
 
 Each run is killed at ``3 x limit + 60`` s (``killed`` in the table). ``--rows`` appends
@@ -24,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.common import add_shared, append_jsonl, read_jsonl
 
 MAKESPAN = ("single", "greedy", "expert", "layer-split", "heft", "etf", "m-topo", "m-etf", "m-sct", "pesto",
             "celeritas", "order-place", "metis", "dpos", "os-dpos", "dp-baseline", "cpop", "pardnn", "cp-mayer",
@@ -75,16 +79,16 @@ def markdown(rows: list[dict]) -> str:
     return head + "\n".join(body) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--limit", type=float, default=10.0)
-    ap.add_argument("--methods", default="all", help="comma-separated labels (makespan methods, 'pesto "
-                    "coarsen_to=200', 'pesto engine=cpsat', ip, dp) or all")
-    ap.add_argument("--nodes", type=int, default=20000)
-    ap.add_argument("--rows", type=Path, help="append one JSON row per run to this file")
-    ap.add_argument("--markdown", action="store_true", help="print the table of --rows (after any runs)")
-    ap.add_argument("--no-run", action="store_true", help="with --markdown: only render --rows")
-    args = ap.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=float, default=10.0, help="the time limit of every run (s)")
+    parser.add_argument("--methods", default="all", help="comma-separated labels (makespan methods, 'pesto "
+                        "coarsen_to=200', 'pesto engine=cpsat', ip, dp) or all")
+    add_shared(parser, nodes=20000, rows=None, help={"rows": "append one JSON row per run to this file"})
+    parser.add_argument("--markdown", action="store_true", help="print the table of --rows (after any runs)")
+    parser.add_argument("--no-run", action="store_true", help="with --markdown: only render --rows")
+
+
+def run(args) -> None:
 
     rows: list[dict] = []
     if not args.no_run:
@@ -106,16 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                     if args.rows:
-                        args.rows.parent.mkdir(parents=True, exist_ok=True)
-                        with args.rows.open("a") as fh:
-                            fh.write(json.dumps(row) + "\n")
+                        append_jsonl(args.rows, row)
     if args.markdown:
         if args.rows and args.rows.exists():
-            rows = [json.loads(x) for x in args.rows.read_text().splitlines() if x.strip()]
+            rows = read_jsonl(args.rows)
         print(f"\nmachine: {os.cpu_count()} CPUs; wall = the whole `dnnplace solve` process\n")
         print(markdown(rows))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -42,8 +42,8 @@ def main() -> None:
     ap.add_argument("--only")
     ap.add_argument("--table-only", action="store_true", help="rewrite results/capture/table.md, capture nothing")
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_capture import markdown, shape_row
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_capture import markdown, shape_row
 
     from dnnplace.graphs.capture import zoo
     from dnnplace.graphs.capture import capture
@@ -83,10 +83,10 @@ def main() -> None:
             "V100, measured), Celeritas Table 2 (TF graphs, their CCR). Regenerate with "
             "`graphs/workloads/captured/regenerate.py`.\n\n" + "\n".join(rows) + "\n")
     rows_file = ROOT / "results/capture/zoo.jsonl"
-    if rows_file.exists():  # written by benchmarks/bench_capture.py --models all --tiled --rows ...
+    if rows_file.exists():  # written by python -m benchmarks capture --models all --tiled --rows ...
         rows = [json.loads(x) for x in rows_file.read_text().splitlines() if x.strip()]
         text += ("\n## Every zoo model at its default size\n\n"
-                 "`benchmarks/bench_capture.py --models all --tiled --skip-tiling --rows results/capture/zoo.jsonl`: "
+                 "`python -m benchmarks capture --models all --tiled --skip-tiling --rows results/capture/zoo.jsonl`: "
                  "roofline V100 costs, CCR on 2x V100 NVLink2; 'parts' = assembled from captured parts "
                  "(equal to a direct capture, tests/test_whole.py), 'capture' = one direct capture. Seconds on a "
                  "shared, loaded 2-core CPU machine (load average 10 falling to 5 during the run): rough.\n\n"
