@@ -71,8 +71,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``dnnplace`` argument parser."""
+# Subcommands whose parsing needs none of the imports that only other subcommands' parsers
+# need (the generator families, the reproduction names read from the bundled configs, the
+# capture and execute parsers): their process leaves those out (start-up time, issue 26).
+_LEAN = frozenset({"info", "evaluate", "simulate", "solve", "methods", "run", "compare"})
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option; the global
+    options take no value), or ``None``."""
+    for word in argv:
+        if word == "--":
+            return None
+        if not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``dnnplace`` argument parser; with ``command`` (one of ``_LEAN``) only enough of
+    it to parse that subcommand's arguments (the other subcommands may be left out or
+    lack their choices)."""
+    lean = command in _LEAN
     from dnnplace import __version__
     from dnnplace.graphs.evaluation.evaluate import PROBLEMS
 
@@ -122,7 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster(p)
     p.set_defaults(func=commands.cmd_simulate)
 
-    from dnnplace.graphs.generators import GENERATORS
+    if lean:
+        GENERATORS: dict = {}  # the families are not needed to parse another subcommand
+    else:
+        from dnnplace.graphs.generators import GENERATORS
 
     p = sub.add_parser("generate", help="generate a synthetic graph")
     p.add_argument("family", choices=sorted(GENERATORS))
@@ -209,9 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", dest="plots", action="store_false", help="tables only")
     p.set_defaults(func=commands.cmd_compare)
 
-    from dnnplace.reproduce import reproductions
+    if lean:
+        NAMES: tuple[str, ...] = ()  # reading the configs' reproduction keys is left out
+    else:
+        from dnnplace.reproduce import reproductions
 
-    NAMES = tuple(reproductions())
+        NAMES = tuple(reproductions())
 
     p = sub.add_parser("reproduce", help="reproduce a published table or figure",
                        description="Reproductions: " + ", ".join(NAMES) + ". Runs resume from "
@@ -224,10 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "results/pesto/, results/fastt/, results/celeritas/, results/pardnn/)")
     p.set_defaults(func=commands.cmd_reproduce)
 
-    from dnnplace.capture_commands import add_parsers as add_capture_parsers
-    add_capture_parsers(sub)  # capture MODEL ..., profile-links ...
-    from dnnplace.execution.command import add_parser as add_execute_parser
-    add_execute_parser(sub)  # execute MODEL RESULT.json
+    if not lean:
+        from dnnplace.capture_commands import add_parsers as add_capture_parsers
+        add_capture_parsers(sub)  # capture MODEL ..., profile-links ...
+        from dnnplace.execution.command import add_parser as add_execute_parser
+        add_execute_parser(sub)  # execute MODEL RESULT.json
     return parser
 
 
@@ -240,7 +267,8 @@ def _one_line(exc: BaseException, limit: int = 500) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``dnnplace`` console script; returns the exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

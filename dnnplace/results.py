@@ -1,4 +1,4 @@
-"""The result record of one method run (SPEC 4) and its JSON form.
+"""The result record of one method run (docs/semantics.md 4) and its JSON form.
 
 "Why it stopped" (``termination``, the backend's words) is kept apart from "what we
 have" (``status``), and the incumbent (``objective``) apart from the ``bound``:
@@ -34,7 +34,7 @@ compares with the input graph's bound (``lower_bound`` is then the input's work 
 only, or ``None`` where not comparable).
 
 ``memory_model`` is the memory a method keeps within capacity and the evaluation judges:
-``static`` (SPEC: the sum of ``memory`` per device) or ``dynamic`` (PARDNN's peak of live
+``static`` (docs/semantics.md 1: the sum of ``memory`` per device) or ``dynamic`` (PARDNN's peak of live
 tensors, Eq. 2). A makespan evaluation reports both verdicts in
 ``evaluation["memory_feasible"]``.
 """
@@ -68,7 +68,7 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
 
 @dataclass
 class Result:
-    """One run of one method on one instance (SPEC 4)."""
+    """One run of one method on one instance (docs/semantics.md 4)."""
 
     problem: str
     method: str

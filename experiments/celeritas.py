@@ -28,7 +28,7 @@ run. ``--quick`` (tests) runs the generated stand-ins of at most 7,000 nodes int
 
 The published numbers (hardware, TensorFlow 1.12, 4x V100 32 GB) are printed beside ours;
 ours are simulations of other graphs, so only rankings and ratios compare (Pesto measured
-its own simulator within 0.1-11.3 % of hardware, HEURISTICS.md section 5).
+its own simulator within 0.1-11.3 % of hardware, docs/heuristics.md 5.7).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 a plot). Every number is a registered method's result re-scored by
 :func:`dnnplace.registry.solve` on the project's simulator: **simulation**, never a
 hardware measurement; published numbers stand beside ours for the *relative* comparison
-(SPEC 5).
+(docs/semantics.md 5).
 
 How an experiment runs (as Pesto's, :mod:`dnnplace.experiments.pesto`): each graph is
 written with the clusters it runs on as native instance files under
@@ -30,7 +30,7 @@ Every table names each graph's source.
 - ``fastt-scaling`` (Tables 1-2): throughput (samples/s) of the DP baseline (``dp-baseline``,
   fifo) and FastT (``os-dpos`` started from the data-parallel graph, strict order) at 1, 2,
   4, 8 GPUs; strong scaling (global batch fixed) and weak scaling (per-GPU batch fixed);
-  speedup = best FastT over best DP minus 1 (the paper's metric, ``HEURISTICS.md`` 1.7).
+  speedup = best FastT over best DP minus 1 (the paper's metric, ``docs/heuristics.md`` 1.7).
 - ``fastt-splits``: Table 5 (which VGG-19 ops OS-DPOS splits, on the model graph carrying
   Table 5's op times), Table 6 (DPOS vs OS-DPOS, split off/on, from the data-parallel start
   without keeping it, splits accepted by the planner as in the paper or by the simulation)

@@ -8,7 +8,7 @@ helpers live in :mod:`dnnplace.formulations.comm_costs`, the contiguity ones in
 :mod:`dnnplace.formulations.contiguity`, the interchangeable-device classes in
 :mod:`dnnplace.formulations.device_symmetry`.
 
-Model (SPEC 2.2; devices ``d``: accelerators ``A`` pay communication, CPUs ``C`` do not)::
+Model (docs/semantics.md 2.2; devices ``d``: accelerators ``A`` pay communication, CPUs ``C`` do not)::
 
     x[g,d] in {0,1}        colocation group g on device d     (one x per group: the
                            colocation constraints x_u = x_v substituted, App. B)
@@ -29,7 +29,7 @@ staircase: for the sorted distinct costs ``w_1 < ... < w_r`` of ``u``'s edges th
 ``w_t - w_{t-1}`` (one level, i.e. exactly Fig. 6, on the Tarnawski inputs).
 
 Contiguity (Definition 3.1, constraint (16)) via Lemma 4.1, per device ``d`` and per
-part ``P`` (whole graph, or forward and backward parts separately, SPEC 2.2)::
+part ``P`` (whole graph, or forward and backward parts separately, docs/semantics.md 2.2)::
 
     z[v,d] >= x[v,d]                        v in P              (11) contiguity_cover
     z[v,d] <= z[u,d]                        (u,v) in E(P)       (12) contiguity_down
@@ -114,7 +114,8 @@ class MaxLoadOptions:
 
     ``contiguity``: a mode of :data:`dnnplace.graphs.evaluation.evaluate.CONTIGUITY_MODES` (``none`` = the
     non-contiguous IP; ``both``, the default, the DP's pipeline-realisable splits;
-    ``convex-both`` the paper's Fig. 6 as printed); ``contiguity_on_cpus``: also constrain CPUs (SPEC 2.2 default);
+    ``convex-both`` the paper's Fig. 6 as printed); ``contiguity_on_cpus``: also constrain CPUs (the default of
+    docs/semantics.md 2.2);
     ``upper_bound``: optional known achievable max-load (adds ``objective <= ub``).
     """
 

@@ -1,4 +1,4 @@
-"""How node times, tensor sizes and memory change with the batch size (``HEURISTICS.md`` 0).
+"""How node times, tensor sizes and memory change with the batch size (``docs/heuristics.md`` 0).
 
 FastT's data-parallel start (Yi et al. Sec. 5.2) runs every replica at a fraction of the
 global batch, and every batch-size experiment (FastT Tables 1-3, Celeritas' "Standard

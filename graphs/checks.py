@@ -1,7 +1,7 @@
 """Necessary feasibility conditions of an instance, checked before any method runs.
 
 :func:`check_instance` rejects, with a message naming the culprit, instances that no
-placement can satisfy under the static memory model (SPEC 2.1): a node no device can
+placement can satisfy under the static memory model (docs/semantics.md 2.1): a node no device can
 run, a node or colocation group too large for every device able to hold it, a graph
 larger in total than the cluster, or nodes that fit one by one but not together on the
 devices of the kinds they can run on. Passing the check does not prove feasibility (bin

@@ -1,4 +1,4 @@
-"""Devices, links and the linear transfer model (SPEC 1).
+"""Devices, links and the linear transfer model (docs/semantics.md 1).
 
 A node runs on a device in its kind's compute time divided by the device's ``speed``, plus
 the device's ``op_overhead`` (a fixed per-operator launch cost in the graph's time unit,

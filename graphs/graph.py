@@ -1,4 +1,4 @@
-"""The operator graph: an array-backed DAG with profiled costs (SPEC 1).
+"""The operator graph: an array-backed DAG with profiled costs (docs/semantics.md 1).
 
 Nodes are indexed ``0 .. n-1`` in the order they were given; the user-facing node ids
 (ints or strings, e.g. Tarnawski's ``id``) are kept in :attr:`OpGraph.ids` and looked up
@@ -51,7 +51,7 @@ def _csr_part(triple: str, k: int, doc: str) -> property:
 
 @dataclass(frozen=True, eq=False)
 class OpGraph:
-    """A DNN operator graph ``G = (V, E)`` with per-kind compute times (SPEC 1).
+    """A DNN operator graph ``G = (V, E)`` with per-kind compute times (docs/semantics.md 1).
 
     Parameters
     ----------
@@ -83,7 +83,7 @@ class OpGraph:
         ``grad`` produces a gradient, ``apply`` updates a parameter, ``compute`` anything
         else), for FastT's data-parallel builder and PARDNN's memory classes.
     edge_batch_scaled : array (m,) of bool, optional
-        Whether an edge's bytes grow with the batch (``BatchModel``, HEURISTICS.md 0);
+        Whether an edge's bytes grow with the batch (``BatchModel``, docs/heuristics.md 0);
         default true, false for parameter and gradient tensors.
     edge_output : array (m,) of int, optional
         Which output of its source node an edge carries (default 0 for every edge).

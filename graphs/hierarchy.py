@@ -1,7 +1,7 @@
 r"""Hierarchical accelerator systems (Tarnawski et al. Appendix C.3): servers of GPUs.
 
 Inside a server, transfers go through the server's host memory as in the paper's flat
-model (a node's output costs ``c_u`` to write out and ``c_u`` to read in, SPEC 2.2).
+model (a node's output costs ``c_u`` to write out and ``c_u`` to read in, docs/semantics.md 2.2).
 Between servers, a tensor additionally crosses the network: server ``s``'s network
 interface carries, per sample,
 

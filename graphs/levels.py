@@ -30,8 +30,8 @@ All times are in ``graph.unit``.
 
 References
 ----------
-.. [C] Celeritas (Eq. 2 top level, Eq. 3 bottom level), ``papers/celeritas.md``.
-.. [P] Pesto, Definition 3.4 (height), ``papers/pesto-middleware21.md``.
+.. [C] H. Xu et al., "Celeritas: Fast Optimizer for Large Dataflow Graphs", Eq. 2 (top level), Eq. 3 (bottom level).
+.. [P] Pesto (Middleware 2021), Definition 3.4 (height).
 """
 
 from __future__ import annotations

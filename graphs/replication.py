@@ -8,7 +8,7 @@ stage's weights. Time per sample of the stage (Appendix C.2)::
     acc(S, r) = acc(S) / r  +  (r - 1) / r * W(S) * sync      (pipedream: sum)
     acc(S, r) = max(acc(S) / r, (r - 1) / r * W(S) * sync)   (overlap, App. C.1)
 
-where ``acc(S)`` is the stage's load on one device (SPEC 2.2, compute and transfers; for
+where ``acc(S)`` is the stage's load on one device (docs/semantics.md 2.2, compute and transfers; for
 ``overlap`` the larger of the two), ``W(S)`` the bytes of its weights (the nodes'
 ``persistent_bytes`` when the graph has them, else their ``memory``: Tarnawski's
 ``size``) and ``sync`` the all-reduce time per byte (the paper's ``1 / B``). The GPipe

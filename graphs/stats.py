@@ -20,8 +20,9 @@ statistics say which model they used (``ccr_link_model``).
 
 References
 ----------
-.. [C] Celeritas (Eq. 1 CCR), ``papers/celeritas.md``.
-.. [D] PARDNN, Table 5 (degree of parallelism, CCR), ``papers/pardnn-parco21.md``.
+.. [C] H. Xu et al., "Celeritas: Fast Optimizer for Large Dataflow Graphs", Eq. 1 (CCR).
+.. [D] F. Qararyah et al., "A computational-graph partitioning method for training
+   memory-constrained DNNs", Parallel Computing 2021, Table 5 (degree of parallelism, CCR).
 .. [S] O. Sinnen, *Task Scheduling for Parallel Systems*, Wiley 2007, Sec. 4.4 (CCR as
    mean communication over mean computation).
 """
@@ -149,7 +150,7 @@ def graph_stats(graph: OpGraph, *, kind: str | np.ndarray | None = None, comm: A
     ``ccr``
         :func:`ccr`: mean edge transfer time over mean node time (``None`` if unknown);
     ``ccr_sums``
-        Celeritas' Eq. 1, the ratio of the *sums* ``sum_E c / sum_V w`` (``HEURISTICS.md``
+        Celeritas' Eq. 1, the ratio of the *sums* ``sum_E c / sum_V w`` (``docs/heuristics.md``
         0): ``ccr * |E| / |V|``; ``None`` if unknown;
     ``ccr_link_model``
         the link model of ``ccr``, ``ccr_sums`` and ``critical_path_with_transfers``

@@ -2,7 +2,7 @@
 
 FastT's DPOS (Yi et al. Sec. 5.1) follows the critical path from *the* entry operation,
 and PARDNN's slicing (Qararyah et al. Alg. 1) from *the* sink, so both need a graph with
-a unique source and a unique sink (``HEURISTICS.md`` section 0). :func:`with_terminals`
+a unique source and a unique sink (``docs/heuristics.md`` 0). :func:`with_terminals`
 adds them only where needed:
 
 - a zero-cost virtual source ``__entry__`` with an edge to every source of ``G``, unless

@@ -50,8 +50,7 @@ argues one step at a time, so it is measured over random instances, not asserted
 
 References
 ----------
-.. [C] H. Xu et al., "Celeritas: Fast Optimizer for Large Dataflow Graphs", Sec. 5.2, Alg. 2
-   (``papers/celeritas.md``).
+.. [C] H. Xu et al., "Celeritas: Fast Optimizer for Large Dataflow Graphs", Sec. 5.2, Alg. 2.
 """
 
 from __future__ import annotations

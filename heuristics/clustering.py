@@ -1,4 +1,4 @@
-"""Clustering baselines of PARDNN's comparison (``HEURISTICS.md`` section 4): Mayer et al.'s
+"""Clustering baselines of PARDNN's comparison (``docs/heuristics.md`` 4): Mayer et al.'s
 critical-path heuristic, linear clustering with GLB mapping and EST-first order, and
 DSC with GLB mapping.
 

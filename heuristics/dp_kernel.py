@@ -3,7 +3,7 @@
 Push formulation: ideals are processed by increasing size; from every ideal ``I'`` a
 depth-first walk over the cover relation visits each superset ideal ``I`` once, adding
 one DP node at a time to ``S = I \\ I'`` and updating ``acc(S)``/``cpu(S)`` in O(degree)
-(compute, memory and the per-node transfer terms of SPEC 2.2 are kept incrementally),
+(compute, memory and the per-node transfer terms of docs/semantics.md 2.2 are kept incrementally),
 then relaxes ``dp[I][k'][l']`` with ``max(dp[I'][k'-1][l'], acc(S))`` and
 ``max(dp[I'][k'][l'-1], cpu(S))``.
 
@@ -24,7 +24,7 @@ __all__ = ["run_dp", "new_tables", "ideal_sizes"]
 
 @njit(cache=True)
 def _term_value(t, in_s, owner, cost, ntarget, cnt):
-    """Transfer term of original node t for the current S (SPEC 2.2): out-cost when its
+    """Transfer term of original node t for the current S (docs/semantics.md 2.2): out-cost when its
     DP node is in S and some target DP node is not; in-cost when it is outside and some
     target is inside."""
     if in_s[owner[t]]:

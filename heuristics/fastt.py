@@ -1,6 +1,6 @@
 """FastT (Yi et al., Middleware'20): DPOS, OS-DPOS, and CPOP as the baseline of DPOS's rank.
 
-DPOS (Alg. 1, Sec. 5.1) is HEFT's list scheduling with two changes (``HEURISTICS.md`` 1.2):
+DPOS (Alg. 1, Sec. 5.1) is HEFT's list scheduling with two changes (``docs/heuristics.md`` 1.2):
 the upward rank uses *max* instead of mean nominal costs (A11), and the critical path is
 pinned to "CP devices" first, as in CPOP. With ``w_i = max_d w(i,d)`` and
 ``c_ij = max_{a != b} comm(i,j,a,b)`` (:func:`~dnnplace.heuristics.nominal.nominal_costs`),
@@ -54,7 +54,7 @@ CPOP (Topcuoglu et al. 2002) differs in the rank and the CP device: priority
 ``rank_u + rank_d`` with *mean* nominal costs, the CP (nodes of the entry's priority, followed
 by the largest-priority successor) entirely on the one device minimising its summed time
 (that holds its memory; else the prefix rule), the others from a ready queue by priority.
-It isolates what DPOS's max-rank and prefix rule contribute (``HEURISTICS.md`` 4).
+It isolates what DPOS's max-rank and prefix rule contribute (``docs/heuristics.md`` 4).
 
 OS-DPOS (Alg. 2), which splits critical-path ops and reruns DPOS, is in
 :mod:`dnnplace.heuristics.os_dpos`.

@@ -41,8 +41,7 @@ most ``S(n) / sum w``.
 
 References
 ----------
-.. [C] H. Xu et al., "Celeritas: Fast Optimizer for Large Dataflow Graphs", Sec. 5.1, Alg. 1
-   (``papers/celeritas.md``).
+.. [C] H. Xu et al., "Celeritas: Fast Optimizer for Large Dataflow Graphs", Sec. 5.1, Alg. 1.
 .. [K] B. W. Kernighan, "Optimal sequential partitions of graphs", J. ACM 18(1), 1971.
 """
 

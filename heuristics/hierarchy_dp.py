@@ -76,7 +76,7 @@ def _inner_from(prep, root: int, g_count: int, ub: float):
 
 
 def _block_comm(prep, member: np.ndarray, root: int) -> np.ndarray:
-    """``comm(J \\ root)`` for every ideal ``J`` (SPEC 2.2 transfers of the set, once
+    """``comm(J \\ root)`` for every ideal ``J`` (docs/semantics.md 2.2 transfers of the set, once
     per node and direction), and ``inf`` where ``root`` is not a subset of ``J``."""
     a = prep.arrays
     sub = ~(member[root][None, :] & ~member).any(axis=1)

@@ -2,7 +2,7 @@ r"""Compiled latency of a contiguous split (the scorer of ``latency-ls``).
 
 A split puts every node on a device; each usable accelerator holds one set of nodes,
 run as one subgraph (``CommIn + compute + CommOut``), and every CPU node is a unit of
-its own on the CPU pool (Tarnawski et al. Sec. 4 with ``q = 1``; SPEC 2.3). The *unit
+its own on the CPU pool (Tarnawski et al. Sec. 4 with ``q = 1``; docs/semantics.md 2.3). The *unit
 graph* has one vertex per accelerator set and one per CPU node, and an arc per crossing
 edge. :func:`score_split` builds it in ``O(n + m)`` and returns its longest path (the
 latency) and the sum of the finish times of all its vertices, or ``inf`` when it has a

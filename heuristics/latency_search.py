@@ -1,6 +1,6 @@
 r"""Iterated local search for single-sample latency over contiguous splits (method ``latency-ls``).
 
-Problem (SPEC 2.3; Tarnawski et al. Sec. 4, Fig. 3 with ``q = 1``): every accelerator
+Problem (docs/semantics.md 2.3; Tarnawski et al. Sec. 4, Fig. 3 with ``q = 1``): every accelerator
 holds one contiguous node set, run as one subgraph (``CommIn + compute + CommOut``,
 constraint (7)) once all its inputs are in host memory; CPU nodes run on an unbounded
 pool (constraints (8)-(9)); minimise the time the last output is ready.

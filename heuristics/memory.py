@@ -3,15 +3,15 @@
 A list scheduler places node by node and only ever sees the memory already used, so a
 greedy choice can leave a later node no device with room although a feasible placement
 exists (a bin-packing dead end). :func:`repair_static_memory` then moves whole
-colocation units (a group, or a single node) off devices over their capacity (SPEC
-static memory, Pesto (8)) onto devices that can run every member and still have room:
+colocation units (a group, or a single node) off devices over their capacity
+(docs/semantics.md 2.1 static memory, Pesto (8)) onto devices that can run every member and still have room:
 on each overflowing device the largest unit that fits elsewhere moves first, to the
 device with the most free memory; when no single unit fits anywhere, two units swap
 devices (the one that lowers the overflow most, on graphs of up to ``swap_limit``
 units). It never makes a device overflow that did not, and stops when no move helps;
 whatever overflow is left, the evaluator reports (``memory_infeasible``).
 
-Two more pieces of the shared memory and colocation policy (``HEURISTICS.md`` section 0),
+Two more pieces of the shared memory and colocation policy (``docs/heuristics.md`` 0),
 for placers that fill devices node by node (Celeritas, FastT, PARDNN):
 
 - :func:`best_effort_device`, the ``on_oom`` policy when no device has room for a node:

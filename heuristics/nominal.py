@@ -2,7 +2,7 @@
 
 List schedulers and the FastT / Celeritas / PARDNN heuristics rank nodes before they know
 where anything runs, so they need one time per node and one per edge that does not
-depend on a placement (``HEURISTICS.md`` section 0):
+depend on a placement (``docs/heuristics.md`` 0):
 
 .. math::
 

@@ -94,7 +94,7 @@ def pardnn(graph: OpGraph, cluster: Cluster, *, memory: str = "I", margin: float
     lookahead : bool
         Locality-first lookahead before level-aware balancing (Alg. 2 lines 5-7).
     rule_c : {"each", "sum"}
-        Condition (c) of the lookahead (``HEURISTICS.md`` P6).
+        Condition (c) of the lookahead (``docs/heuristics.md`` P6).
     ccr_threshold : float
         CCR from which maximally-communicating clusters are mapped by locality.
     emulator_congestion : bool

@@ -1,8 +1,8 @@
 """PARDNN Step 2: the dynamic-memory tracker and memory heuristics I and II
 (Qararyah et al. 2021, Sec. 3.2, Eqs. 2-5).
 
-Memory model (Eq. 2 with the SPEC freeing rule, ``HEURISTICS.md`` 3.1, P8)
---------------------------------------------------------------------------
+Memory model (Eq. 2, freed as in docs/semantics.md 1; ``docs/heuristics.md`` 3.1, P8)
+-------------------------------------------------------------------------------------
 On device ``d`` at time ``t`` the consumption ``M_cons(d, t)`` is the ``persistent_bytes``
 of every node on ``d`` (residual nodes, live all step) plus every live *tensor copy*:
 
@@ -16,7 +16,7 @@ of every node on ``d`` (residual nodes, live all step) plus every live *tensor c
 Intervals are half-open, frees before allocations at equal times. Tensor sizes are
 ``output_bytes`` (or, for graphs without them, the largest out-edge ``bytes``:
 :func:`~dnnplace.graphs.evaluation.sim_memory.tensor_sizes`). The paper's Eq. 2 frees an input at
-its consumer's *start*; its text ("once all direct descendants are executed") and SPEC
+its consumer's *start*; its text ("once all direct descendants are executed") and docs/semantics.md 1
 say *finish*, which we use. :func:`track` computes this from a schedule, one pass
 over the copies sorted by time (the paper's tracker), and must equal the simulator's
 ``peak_memory`` for the same schedule (a test checks it).
@@ -138,7 +138,7 @@ class MemoryTrace:
 
 def track(res: SimResult) -> MemoryTrace:
     """The memory tracker: tensor copies of a simulated schedule, their holders and the
-    peak ``M_cons`` per device (Eq. 2, SPEC freeing rule).
+    peak ``M_cons`` per device (Eq. 2, freed as in docs/semantics.md 1).
 
     Examples
     --------

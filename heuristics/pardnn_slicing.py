@@ -3,7 +3,7 @@
 The graph is cut into *paths* (linear clusters): first ``K`` *primary* clusters, each the
 critical path of what is left of the graph, with the weighted levels recomputed on the
 remaining subgraph before each (Alg. 1, lines 5-7); then *secondary* clusters, heaviest
-paths found with levels computed once (lines 8-9, resolution P2 of ``HEURISTICS.md`` 3.6):
+paths found with levels computed once (lines 8-9, resolution P2 of ``docs/heuristics.md`` 3.6):
 
 .. math::
 
@@ -11,7 +11,7 @@ paths found with levels computed once (lines 8-9, resolution P2 of ``HEURISTICS.
     bl(v) = \\bar w(v) + \\max_{s \\in succ(v)} \\bar c(v, s) + bl(s), \\qquad
     wlvl(v) = tl(v) + bl(v),
 
-with nominal costs ``w_bar``, ``c_bar`` (``HEURISTICS.md`` 0) and, for the secondaries,
+with nominal costs ``w_bar``, ``c_bar`` (``docs/heuristics.md`` 0) and, for the secondaries,
 ``c_bar = 0`` on edges inside a primary. A heaviest path starts at the unvisited node of
 largest ``wlvl`` (ties: smaller ``tl``, then topological position) and follows, to a
 dead end, the unvisited child ``s`` of largest ``c_bar(v, s) + bl(s)`` (ties: larger

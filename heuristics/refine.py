@@ -7,7 +7,7 @@ a coarsening (``units=`` labels), so a coarse answer refines at its own granular
 first; given units that cut a colocation group are joined through it (a unit is a
 connected component of "same given unit or same colocation group"), so a move never
 splits a group. A move puts one unit on another device that can run all its members and has the
-static memory for it (SPEC; Pesto (8)); it is kept when the simulated makespan
+static memory for it (docs/semantics.md 2.1; Pesto (8)); it is kept when the simulated makespan
 (``policy``, link congestion as asked) drops by more than a relative ``1e-9``. Units are
 tried by decreasing compute time, each against every other device, in rounds until a
 round improves nothing or the time is up: first improvement, deterministic for a given

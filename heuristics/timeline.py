@@ -3,7 +3,7 @@
 FastT (Yi et al. Sec. 5.1) and Celeritas (Adjusting Placement, Alg. 2) both start a node at
 the earliest *idle gap* of its device that holds it, not after the last node placed there;
 HEFT (Topcuoglu et al.) calls this the insertion-based policy. One implementation serves
-every list scheduler (``HEURISTICS.md`` section 0):
+every list scheduler (``docs/heuristics.md`` 0):
 
 .. math::
 

@@ -27,8 +27,7 @@ sorting the children of each node (``O(E log deg)``), in plain Python over CSR l
 
 References
 ----------
-.. [C] H. Xu et al., "Celeritas: Fast Optimizer for Large Dataflow Graphs", Sec. 4.2.2, 5.1.3
-   (``papers/celeritas.md``).
+.. [C] H. Xu et al., "Celeritas: Fast Optimizer for Large Dataflow Graphs", Sec. 4.2.2, 5.1.3.
 .. [B] B. Jeon et al., "Baechi: fast device placement of machine learning graphs", SoCC 2020 (M-TOPO).
 """
 

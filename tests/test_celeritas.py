@@ -1,4 +1,4 @@
-"""Celeritas (HEURISTICS.md 2.8): orders, the exact fusion DP, coarse graphs, Adjusting
+"""Celeritas (docs/heuristics.md 2.8): orders, the exact fusion DP, coarse graphs, Adjusting
 Placement and Order-Place, the planner's self-consistency, memory policy, METIS."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""FastT: DPOS, OS-DPOS, SplitOperation, the data-parallel builder, CPOP (HEURISTICS.md 1.8),
+"""FastT: DPOS, OS-DPOS, SplitOperation, the data-parallel builder, CPOP (docs/heuristics.md 1.8),
 plus the shared pieces they use: virtual terminals and the batch model."""
 
 from __future__ import annotations

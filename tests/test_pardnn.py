@@ -1,4 +1,4 @@
-"""PARDNN (Qararyah et al. 2021) and its clustering baselines: HEURISTICS.md section 3.8.
+"""PARDNN (Qararyah et al. 2021) and its clustering baselines: docs/heuristics.md 3.8.
 
 Slicing partitions V into paths and its first primary is a longest path (brute force);
 known optima on chains and disjoint chains; the star example of the lookahead; Eq. 1's

@@ -1,4 +1,4 @@
-"""The shared list-scheduling toolkit (HEURISTICS.md section 0): nominal costs and the
+"""The shared list-scheduling toolkit (docs/heuristics.md 0): nominal costs and the
 insertion-based device timeline, each against a brute-force reference."""
 
 from __future__ import annotations

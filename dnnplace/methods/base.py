@@ -201,7 +201,7 @@ class MethodOutput:
     ``graph``: set only by a method whose answer is for a transformed graph it cannot
     map back (e.g. operators split into parts): the evaluation then scores that graph and
     the record says so; otherwise the placement's graph must be the request's.
-    ``memory_model``: the memory the method keeps within capacity, ``"static"`` (SPEC:
+    ``memory_model``: the memory the method keeps within capacity, ``"static"`` (docs/semantics.md 1:
     the sum of ``memory`` per device) or ``"dynamic"`` (the peak of live tensors, PARDNN
     Eq. 2); a makespan evaluation judges feasibility under it and reports both.
     """

@@ -3,7 +3,7 @@ METIS as a makespan baseline with memory as a second constraint.
 
 These methods output a placement only (no order): the registry scores it with the
 simulator under the request's policy, by default ``fifo`` with congestion on
-(TensorFlow's executor, ``HEURISTICS.md`` section 5.2). The planner's own congestion-free
+(TensorFlow's executor, ``docs/heuristics.md`` 5.2). The planner's own congestion-free
 makespan is kept in ``extra["planner_estimate"]``, never reported as the objective.
 """
 

@@ -2,10 +2,10 @@
 Mayer et al.'s CP heuristic, linear clustering + GLB (+ EST-first) and DSC + GLB.
 
 All output a placement only, scored by the simulator under the request's policy (by
-default ``fifo`` with congestion: TensorFlow's executor, ``HEURISTICS.md`` 5.2);
+default ``fifo`` with congestion: TensorFlow's executor, ``docs/heuristics.md`` 5.2);
 ``lc-glb`` can also hand over its EST-first order (``est_order=true``, then replayed
 per device). PARDNN's memory model is the *dynamic* peak (PARDNN Eq. 2); the baselines
-ignore memory and are judged on the static footprint (SPEC); the evaluation reports
+ignore memory and are judged on the static footprint (docs/semantics.md 1); the evaluation reports
 both either way.
 """
 

@@ -4,7 +4,7 @@ each handing the model to the solver, passing the warm start and the options, co
 the progress trace and mapping the solver's answer to a
 :class:`~dnnplace.formulations.solvers.outcome.SolveOutcome`.
 
-Backends (``pyomo.contrib.solver`` interfaces, see ``/work/shared/SOLVERS.md``):
+Backends (``pyomo.contrib.solver`` interfaces, see ``docs/backends.md``, "Solver facts"):
 
 - :func:`solve_highs`: the persistent HiGHS interface; a warm start is passed with
   ``setSolution`` on the underlying ``highspy.Highs`` object through the interface's
@@ -114,7 +114,7 @@ _HIGHS_THREADS: list = []  # the thread count HiGHS's process-wide scheduler was
 
 def _highs_threads(threads: int | None) -> None:
     """HiGHS's task scheduler is process-wide: a solve asking for a different thread
-    count than an earlier one fails quietly (SOLVERS.md), so reset it on a change."""
+    count than an earlier one fails quietly (docs/backends.md, "HiGHS threads"), so reset it on a change."""
     import highspy
 
     if _HIGHS_THREADS and _HIGHS_THREADS[-1] != threads:

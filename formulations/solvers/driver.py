@@ -7,7 +7,7 @@ apart from *what we have* (``status``: ``optimal`` / ``feasible`` / ``infeasible
 the incumbent apart from the best bound. A time limit with an incumbent is a result,
 never an exception.
 
-Backends (``pyomo.contrib.solver`` interfaces, see ``/work/shared/SOLVERS.md``; each in
+Backends (``pyomo.contrib.solver`` interfaces, see ``docs/backends.md``, "Solver facts"; each in
 :mod:`dnnplace.formulations.solvers.backends`): ``highs`` (default, persistent HiGHS with warm
 start and progress trace), ``gurobi`` (``gurobi_persistent``, the same; the size-limited
 pip licence becomes a one-line message), ``scip`` (``scip_persistent`` on PySCIPOpt, the

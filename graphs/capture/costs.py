@@ -5,7 +5,7 @@
   equals ``FlopCounterMode``), ``B`` the bytes it moves (distinct input tensors plus its
   outputs, each by storage size), ``P`` the data-sheet dense peak for the output dtype
   and ``W`` the memory bandwidth of :data:`SPECS`, and ``launch`` a per-kernel floor
-  (5 us, the ``t0`` of HEURISTICS.md 0's ``BatchModel``). Views cost nothing.
+  (5 us, the ``t0`` of docs/heuristics.md 0's ``BatchModel``). Views cost nothing.
 * :class:`Measured` ``(device)``: every node timed through an ``fx.Interpreter`` on real
   tensors of the traced shapes (random values): ``perf_counter`` around each node on the
   CPU, a pair of CUDA events per node on a GPU; median of ``repeats`` runs after

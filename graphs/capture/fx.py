@@ -29,12 +29,13 @@ optimizer update we add per parameter, ``compute``: everything else),
 untyped_storage().nbytes())``: logical sizes of expanded views are wrong by orders of
 magnitude), ``persistent_bytes`` (parameter bytes on ``param`` nodes, optimizer state on
 ``apply`` nodes: Adam 2x, momentum 1x, SGD 0x) and ``memory = persistent_bytes +
-output_bytes`` (SPEC's static model counts every activation). Each parameter, its
+output_bytes`` (the static model of docs/semantics.md 1 counts every
+activation). Each parameter, its
 gradient producer and its apply node form a colocation group (groups sharing a gradient
 producer, e.g. a convolution's weight and bias, are merged). Edge bytes are the bytes of
 the tensor read (again by storage), summed over the distinct tensors a consumer reads
 from one producer and capped at the producer's output bytes; ``batch_scaled`` is false
-on edges out of ``param`` nodes and into ``apply`` nodes (HEURISTICS.md 0).
+on edges out of ``param`` nodes and into ``apply`` nodes (docs/heuristics.md 0).
 
 Costs come from a :class:`~dnnplace.graphs.capture.costs.CostModel` (default
 ``roofline:v100``); ``graph.meta["cost"]`` records which.

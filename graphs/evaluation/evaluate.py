@@ -1,4 +1,4 @@
-"""The independent evaluator (SPEC 3): validate and score any placement.
+"""The independent evaluator (docs/semantics.md 3): validate and score any placement.
 
 Nothing here trusts the method that produced a placement; formulations and heuristics
 report their own objective and the framework asserts that the two agree.
@@ -55,7 +55,7 @@ __all__ = ["Evaluation", "PROBLEMS", "MAXLOAD_OBJECTIVES", "MEMORY_MODELS", "CON
 
 PROBLEMS = ("maxload", "latency", "makespan")
 MAXLOAD_OBJECTIVES = ("pipedream", "gpipe", "overlap")
-MEMORY_MODELS = ("static", "dynamic")  # SPEC sum of memory; PARDNN's dynamic peak (Eq. 2)
+MEMORY_MODELS = ("static", "dynamic")  # docs/semantics.md 1: sum of memory; PARDNN's dynamic peak (Eq. 2)
 
 
 @dataclass
@@ -446,7 +446,7 @@ def makespan(p: Placement, *, policy: str = "fifo", priorities: np.ndarray | Non
 
     Memory is judged under both models and both verdicts are reported in
     ``details["memory_feasible"]`` (``{"static": bool, "dynamic": bool or None}``):
-    *static*, the sum of ``memory`` per device (SPEC, Pesto (8)), and *dynamic*, the
+    *static*, the sum of ``memory`` per device (docs/semantics.md 1, Pesto (8)), and *dynamic*, the
     simulated peak of live tensors (PARDNN Eq. 2; ``None`` when the graph carries no
     tensor sizes). ``memory_model`` (``"static"`` or ``"dynamic"``, recorded in
     ``details["memory_model"]``) names the one whose overflow makes the placement

@@ -3,7 +3,7 @@
 A makespan answer fixes, besides a device and an order per device (``priorities``, one
 number per node), optionally the order of the transfers on every link:
 ``link_priorities``, one number per edge, in the same spirit. With link congestion
-(SPEC 2.1) the simulator (:func:`dnnplace.graphs.evaluation.simulate.simulate`, ``policy="order"``)
+(docs/semantics.md 2.1) the simulator (:func:`dnnplace.graphs.evaluation.simulate.simulate`, ``policy="order"``)
 then serves each directed link strictly in increasing value instead of first come
 first served; edges whose ends share a device carry nothing and their value is ignored
 (``NaN`` by convention). Without a link order, links are FCFS.

@@ -1,4 +1,4 @@
-"""Tarnawski et al.'s JSON inputs and expert splits (SPEC 4), read and written back.
+"""Tarnawski et al.'s JSON inputs and expert splits (docs/semantics.md 4), read and written back.
 
 Input file: ``{maxSizePerFPGA, maxFPGAs, maxCPUs, nodes: [{id, supportedOnFpga,
 cpuLatency, fpgaLatency, isBackwardNode, colorClass?, size, name?, layerId?}],

@@ -1,5 +1,5 @@
 """The data-parallel training graph: FastT's start deployment and its DP baseline
-(Yi et al. Sec. 5.2, "if the model fits on one device"; ``HEURISTICS.md`` 1.5).
+(Yi et al. Sec. 5.2, "if the model fits on one device"; ``docs/heuristics.md`` 1.5).
 
 :func:`data_parallel` replicates a training graph ``n`` times, TF-slim style (in-graph
 replication, one shared copy of the weights):

@@ -1,5 +1,5 @@
 """Operator splitting: FastT's ``SplitOperation`` (Yi et al. Alg. 2, lines 16-30) with a
-rule table by op type (``HEURISTICS.md`` 1.4).
+rule table by op type (``docs/heuristics.md`` 1.4).
 
 Splitting op ``v`` (compute ``t`` per kind) along a dimension into ``n`` parts replaces it by
 
@@ -10,7 +10,7 @@ Splitting op ``v`` (compute ``t`` per kind) along a dimension into ``n`` parts r
   node ``v/split{j}`` with ``p -> split`` (``b``) and ``split -> part_k`` (``b/n``); an input
   the dimension *replicates* (the weights of a batch split, the activations of a channel
   split) is wired ``p -> part_k`` with ``b`` bytes (the paper's split node for it would
-  copy, at no cost: ``HEURISTICS.md`` A7);
+  copy, at no cost: ``docs/heuristics.md`` A7);
 - when ``v`` has successors, one aux combine node ``v/concat`` (``A6``: one shared node,
   not one per successor): ``part_k -> concat`` with ``out/n`` bytes for a concat combine
   or ``out`` for a sum (gradient accumulation), ``out`` the largest out-edge of ``v``;
