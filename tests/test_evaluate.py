@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from dnnplace.graphs import Cluster, OpGraph, Placement
-from dnnplace.graphs.evaluation.evaluate import contiguity_violations, latency, latency_pieces, maxload, validate
+from dnnplace.graphs.evaluation.contiguity import contiguity_violations
+from dnnplace.graphs.evaluation.evaluate import latency, latency_pieces, maxload, validate
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance, load_placement
 from dnnplace.registry import SolveRequest, solve

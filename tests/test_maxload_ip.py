@@ -19,7 +19,9 @@ from instances import maxload_tiny_instance
 from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.evaluate import contiguity_violations, device_loads, maxload, noncontiguous, validate
+from dnnplace.graphs.evaluation.contiguity import contiguity_violations, noncontiguous
+from dnnplace.graphs.evaluation.evaluate import maxload, validate
+from dnnplace.graphs.evaluation.loads import device_loads
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement

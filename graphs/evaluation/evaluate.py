@@ -19,7 +19,9 @@ only its compute (constraint (21)). A transfer ``c_u`` counts in the forward par
 ``c_u`` is the explicit cost of the edge that crosses (Tarnawski inputs give every
 out-edge of ``u`` the same cost; if they differ, the largest crossing edge is charged),
 or, without one, the link model between the device and the host (the first CPU device;
-the consumer's device when the cluster has no CPU).
+the consumer's device when the cluster has no CPU); the per-device sums are
+:func:`dnnplace.graphs.evaluation.loads.device_loads`, and the contiguity a placement claims is
+checked by :mod:`dnnplace.graphs.evaluation.contiguity`.
 
 Latency (docs/semantics.md 2.3, Tarnawski Sec. 4, Figs. 3-4): every accelerator's node set is cut
 into the fewest contiguous pieces along the topological order; each piece starts when
@@ -45,13 +47,13 @@ import numpy as np
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluation.bounds import critical_path_lower_bound, makespan_lower_bound, maxload_lower_bound
-from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.pipeline import CONTIGUITY_MODES, convex_part_mode, device_cycle
+from dnnplace.graphs.evaluation.contiguity import contiguity_violations, noncontiguous, noncontiguous_sets
+from dnnplace.graphs.evaluation.loads import device_loads, grouped_max, host_cost, is_cpu, node_times
+from dnnplace.graphs.pipeline import CONTIGUITY_MODES
 from dnnplace.graphs.placement import Placement
 
 __all__ = ["Evaluation", "PROBLEMS", "MAXLOAD_OBJECTIVES", "MEMORY_MODELS", "CONTIGUITY_MODES", "evaluate",
-           "validate", "static_memory_violations", "maxload", "latency", "makespan", "noncontiguous_sets",
-           "noncontiguous", "contiguity_violations", "device_loads", "latency_pieces"]
+           "validate", "static_memory_violations", "maxload", "latency", "makespan", "latency_pieces"]
 
 PROBLEMS = ("maxload", "latency", "makespan")
 MAXLOAD_OBJECTIVES = ("pipedream", "gpipe", "overlap")
@@ -77,159 +79,6 @@ class Evaluation:
                 "violations": list(self.violations), **self.details}
 
 
-# ---------------------------------------------------------------------------- helpers
-def _is_cpu(p: Placement) -> np.ndarray:
-    return np.array([k == "cpu" for k in p.cluster.kinds])
-
-
-def _node_times(p: Placement) -> np.ndarray:
-    """Processing time of every node on its placed device (``NaN`` if unsupported)."""
-    comp = p.cluster.compute_matrix(p.graph)
-    return comp[np.arange(p.graph.n), p.device]
-
-
-def _host_cost(p: Placement, e: np.ndarray, dev: np.ndarray, outgoing: bool) -> np.ndarray:
-    """Cost of moving edge ``e``'s tensor between device ``dev`` and host memory."""
-    g, cl = p.graph, p.cluster
-    cpus = cl.devices_of_kind("cpu")
-    if cpus.size:
-        host = np.full(e.shape, cpus[0])
-    else:
-        host = p.device[g.dst[e]] if outgoing else p.device[g.src[e]]
-    a, b = (dev, host) if outgoing else (host, dev)
-    cost = g.edge_cost[e]
-    model = cl.beta0[a, b] + cl.beta1[a, b] * g.edge_bytes[e]
-    return np.where(np.isnan(cost), model, cost)
-
-
-def _grouped_max(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Unique keys and the max value per key."""
-    if keys.size == 0:
-        return keys, vals
-    uniq, inv = np.unique(keys, return_inverse=True)
-    out = np.full(uniq.shape, -np.inf)
-    np.maximum.at(out, inv, vals)
-    return uniq, out
-
-
-def device_loads(p: Placement) -> dict[str, np.ndarray]:
-    """Per-device max-load components (docs/semantics.md 2.2): compute, comm_in, comm_out, each
-    split into forward and backward parts, as ``(D,)`` arrays."""
-    g, cl = p.graph, p.cluster
-    d_count = cl.size
-    times = _node_times(p)
-    bw = g.backward
-    dev = p.device
-    comp_fw = np.bincount(dev[~bw], weights=times[~bw], minlength=d_count)
-    comp_bw = np.bincount(dev[bw], weights=times[bw], minlength=d_count)
-    pays = ~_is_cpu(p)
-    du, dv = dev[g.src], dev[g.dst]
-    cross = du != dv
-    out = {"compute_fw": comp_fw, "compute_bw": comp_bw}
-    for name, side, outgoing in (("comm_in", dv, False), ("comm_out", du, True)):
-        e = np.flatnonzero(cross & pays[side])
-        d = side[e]
-        cost = _host_cost(p, e, d, outgoing)
-        keys, cmax = _grouped_max(g.src[e] * d_count + d, cost)
-        u, d = keys // d_count, keys % d_count
-        is_bw = bw[u]
-        out[f"{name}_fw"] = np.bincount(d[~is_bw], weights=cmax[~is_bw], minlength=d_count)
-        out[f"{name}_bw"] = np.bincount(d[is_bw], weights=cmax[is_bw], minlength=d_count)
-    out["fw"] = out["compute_fw"] + out["comm_in_fw"] + out["comm_out_fw"]
-    out["bw"] = out["compute_bw"] + out["comm_in_bw"] + out["comm_out_bw"]
-    out["compute"] = comp_fw + comp_bw
-    out["comm"] = out["comm_in_fw"] + out["comm_in_bw"] + out["comm_out_fw"] + out["comm_out_bw"]
-    out["load"] = out["fw"] + out["bw"]
-    return out
-
-
-# ---------------------------------------------------------------------------- contiguity
-def _propagate(g: OpGraph, edges: np.ndarray, bits: np.ndarray, forward: bool) -> np.ndarray:
-    """OR of ``bits`` over all strict ancestors (``forward``) or descendants of each node,
-    following only ``edges``; one vectorised step per topological level."""
-    reach = np.zeros(g.n, dtype=np.uint64)
-    if edges.size == 0:
-        return reach
-    head, tail = (g.src[edges], g.dst[edges]) if forward else (g.dst[edges], g.src[edges])
-    lvl = g.level[tail]
-    order = np.argsort(lvl if forward else -lvl, kind="stable")
-    head, tail, lvl = head[order], tail[order], lvl[order]
-    cuts = np.flatnonzero(np.diff(lvl)) + 1
-    for h, t in zip(np.split(head, cuts), np.split(tail, cuts)):
-        np.bitwise_or.at(reach, t, bits[h] | reach[h])
-    return reach
-
-
-def noncontiguous_sets(g: OpGraph, labels: np.ndarray, checked: np.ndarray,
-                       mask: np.ndarray | None = None) -> list[tuple[int, np.ndarray]]:
-    """``(label, offending nodes)`` for every label in ``checked`` whose node set
-    ``{v : labels[v] == label}`` is not contiguous (Tarnawski Definition 3.1) within the
-    subgraph induced by ``mask``.
-
-    ``S`` is contiguous iff no node outside ``S`` is both reachable from ``S`` and
-    reaches ``S``. Reachability is propagated for 64 labels at a time as bitmasks, one
-    vectorised step per topological level, so the check is linear in the graph size.
-    """
-    mask = np.ones(g.n, bool) if mask is None else mask
-    edges = np.flatnonzero(mask[g.src] & mask[g.dst])
-    size = int(max(labels.max(initial=-1), checked.max(initial=-1))) + 1
-    out = []
-    for lo in range(0, checked.size, 64):
-        chunk = checked[lo:lo + 64]
-        slot = np.full(size + 1, -1, dtype=np.int64)  # labels of -1 map to the extra slot
-        slot[chunk] = np.arange(chunk.size)
-        s = slot[labels]
-        bits = np.where(mask & (s >= 0), np.left_shift(np.uint64(1), np.maximum(s, 0).astype(np.uint64)),
-                        np.uint64(0)).astype(np.uint64)
-        between = _propagate(g, edges, bits, True) & _propagate(g, edges, bits, False) & ~bits
-        between[~mask] = 0
-        for j, lab in enumerate(chunk):
-            bad = np.flatnonzero((between >> np.uint64(j)) & np.uint64(1))
-            if bad.size:
-                out.append((int(lab), bad))
-    return out
-
-
-def noncontiguous(p: Placement, mode: str = "all", *, include_cpus: bool = True) -> list[tuple[int, str, np.ndarray]]:
-    """``(device, part, offending nodes)`` for every device whose node set is not
-    convex (:func:`noncontiguous_sets`) in the parts of ``mode``: ``all`` (whole
-    graph), ``forward`` (the forward part only, as the authors' reference IP), ``both``
-    (forward and backward parts separately, as the paper's DP), ``none``; a
-    ``convex-`` mode names the same parts. Convexity only: the pipeline order of the
-    acyclic modes is :func:`dnnplace.graphs.pipeline.device_cycle`'s.
-    """
-    mode = convex_part_mode(mode)
-    if mode == "none":
-        return []
-    g = p.graph
-    checked = np.flatnonzero(~_is_cpu(p) | include_cpus)
-    parts = {"all": [("", None)],
-             "forward": [("forward part", ~g.backward)],
-             "both": [("forward part", ~g.backward), ("backward part", g.backward)]}[mode]
-    if not g.is_training and mode != "all":
-        parts = [("", None)]
-    return [(d, label, bad) for label, mask in parts for d, bad in noncontiguous_sets(g, p.device, checked, mask)]
-
-
-def contiguity_violations(p: Placement, mode: str = "all", *, include_cpus: bool = True) -> list[str]:
-    """Messages for :func:`noncontiguous` devices, naming one offending node each, and,
-    in the acyclic modes (:mod:`dnnplace.graphs.pipeline`), for a cycle of devices that
-    wait on each other, naming one edge per arc."""
-    g, cl = p.graph, p.cluster
-    out = [f"device {cl.names[d]}{f' ({label})' if label else ''} is not contiguous: node "
-           f"{g.ids[bad[0]]!r} (on {cl.names[p.device[bad[0]]]}) lies on a path between two of its "
-           f"nodes ({bad.size} such node(s))" for d, label, bad in noncontiguous(p, mode, include_cpus=include_cpus)]
-    checked = np.flatnonzero(~_is_cpu(p) | include_cpus)
-    cyc = device_cycle(g, p.device, mode, checked)
-    if cyc is not None:
-        arcs = " -> ".join([cl.names[cyc[0][0]]] + [cl.names[b] for _, b, _ in cyc])
-        edges = "; ".join(f"edge {g.ids[g.src[e]]!r}->{g.ids[g.dst[e]]!r}"
-                          f"{' (mirrored: backward edge of an orphan)' if p.device[g.src[e]] != a else ''}"
-                          f" from {cl.names[a]} to {cl.names[b]}" for a, b, e in cyc)
-        out.append(f"devices wait on each other in a cycle (no pipeline order of the stages): {arcs} ({edges})")
-    return out
-
-
 # ---------------------------------------------------------------------------- validate
 def validate(p: Placement, *, contiguity: str = "none", include_cpus: bool = True,
              memory: bool = True) -> list[str]:
@@ -238,7 +87,7 @@ def validate(p: Placement, *, contiguity: str = "none", include_cpus: bool = Tru
     where claimed, contiguity."""
     g, cl = p.graph, p.cluster
     out: list[str] = []
-    times = _node_times(p)
+    times = node_times(p)
     bad = np.flatnonzero(np.isnan(times))
     for i in bad[:5]:
         out.append(f"node {g.ids[i]!r} is on {cl.names[p.device[i]]} (kind {cl.kinds[p.device[i]]!r}) "
@@ -368,8 +217,8 @@ def latency(p: Placement, *, pieces: np.ndarray | None = None) -> Evaluation:
     """
     g, cl = p.graph, p.cluster
     viol = validate(p)
-    times = _node_times(p)
-    cpu = _is_cpu(p)
+    times = node_times(p)
+    cpu = is_cpu(p)
     on_acc = ~cpu[p.device]
     if pieces is None:
         piece = latency_pieces(p)
@@ -394,8 +243,8 @@ def latency(p: Placement, *, pieces: np.ndarray | None = None) -> Evaluation:
     for side, outgoing in ((uv, False), (uu, True)):
         e = np.flatnonzero(cross & on_acc[g.dst if not outgoing else g.src])
         k = side[e]
-        cost = _host_cost(p, e, p.device[g.dst[e] if not outgoing else g.src[e]], outgoing)
-        keys2, cmax = _grouped_max(g.src[e] * n_units + k, cost)
+        cost = host_cost(p, e, p.device[g.dst[e] if not outgoing else g.src[e]], outgoing)
+        keys2, cmax = grouped_max(g.src[e] * n_units + k, cost)
         dur += np.bincount(keys2 % n_units, weights=cmax, minlength=n_units)
     preds: dict[int, set[int]] = {int(x): set() for x in range(n_units)}
     for a, b in set(zip(uu[cross].tolist(), uv[cross].tolist())):
