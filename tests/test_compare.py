@@ -12,7 +12,8 @@ import pytest
 from conftest import png_pixels_by_colour
 
 from dnnplace.cli import main
-from dnnplace.compare import compare, load_records, method_profile, method_rows, rows, time_to_gap
+from dnnplace.compare import compare
+from dnnplace.compare_records import load_records, method_profile, method_rows, rows, time_to_gap
 from dnnplace.runner import run_config
 
 HIGHS_BLUE, SCIP_GREEN = "#1F77B4", "#2CA02C"
