@@ -94,8 +94,53 @@ def test_wrong_lengths():
         OpGraph(ids=["a", "b"], kinds=["gpu"], compute=[[1.0], [1.0]], memory=[0, 0], src=[0], dst=[])
 
 
-def test_large_graph_rebuild_gives_same_levels():
-    # speed is measured in benchmarks/bench_foundation.py, not asserted here
-    g = random_layered_dag(200_000, seed=1)
-    h = OpGraph(ids=g.ids, kinds=g.kinds, compute=g.compute, memory=g.memory, src=g.src, dst=g.dst)
-    assert np.array_equal(h.level, g.level)
+def _networkx_levels(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Independent of OpGraph: networkx's topological sort, then the longest-path recursion
+    level(v) = max over predecessors u of level(u) + 1 (0 for a source)."""
+    import networkx as nx
+
+    G = nx.DiGraph()
+    G.add_nodes_from(range(n))
+    G.add_edges_from(zip(src.tolist(), dst.tolist()))
+    level = [0] * n
+    for u in nx.topological_sort(G):
+        for v in G.successors(u):
+            level[v] = max(level[v], level[u] + 1)
+    return np.array(level)
+
+
+def _deep_random_edges(n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Each node takes up to two predecessors among the 39 nodes before it: thousands of
+    narrow levels (the constructor's plain-Python step) and some wide ones."""
+    v = np.repeat(np.arange(1, n), 2)
+    u = v - rng.integers(1, 40, size=v.size)
+    key = np.unique(u[u >= 0] * n + v[u >= 0])
+    return key // n, key % n
+
+
+@pytest.mark.parametrize("shape", ["wide", "deep"])
+def test_large_graph_levels_match_networkx(shape):
+    """Levels and topological order of large random graphs, against networkx on the same
+    edges; node indices are shuffled so index order is not already topological.
+    (Speed is measured in benchmarks/bench_foundation.py, not asserted here.)"""
+    rng = np.random.default_rng(1)
+    if shape == "wide":
+        base = random_layered_dag(100_000, seed=1)
+        n, src, dst = base.n, base.src, base.dst
+    else:
+        n = 30_000
+        src, dst = _deep_random_edges(n, rng)
+    perm = rng.permutation(n)
+    src, dst = perm[src], perm[dst]
+    g = OpGraph(ids=list(range(n)), kinds=["gpu"], compute=np.ones((n, 1)), memory=np.zeros(n), src=src, dst=dst)
+    expected = _networkx_levels(n, src, dst)
+    sizes = np.bincount(expected)
+    if shape == "wide":  # hundreds of levels, each wider than 16 nodes (the numpy step)
+        assert len(sizes) >= 300 and sizes.min() > 16, (len(sizes), sizes.min())
+    else:  # thousands of levels, nearly all narrow (the Python step), a few wide
+        assert len(sizes) >= 2000 and (sizes <= 16).sum() >= 2000 and (sizes > 16).any()
+    assert g.m >= n and np.array_equal(g.level, expected)
+    order = g.topo_order
+    assert np.array_equal(np.sort(order), np.arange(n))
+    assert np.all(np.diff(expected[order]) >= 0)  # level by level
+    assert np.all(g.topo_position[g.src] < g.topo_position[g.dst])
