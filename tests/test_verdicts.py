@@ -1,0 +1,39 @@
+"""The one verdict rule of every reproduction's table (dnnplace.experiments.verdicts), on constructed cells."""
+
+import math
+
+from dnnplace.experiments import verdicts as V
+
+
+def test_values_reproduced_trend_not_reproduced():
+    assert V.judge(3.0, 2.5, neutral=1.0) == V.REPRODUCED            # within 25 %
+    assert V.judge(3.0, 1.03, neutral=1.0) == V.TREND                # above 1 like the paper, not ~3
+    assert V.judge(3.0, 0.32, neutral=1.0) == V.NOT_REPRODUCED       # the other side of 1
+    assert V.judge(0.09, 0.096, neutral=0.0) == V.REPRODUCED         # a speed-up within 25 %
+    assert V.judge(0.459, 0.107, neutral=0.0) == V.TREND
+    assert V.judge(0.0455, 0.0, neutral=0.0) == V.NOT_REPRODUCED     # 0 is no side
+    assert V.judge(0.0, 0.004, abs_tol=0.01) == V.REPRODUCED          # the absolute floor
+    assert V.judge(10.0, 20.0) == V.NOT_REPRODUCED                    # no neutral value: no trend
+    assert V.judge(None, 1.0) == "" and V.judge(1.0, math.nan) == ""
+
+
+def test_rankings_directions_bounds_and_causes():
+    paper = ["celeritas", "order-place", "m-topo", "hrl"]
+    assert V.judge_ranking(paper, ["celeritas", "order-place", "metis", "m-topo"]) == V.REPRODUCED  # common items
+    assert V.judge_ranking(paper, ["celeritas", "m-topo", "order-place"]) == V.TREND
+    assert V.judge_ranking(paper, ["order-place", "celeritas", "m-topo"]) == V.NOT_REPRODUCED
+    assert V.judge_ranking(paper, ["celeritas", "metis"]) == ""
+    assert V.judge_direction([0.1, 0.2, 0.3], increasing=True) == V.REPRODUCED
+    assert V.judge_direction([0.1, 0.3, 0.25, 0.4], increasing=True) == V.TREND
+    assert V.judge_direction([0.1, 0.3, 0.295, 0.4], increasing=True, abs_tol=0.01) == V.REPRODUCED
+    assert V.judge_direction([0.38, 0.32, 0.23], increasing=True) == V.NOT_REPRODUCED
+    assert V.judge_direction([0.38, 0.32, 0.23], increasing=False) == V.REPRODUCED
+    assert V.judge_direction([0.2, None], increasing=True) == ""
+    assert V.judge_at_most(7.2, 0.02) == V.REPRODUCED and V.judge_at_most(1.0, 2.0) == V.NOT_REPRODUCED
+    assert V.with_cause(V.NOT_REPRODUCED, "a stand-in") == "not reproduced: a stand-in"
+    assert V.with_cause(V.TREND, "a stand-in") == V.TREND
+    assert V.count([V.REPRODUCED, "not reproduced: x", "", V.TREND, V.REPRODUCED]) == \
+        "2 reproduced, 1 trend, 1 not reproduced"
+    lines = V.summary_table([("Fig. 5", "~3", "1.03", V.TREND)])
+    assert lines[0] == "| figure | paper | ours | verdict |" and lines[-1] == "| Fig. 5 | ~3 | 1.03 | trend |"
+    assert "25%" in V.TOLERANCE
