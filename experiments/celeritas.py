@@ -348,7 +348,7 @@ def _table4(out: Path, variants, recs, models) -> Path:
            "is not stated). HRL's 5 hours are quoted from Mars, not measured. Our captured graphs have fewer nodes "
            "than the paper's TF graphs; at the paper's node counts (generated graphs of 3.8k-36k nodes) the whole "
            "Celeritas method takes 0.1-1.4 s and 6.8 s at 200k nodes on 8 GPUs "
-           "(benchmarks/bench_celeritas.py speed, results/celeritas/bench-speed.jsonl)."]
+           "(python -m benchmarks celeritas speed, results/celeritas/bench-speed.jsonl)."]
     return write_table(out / "table4", "Celeritas Table 4: placement-generation time", cols, rows, preamble=pre,
                        footer=["Sources:", *_source_note(variants)])
 

@@ -95,7 +95,7 @@ def write_experiment_table(out: Path, title: str, columns: list[Column], rows: l
 
 # ---------------------------------------------------------------------------- congestion (Fig. 5)
 PAPER_FIG5_RATIO = 3.0  # Pesto Sec. 3.2.2, Fig. 5: "a nearly 3x reduction in execution time" with constraints (7)
-# the measured cause of a ratio far from 3 (results/pesto/congestion-sweep, benchmarks/bench_pesto_congestion_sweep.py)
+# the measured cause of a ratio far from 3 (results/pesto/congestion-sweep, python -m benchmarks pesto-congestion-sweep)
 _FIG5_SWEEP = ("ratio 0.90-1.06 over coarse sizes 50-300, 2 seeds, CP-SAT and HiGHS (results/pesto/congestion-sweep); "
                "~3x only when the congestion-free schedule is replayed sending every edge separately, i.e. duplicate "
                "sends of one tensor, which the simulator sends once per consuming GPU")

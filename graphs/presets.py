@@ -50,7 +50,7 @@ median over 7 fresh process pairs; fitted by relative-weighted least squares (r2
 Measured 2026-11-25 on this project's development VM (2 vCPUs, AMD EPYC, 25 GB RAM, Linux
 6.18, torch 2.13.0+cpu, load average 4-5 from other work) with::
 
-    .venv/bin/python benchmarks/bench_local_links.py --runs 7 --repeats 20 --out results/local-cpu-links.md
+    .venv/bin/python -m benchmarks local-links --runs 7 --repeats 20 --out results/local-cpu-links.md
 
 (the table is in ``results/local-cpu-links.md``). On that shared machine small messages
 are bimodal, about 0.1 ms or about 2 ms per run and size (a wake-up delay under CPU
@@ -63,7 +63,7 @@ LOCAL_CPU_OP_OVERHEAD = 15.8e-6
 """Seconds the executor spends per operator beyond its ``measured:cpu`` time on a
 ``local-cpu-N`` device (dispatch, bookkeeping, timing): the median over six models of
 (one-device step - sum of operator costs) / operators, 2026-11-25 on the 2-vCPU VM
-(``benchmarks/bench_execution.py``, ``results/execution/predicted-vs-measured.md``; the six
+(``python -m benchmarks execution``, ``results/execution/predicted-vs-measured.md``; the six
 values spread from -54 to 180 us: step times on that VM vary by 10-30 % between runs)."""
 
 _UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,

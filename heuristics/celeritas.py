@@ -46,7 +46,7 @@ congestion on, as TensorFlow's executor would run it (Sec. 6.1).
 
 *Paper says* each adjusting step is never worse than Order-Place (Sec. 5.2); the proof
 argues one step at a time, so it is measured over random instances, not asserted
-(``benchmarks/bench_celeritas.py claim``: better on 135 of 200, equal on 59, worse on 6).
+(``python -m benchmarks celeritas claim``: better on 135 of 200, equal on 59, worse on 6).
 
 References
 ----------

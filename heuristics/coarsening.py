@@ -48,7 +48,7 @@ parallelism.
 
 Cost: per round ``O(m log m)`` numpy work (sorting edges by priority) plus the
 quotient; a 200k-node graph reaches 200 nodes in a few seconds
-(``benchmarks/bench_pesto.py``).
+(``python -m benchmarks pesto``).
 
 References
 ----------

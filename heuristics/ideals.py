@@ -257,7 +257,7 @@ def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: in
     dict, so the cost is ``O(ideals * width)`` dictionary operations. The cover relation
     is collected in typed arrays (8 bytes an entry), so memory is about 24 bytes per
     cover plus ~150 bytes per ideal while enumerating (measured in
-    ``benchmarks/bench_dp_scale.py``).
+    ``python -m benchmarks dp-scale``).
     Raises :class:`TooManyIdeals` past ``max_ideals``, or past ``deadline`` (a
     ``time.perf_counter()`` value, checked every 4096 ideals).
 

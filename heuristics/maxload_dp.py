@@ -24,7 +24,7 @@ Objectives: ``pipedream`` (sum of compute and transfers, the paper's default) an
 ``overlap`` (Appendix C.1: ``max(comm, compute)``). Not done: GPipe's objective (not
 separable over devices), replication (C.2) and hierarchies (C.3).
 
-Speed (see ``benchmarks/bench_dp.py``): DPL runs first and its value bounds the exact
+Speed (see ``python -m benchmarks dp``): DPL runs first and its value bounds the exact
 DP, whose superset walks stop as soon as a set's compute exceeds that bound
 (:mod:`dnnplace.heuristics.dp_kernel`).
 

@@ -105,7 +105,7 @@ def test_bad_arguments():
 
 
 def test_200k_nodes_shape():
-    # speed is measured in benchmarks/bench_foundation.py, not asserted here
+    # speed is measured by python -m benchmarks foundation, not asserted here
     g = random_layered_dag(200_000, seed=0)
     assert g.n == 200_000 and 290_000 <= g.m <= 300_000
     assert int(g.level.max()) + 1 <= 500

@@ -122,7 +122,7 @@ def _deep_random_edges(n: int, rng) -> tuple[np.ndarray, np.ndarray]:
 def test_large_graph_levels_match_networkx(shape):
     """Levels and topological order of large random graphs, against networkx on the same
     edges; node indices are shuffled so index order is not already topological.
-    (Speed is measured in benchmarks/bench_foundation.py, not asserted here.)"""
+    (Speed is measured by python -m benchmarks foundation, not asserted here.)"""
     rng = np.random.default_rng(1)
     if shape == "wide":
         base = random_layered_dag(100_000, seed=1)

@@ -1,5 +1,5 @@
 """Time limits as a whole process (issue 24): the mechanism, not the timings (those are in
-``benchmarks/bench_time_limits.py`` and results/time-limits/). A deadline passes from the
+``python -m benchmarks time-limits`` and results/time-limits/). A deadline passes from the
 request down to every stage; a stage past it stops, and the method returns the incumbent
 it already has (Pesto: its list schedule; the max-load IP: DPL's split) as ``feasible``
 with termination ``time_limit``; the solver's hand-off stops at it; ``--threads`` is

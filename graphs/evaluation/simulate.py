@@ -91,7 +91,7 @@ Events at the same time are processed together before devices pick their next no
 (completions first, then nodes becoming ready), so ties never depend on heap internals.
 The event loop is a plain ``heapq`` loop over Python lists built once from the graph's
 CSR arrays; a 200k-node, 300k-edge graph on 8 devices simulates in about a second
-(``benchmarks/bench_foundation.py``).
+(``python -m benchmarks foundation``).
 
 Where the parts live (all names below stay importable from this module):
 
