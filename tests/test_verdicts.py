@@ -37,3 +37,21 @@ def test_rankings_directions_bounds_and_causes():
     lines = V.summary_table([("Fig. 5", "~3", "1.03", V.TREND)])
     assert lines[0] == "| figure | paper | ours | verdict |" and lines[-1] == "| Fig. 5 | ~3 | 1.03 | trend |"
     assert "25%" in V.TOLERANCE
+
+
+def test_fastt_rows_carry_their_verdicts():
+    from dnnplace.experiments import fastt as fx
+
+    # Table 3 rows: the same OOM cells within 25 % / the same OOM cells off by more / a fit where the paper's OOM
+    assert fx._memory_verdict([0.17, 0.13, 0.13], [0.19, 0.14, 0.12]) == V.REPRODUCED
+    assert fx._memory_verdict(["OOM", "OOM", 0.39], ["OOM", "OOM", 0.29]) == V.TREND
+    assert fx._memory_verdict([0.2, 0.1, 0.1], ["OOM", 0.1, 0.1]).startswith("not reproduced: fits where")
+    # Tables 1-2: per GPU count FastT/DP - 1, per model the speedup with the cause measured in its rows
+    rows = [["strong", "m", 1, 100.0, 100.0, 100.0, 100.0, 1.0, 50.0, 50.0, 1.0, ""],
+            ["strong", "m", 2, 190.0, 190.0, 150.0, 140.0, 1.0, 60.0, 80.0, 80 / 60, ""],
+            ["strong", "m: generated; paper: M", "speedup", None, None, None, None, 0.0, None, None, 0.6, ""]]
+    fx._scaling_verdicts(rows)
+    assert rows[0][-1] == "" and rows[1][-1] == V.NOT_REPRODUCED
+    assert rows[2][-1].startswith("not reproduced: OS-DPOS's own schedule (strict replay) differs from DP's "
+                                  "throughput by -21% to -21% at 2-2 GPUs")
+    assert "our DP scales 1.90x from 1 to 2 GPUs, the paper's 1.20x" in rows[2][-1]
