@@ -30,7 +30,8 @@ from dnnplace.methods.base import POLICIES, Method, MethodOutput, Options, Solve
 from dnnplace.results import Result, relative_gap
 
 __all__ = ["SolveRequest", "SolverOptions", "Method", "MethodOutput", "EvaluationMismatch", "all_methods",
-           "get_method", "methods_for", "method_options", "solve", "run_method", "warm_start_placement",
+           "get_method", "methods_for", "method_options", "method_limits", "solve", "run_method",
+           "warm_start_placement",
            "evaluation_options", "instance_lower_bound", "cluster_record", "infer_problem"]
 
 
@@ -183,6 +184,20 @@ def with_limits(request: SolveRequest) -> SolveRequest:
     return request
 
 
+def method_limits(request: SolveRequest, method: Method) -> SolveRequest:
+    """The request as ``method`` runs it: where the request sets no ``time_limit``, the
+    method's :attr:`~dnnplace.methods.base.Method.default_limits` fill the settings it
+    leaves out, and the run's deadline (unless the caller set one) is that limit from now."""
+    from dnnplace.graphs.deadline import Deadline
+
+    if request.solver.time_limit is not None or not method.default_limits:
+        return request
+    fill = {k: v for k, v in method.default_limits.items() if getattr(request.solver, k) is None}
+    solver = dataclasses.replace(request.solver, **fill)
+    deadline = request.deadline if request.deadline is not None else Deadline(solver.time_limit)
+    return dataclasses.replace(request, solver=solver, deadline=deadline)
+
+
 def _run_method(instance: Instance, method: str | Method, request: SolveRequest) -> tuple[Result, Placement | None]:
     m = get_method(method) if isinstance(method, str) else method
     opts = method_options(m, request)
@@ -194,7 +209,7 @@ def _run_method(instance: Instance, method: str | Method, request: SolveRequest)
         contiguity = request.contiguity or m.default_contiguity
         request = dataclasses.replace(request, warm=warm_start_placement(instance, request, contiguity))
     t0 = time.perf_counter()
-    out = m.run(instance, request, opts)
+    out = m.run(instance, method_limits(request, m), opts)  # the record keeps `request`, as asked
     wall = time.perf_counter() - t0
     scored = _check_shape(out, instance, m.name)
     contiguity = out.contiguity or request.contiguity or m.default_contiguity

@@ -7,7 +7,9 @@ wrapper ``run(instance, request, options) -> MethodOutput`` and, if it has optio
 (``dnnplace/methods/<family>.py``), and add one :class:`Method` line below. The
 framework then parses and checks its options, runs it through
 :func:`dnnplace.registry.solve` (re-scored by the independent evaluator, status from
-the evaluation), records it, puts it in tables and on the command line.
+the evaluation), records it, puts it in tables and on the command line. A method that
+must stop by itself declares the limit it runs under when a request sets none here, in
+``default_limits`` (the only default of a time limit; its wrapper never re-defaults it).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ METHODS: tuple[Method, ...] = (
     Method("latency-ls", ("latency",), tarnawski.run_latency_search,
            "iterated local search over contiguous splits (one subgraph per accelerator, Fig. 3 semantics), "
            "one search lane per start (greedy, dp, all-CPU)", options=tarnawski.LatencySearchOptions,
-           warm_start=True),
+           warm_start=True, default_limits={"time_limit": 30.0}),
     Method("local-search", ("maxload",), tarnawski.run_local_search,
            "best single-unit moves from random starts, seeded restarts (Tarnawski Sec. 6 baseline)",
            options=tarnawski.LocalSearchOptions, kind="baseline"),
@@ -66,7 +68,8 @@ METHODS: tuple[Method, ...] = (
            "Baechi m-SCT: ETF with favourite children"),
     Method("pesto", ("makespan",), makespan.run_pesto,
            "Pesto ILP: joint placement and scheduling with link congestion and memory; optional cycle-free "
-           "coarsening", options=makespan.PestoMethodOptions, kind="ip", objective_exact=False, warm_start=True),
+           "coarsening", options=makespan.PestoMethodOptions, kind="ip", objective_exact=False, warm_start=True,
+           default_limits={"time_limit": 60.0, "threads": 1}),
     # Celeritas (Xu et al.)
     Method("celeritas", ("makespan",), celeritas.run_celeritas,
            "Celeritas: CPD-TOPO order, optimal fusion (Alg. 1), Adjusting Placement (Alg. 2); placement only",
@@ -83,7 +86,7 @@ METHODS: tuple[Method, ...] = (
            options=fastt.DPOSOptions),
     Method("os-dpos", ("makespan",), fastt.run_os_dpos,
            "FastT OS-DPOS: DPOS plus splitting critical-path ops while the makespan improves (Alg. 2); answers on the "
-           "split graph", options=fastt.OSDPOSOptions),
+           "split graph", options=fastt.OSDPOSOptions, default_limits={"time_limit": 60.0}),
     Method("dp-baseline", ("makespan",), fastt.run_dp_baseline,
            "FastT's data-parallel baseline: the graph replicated per GPU, parameters and AddN on GPU 0; placement "
            "only", options=fastt.DPBaselineOptions, kind="baseline"),
@@ -93,7 +96,7 @@ METHODS: tuple[Method, ...] = (
     # PARDNN (Qararyah et al., ParCo'21) and the clustering baselines of its comparison
     Method("pardnn", ("makespan",), pardnn.run_pardnn,
            "PARDNN: slicing into paths (Alg. 1), LFLAM mapping (Alg. 2, Eq. 1), dynamic-memory heuristics I/II "
-           "(10 % margin); placement only", options=pardnn.PardnnOptions),
+           "(10 % margin); placement only", options=pardnn.PardnnOptions, default_limits={"time_limit": 300.0}),
     Method("cp-mayer", ("makespan",), pardnn.run_cp_mayer,
            "Mayer et al. 2017 CP heuristic: critical path on one GPU, other ops to the least-loaded GPU",
            kind="baseline"),

@@ -237,6 +237,11 @@ class Method:
     ``objective_exact``: the method's own objective must equal the evaluator's (DP,
     heuristics); otherwise it must be an upper bound on it (an IP whose communication
     variables need not be tight for a time-limited incumbent).
+    ``default_limits``: the :class:`SolverOptions` settings a run of a method that must
+    stop by itself gets when its request sets no ``time_limit`` (``{"time_limit": 60.0}``),
+    each where the request leaves it out; the one place of such a default:
+    :func:`dnnplace.registry.run_method` applies it (and the run's deadline follows), the
+    method reads ``request.solver`` as it comes and the record keeps the request as asked.
     """
 
     name: str
@@ -248,3 +253,4 @@ class Method:
     objective_exact: bool = True
     default_contiguity: str = "none"
     warm_start: bool = False
+    default_limits: Mapping[str, Any] = field(default_factory=dict, hash=False)

@@ -202,7 +202,8 @@ def run_cpop(inst, req: SolveRequest, opts: CPOPOptions) -> MethodOutput:
 
 
 def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
-    """Time limit: the request's solver time limit (default 60 s); the best state is kept."""
+    """Time limit: the request's solver time limit (without one, the method's ``default_limits``, 60 s); the best
+    state is kept."""
     from dnnplace.heuristics.os_dpos import os_dpos
 
     g, dp = _instance_graph(inst, opts.start, half_batch=opts.half_batch)
@@ -213,7 +214,7 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
         except ValueError:
             raise InputError(f"method 'os-dpos' option 'parts': expected integers like '2,4', got {opts.parts!r}") \
                 from None
-    limit = req.solver.time_limit if req.solver.time_limit is not None else 60.0
+    limit = req.solver.time_limit
     score = None
     if opts.score == "simulation":
         from dnnplace.graphs.evaluation.simulate import simulate

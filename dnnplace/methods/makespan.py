@@ -113,15 +113,14 @@ def _given_start(inst, req: SolveRequest, coarsening: bool) -> dict:
 
 
 def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput:
-    """Default limit 60 s on 1 thread; ``--warm-start none`` turns the list-schedule start off;
-    ``--warm-start FILE`` (a placement or result of the input graph) or a method name
-    gives the start (:func:`_given_start`)."""
+    """The solver settings as the request gives them (without a time limit: the method's
+    ``default_limits`` in :mod:`dnnplace.methods`); ``--warm-start none`` turns the
+    list-schedule start off; ``--warm-start FILE`` (a placement or result of the input
+    graph) or a method name gives the start (:func:`_given_start`)."""
     from dnnplace.formulations.multilevel.pesto import pesto
     from dnnplace.formulations.pesto_ip import PestoOptions
 
     sopts = req.solver
-    if sopts.time_limit is None:
-        sopts = dataclasses.replace(sopts, time_limit=60.0, threads=sopts.threads or 1)
     coarsening = opts.coarsen_to is not None and inst.graph.n > opts.coarsen_to
     given = _given_start(inst, req, coarsening)
     rivals = list(_expert_rival(inst) if opts.expert_rival else ()) + given.pop("rivals", [])

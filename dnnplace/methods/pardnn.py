@@ -48,10 +48,11 @@ class LCOptions(Options):
 
 
 def run_pardnn(inst, req: SolveRequest, opts: PardnnOptions) -> MethodOutput:
-    """Heuristic I's re-emulation loop stops at the solver time limit (default 300 s)."""
+    """Heuristic I's re-emulation loop stops at the run's deadline (the solver time limit; without one, the method's
+    ``default_limits``, 300 s)."""
     from dnnplace.heuristics.pardnn import pardnn
 
-    limit = req.solver.time_limit if req.solver.time_limit is not None else 300.0
+    limit = req.solver.time_limit
     if req.deadline is not None and req.deadline.remaining() is not None:
         limit = req.deadline.remaining()  # what the whole run's deadline leaves
     r = pardnn(inst.graph, inst.require_cluster(), memory=opts.memory, margin=opts.margin,

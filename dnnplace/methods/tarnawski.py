@@ -151,7 +151,8 @@ def run_partitioner(inst, req: SolveRequest, opts: Options) -> MethodOutput:
 
 
 def run_latency_search(inst, req: SolveRequest, opts: LatencySearchOptions) -> MethodOutput:
-    """Time limit: ``--time-limit``, else 30 s; seed: the request's; ``--warm-start``: a
+    """Time limit: the request's (without one, the method's ``default_limits``, 30 s); seed: the request's;
+    ``--warm-start``: a
     single search lane from that split (default: greedy, dp and all-CPU lanes). The bound
     is :func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound` (contiguous splits): an answer
     that meets it is ``optimal``."""
@@ -159,8 +160,7 @@ def run_latency_search(inst, req: SolveRequest, opts: LatencySearchOptions) -> M
     from dnnplace.heuristics.latency_search import latency_search
 
     start = req.warm.placement if req.warm is not None else None
-    limit = req.solver.time_limit if req.solver.time_limit is not None else 30.0
-    p, val, info = latency_search(inst, time_limit=float(limit), seed=req.seed, start=start,
+    p, val, info = latency_search(inst, time_limit=float(req.solver.time_limit), seed=req.seed, start=start,
                                   max_iters=opts.max_iters, eject_within=opts.eject_within)
     if req.warm is not None:
         info["start"] = req.warm_start
