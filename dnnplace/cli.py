@@ -18,7 +18,7 @@ shapes)::
 Exit codes: 0 success; 2 bad input (one ``dnnplace: error: ...`` line on stderr naming
 the culprit, nothing on stdout, no output file): unreadable or inconsistent files,
 unknown methods, options, solvers or solver options, out-of-range solver settings
-(``--time-limit`` <= 0, ``--mip-gap`` outside [0, 1), ``--threads`` < 1), an output path (``--out``,
+(``--time-limit`` <= 0, ``--rel-gap`` outside [0, 1), ``--threads`` < 1), an output path (``--out``,
 ``--gantt``) naming a folder, an input or another output, or not writable (all checked before any work),
 a model over the solver's licence (Gurobi's size-limited pip licence), an invalid
 experiment config (checked whole before its first run); 1 an unexpected failure (rerun
@@ -62,6 +62,15 @@ def _add_eval_flags(p: argparse.ArgumentParser, makespan_only: bool = False) -> 
     p.add_argument("--congestion", dest="congestion", action="store_true", default=None,
                    help="makespan: one transfer at a time per link (default)")
     p.add_argument("--no-congestion", dest="congestion", action="store_false", help="makespan: links never queue")
+
+
+class _Spelled(argparse.Action):
+    """Store a flag's value and remember the spelling given (``args.spelled[dest]``), so
+    that a message names the flag as typed (``--mip-gap``, the old name of ``--rel-gap``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.spelled = {**(getattr(namespace, "spelled", None) or {}), self.dest: option_string}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -168,7 +177,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="MIP backend (default highs; gurobi needs gurobipy, scip pyscipopt; docs/backends.md)")
     g.add_argument("--time-limit", type=float, metavar="S",
                    help="seconds, > 0 (leave it out for no limit; 0 or negative is an error)")
-    g.add_argument("--mip-gap", type=float, metavar="G", help="relative gap to stop at, >= 0 and < 1 (e.g. 0.01)")
+    g.add_argument("--rel-gap", "--mip-gap", dest="rel_gap", type=float, metavar="G", action=_Spelled,
+                   help="relative gap to stop at, >= 0 and < 1 (e.g. 0.01); --mip-gap is its old name")
     g.add_argument("--threads", type=int, metavar="T", help=">= 1 (leave it out for the solver's default)")
     g.add_argument("--seed", type=int, metavar="N", help=">= 0")
     g.add_argument("--tee", action="store_true", help="show the solver log")
@@ -184,7 +194,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     c.add_argument("--non-contiguous", action="store_true", help="no contiguity constraint ('none')")
     c.add_argument("--contiguity", choices=CONTIGUITY_MODES, help="explicit contiguity mode")
     g.add_argument("--subgraphs-per-device", type=int, metavar="Q")
-    g.add_argument("--coarsen-to", type=int, metavar="N")
+    g.add_argument("--coarsen-to", type=int, help=argparse.SUPPRESS)  # the old spelling of --param coarsen_to=N
     g.add_argument("--policy", choices=("fifo", "critical_path", "priority", "order"),
                    help="makespan: dispatch policy used to score")
     g.add_argument("--congestion", dest="congestion", action="store_true", default=None)

@@ -256,26 +256,50 @@ def _contiguity(args: argparse.Namespace) -> str | None:
     return args.contiguity
 
 
+SOLVER_FLAGS = {"solver": "--solver", "time_limit": "--time-limit", "rel_gap": "--rel-gap", "threads": "--threads",
+                "seed": "--seed", "tee": "--tee", "solver_options": "--solver-option"}
+"""The ``dnnplace solve`` flag of each :class:`~dnnplace.registry.SolverOptions` field
+(the layers below name the fields; this layer names its flags)."""
+
+
+def solver_flag_error(exc, spelled: dict[str, str] | None = None) -> InputError:
+    """A :class:`~dnnplace.formulations.solvers.options.SettingError` (``time_limit =
+    -5: ...``) as the flag that set it (``--time-limit -5: ...``; ``spelled``: the
+    spelling typed, e.g. ``--mip-gap``)."""
+    from dnnplace.formulations.solvers.options import show_value
+
+    shown = exc.value if isinstance(exc.value, str) else show_value(exc.value)
+    if exc.key.startswith("solver_options."):
+        return InputError(f"{SOLVER_FLAGS['solver_options']} {exc.key.split('.', 1)[1]}={shown}: {exc.reason}")
+    flag = (spelled or {}).get(exc.key) or SOLVER_FLAGS.get(exc.key, exc.key)
+    return InputError(f"{flag} {shown}: {exc.reason}")
+
+
 def build_request(args: argparse.Namespace):
     """The :class:`~dnnplace.registry.SolveRequest` that ``dnnplace solve`` flags describe."""
+    from dnnplace.formulations.solvers.options import SettingError, check_values
     from dnnplace.registry import SolveRequest, SolverOptions
 
     if args.problem is None:  # cmd_solve infers it from the method first
         args.problem = "maxload"
     params: dict[str, Any] = dict(_parse_param(t) for t in args.param)
-    for key in ("subgraphs_per_device", "coarsen_to", "split"):
+    for key in ("subgraphs_per_device", "coarsen_to", "split"):  # method options with a flag of their own
         v = getattr(args, key)
-        if v is not None:
-            params[key] = v
+        if v is None:
+            continue
+        if key in params and params[key] != v:
+            raise InputError(f"--{key.replace('_', '-')} {v} and --param {key}={params[key]}: give one of them")
+        params[key] = v
     if args.problem != "makespan" and (args.policy is not None or args.congestion is not None):
         flag = "--policy" if args.policy is not None else "--congestion/--no-congestion"
         raise InputError(f"{flag} applies to problem 'makespan' only, not {args.problem!r}")
-    from dnnplace.formulations.solvers.options import check_values
-
     solver_opts = dict(_parse_param(t, "--solver-option") for t in args.solver_option)
-    fields = dict(solver=args.solver, time_limit=args.time_limit, rel_gap=args.mip_gap, threads=args.threads,
+    fields = dict(solver=args.solver, time_limit=args.time_limit, rel_gap=args.rel_gap, threads=args.threads,
                   seed=args.seed, tee=args.tee, solver_options=solver_opts)
-    check_values(fields, flags=True)  # --time-limit -5, --mip-gap -0.1, --threads 0 ... -> one line, exit 2
+    try:
+        check_values(fields)  # --time-limit -5, --rel-gap -0.1, --threads 0 ... -> one line, exit 2
+    except SettingError as exc:
+        raise solver_flag_error(exc, getattr(args, "spelled", None)) from None
     solver = SolverOptions(**fields)
     return SolveRequest(problem=args.problem, objective=args.objective or "pipedream", contiguity=_contiguity(args),
                         solver=solver, warm_start=args.warm_start, seed=args.seed or 0,
@@ -309,10 +333,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
     method_options(method, req)
     if req.solver.time_limit is not None:  # the limit holds for this whole process (issue 24)
         req = dataclasses.replace(req, deadline=solve_deadline(req.solver.time_limit))
-    from dnnplace.formulations.solvers.options import check_backend
+    from dnnplace.formulations.solvers.options import SettingError, SettingNote, check_backend
 
-    for w in check_backend(req.solver, flags=True):  # --solver cplex, --solver-option foo_bar=3 -> exit 2
-        warn(w)
+    try:
+        notes = check_backend(req.solver)  # --solver cplex, --solver-option foo_bar=3 -> exit 2
+    except SettingError as exc:
+        raise solver_flag_error(exc) from None
+    for w in notes:
+        warn(f"{SOLVER_FLAGS.get(w.key, w.key)} {w.text}" if isinstance(w, SettingNote) else w)
     from dnnplace.graphs.io import prepare_instance
 
     inst = prepare_instance(args.graph, args.cluster)  # infeasible instance -> one line naming why
@@ -323,7 +351,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         # the model is too large for the installed licence: bad input for this backend, not a result
         from dnnplace.formulations.solvers.options import SolverLicenceError, licence_message
 
-        raise SolverLicenceError(licence_message(res.message, req.solver.solver))
+        raise SolverLicenceError(licence_message(res.message, req.solver.solver,
+                                                 name=lambda key, value: f"{SOLVER_FLAGS[key]} {value}"))
     if args.out:  # written before anything is printed: `dnnplace solve ... | head` keeps it
         write_json(args.out, res.to_dict())
     unit = res.unit
@@ -387,6 +416,9 @@ def cmd_methods(args: argparse.Namespace) -> int:
         m = get_method(args.name)
         say(f"{m.name} ({m.kind}): {m.summary}")
         say(f"problems: {', '.join(m.problems)}   default contiguity: {m.default_contiguity}")
+        if m.default_limits:
+            limits = " ".join(f"{SOLVER_FLAGS.get(k, k)} {v:g}" for k, v in m.default_limits.items())
+            say(f"without --time-limit: {limits}")
         rows = describe_options(m.options)
         if not rows:
             say("options: none")

@@ -318,7 +318,7 @@ def _execute(spec: RunSpec) -> dict:
         if res.status == "error" and res.termination == "licensingProblems":  # say the licence's limits too
             from dnnplace.formulations.solvers.options import licence_message
 
-            res.message = licence_message(res.message, str(spec.solver.get("solver", "highs")), flags=False)
+            res.message = licence_message(res.message, str(spec.solver.get("solver", "highs")))
         return res.to_dict()
     except (KeyboardInterrupt, SystemExit):
         raise

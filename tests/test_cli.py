@@ -313,3 +313,58 @@ def test_makespan_result_replays_in_the_simulator(tmp_path):
     reported = json.loads(res.read_text())
     assert len(reported["start"]) == 60
     assert json.loads(sim.read_text())["makespan"] == reported["objective"]
+
+
+def test_rel_gap_flag_and_its_old_name():
+    """``--rel-gap`` sets ``rel_gap`` (the name of configs and records); ``--mip-gap``
+    still does, and a message names the flag as typed."""
+    from dnnplace.cli import build_parser
+    from dnnplace.commands import build_request
+    from dnnplace.graphs.errors import InputError
+
+    for flag in ("--rel-gap", "--mip-gap"):
+        args = build_parser().parse_args(["solve", "g.json", "--method", "x", flag, "0.05"])
+        assert build_request(args).solver.rel_gap == 0.05
+        bad = build_parser().parse_args(["solve", "g.json", "--method", "x", flag, "-0.1"])
+        with pytest.raises(InputError, match=f"^{flag} -0.1: must be a relative gap"):
+            build_request(bad)
+
+
+def test_coarsen_to_flag_is_the_param():
+    """``--coarsen-to N`` (hidden, the old spelling) is ``--param coarsen_to=N``; both
+    with different values is an error, not a silent choice."""
+    from dnnplace.cli import build_parser
+    from dnnplace.commands import build_request
+    from dnnplace.graphs.errors import InputError
+
+    base = ["solve", "g.json", "--method", "x", "--coarsen-to", "5", "--param"]
+    assert build_request(build_parser().parse_args(base + ["coarsen_to=5"])).params == {"coarsen_to": 5}
+    args = build_parser().parse_args(base + ["coarsen_to=6"])
+    with pytest.raises(InputError, match="give one of them"):
+        build_request(args)
+
+
+def test_solver_layer_knows_no_flags():
+    """The solver layer names settings by their field (``time_limit = -5``); the command
+    line re-words them with its flags (:data:`dnnplace.commands.SOLVER_FLAGS`), each one
+    a flag of ``dnnplace solve``."""
+    import argparse
+    import dataclasses
+
+    from dnnplace.cli import build_parser
+    from dnnplace.commands import SOLVER_FLAGS
+    from dnnplace.formulations.solvers.options import SettingError, SolverOptions, check_values
+
+    with pytest.raises(SettingError, match=r"^time_limit = -5: must be a positive number") as exc:
+        check_values({"time_limit": -5})
+    assert (exc.value.key, exc.value.value) == ("time_limit", -5)
+    assert set(SOLVER_FLAGS) == {f.name for f in dataclasses.fields(SolverOptions)}
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {s: a.dest for a in sub.choices["solve"]._actions for s in a.option_strings}
+    for key, flag in SOLVER_FLAGS.items():
+        assert flags[flag] == key.replace("solver_options", "solver_option"), (key, flag)
+    root = Path(__file__).resolve().parents[1] / "formulations" / "solvers"
+    for path in root.glob("*.py"):
+        text = path.read_text()
+        for flag in [*SOLVER_FLAGS.values(), "--mip-gap"]:
+            assert f"{flag} " not in text and f"{flag}:" not in text, (path.name, flag)

@@ -222,7 +222,7 @@ def test_gurobi_size_limit_is_a_clear_message():
     assert out.status == "error" and out.termination == "licensingProblems", (out.status, out.termination)
     assert out.incumbent is None
     assert out.message == (f"model has {n} variables / {n - 1} constraints, over the restricted licence; "
-                           "use --solver highs or a full licence")
+                           "use solver 'highs' or a full licence")
 
 
 def test_available_solvers_lists_highs():

@@ -41,7 +41,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from dnnplace.formulations.solvers.interrupts import InterruptGuard, no_interrupt_warning, raise_if_interrupted
-from dnnplace.formulations.solvers.options import SolverOptions
+from dnnplace.formulations.solvers.options import SolverOptions, licence_hint
 from dnnplace.formulations.solvers.outcome import SolveOutcome
 from dnnplace.graphs.deadline import capped
 
@@ -247,7 +247,7 @@ def solve_gurobi(model, solver, options, warm_start, base) -> SolveOutcome:
     except gurobipy.GurobiError as exc:
         if getattr(exc, "errno", None) == 10010 or "size-limited" in str(exc):
             msg = (f"model has {base['n_vars']} variables / {base['n_cons']} constraints, over the restricted "
-                   "licence; use --solver highs or a full licence")
+                   f"licence; {licence_hint()}")
         else:
             msg = f"Gurobi error {getattr(exc, 'errno', '')}: {exc}"
         return SolveOutcome("error", "licensingProblems" if "licen" in msg else "error", solver="gurobi",

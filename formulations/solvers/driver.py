@@ -125,7 +125,7 @@ def solve_model(model: pyo.ConcreteModel, options: SolverOptions | None = None, 
         base["message"] = str(exc)
     if not avail:
         return SolveOutcome("error", "error", solver=name, message=base.pop("message", None) or
-                            f"solver {name!r} is not available here; use --solver highs", **base)
+                            f"solver {name!r} is not available here; use solver 'highs'", **base)
     base.pop("message", None)
     if deadline is None:
         return _dispatch(model, solver, contrib, name, options, warm_start, base)

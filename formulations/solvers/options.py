@@ -4,7 +4,10 @@ A light module of its own so that the command line and the method list can carry
 options without importing Pyomo; :mod:`dnnplace.formulations.solvers.driver` consumes them.
 
 Two checks run at the edges (``dnnplace solve`` flags, experiment configs), before any
-work starts; both raise :class:`~dnnplace.graphs.errors.InputError` naming the setting:
+work starts; both raise :class:`SettingError` (an :class:`~dnnplace.graphs.errors.InputError`)
+naming the setting by its field name, as a config writes it (``time_limit = -5: ...``);
+the command line re-words it with its flag (:mod:`dnnplace.commands`), a config with its
+table. This module knows no flag names:
 
 - :func:`check_values`: ``time_limit`` a finite number of seconds > 0 (``0`` is bad
   input: leave the limit out for none), ``rel_gap`` >= 0, ``threads`` a whole number
@@ -32,12 +35,9 @@ from typing import Any
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["SolverOptions", "SolverLicenceError", "CLI_FLAGS", "GUROBI_SIZE_LIMITS", "SOLVER_ALIASES",
-           "check_values", "check_backend", "backend_status", "licence_message"]
-
-CLI_FLAGS = {"solver": "--solver", "time_limit": "--time-limit", "rel_gap": "--mip-gap", "threads": "--threads",
-             "seed": "--seed", "tee": "--tee", "solver_options": "--solver-option"}
-"""The ``dnnplace solve`` flag of each :class:`SolverOptions` field."""
+__all__ = ["SolverOptions", "SolverLicenceError", "SettingError", "SettingNote", "GUROBI_SIZE_LIMITS",
+           "SOLVER_ALIASES", "check_values", "check_backend", "backend_status", "licence_message", "licence_hint",
+           "setting_name", "show_value"]
 
 GUROBI_SIZE_LIMITS = (2000, 2000)
 """(variables, linear constraints) that Gurobi's size-limited pip licence accepts."""
@@ -54,7 +54,12 @@ _GUROBI_NAMES = ("gurobi", "gurobi_persistent", "gurobi_direct")
 class SolverOptions:
     """``solver`` (``highs`` default, ``gurobi``, or any Pyomo MIP solver name),
     ``time_limit`` (s), ``rel_gap``, ``threads``, ``seed``, ``tee`` and raw
-    ``solver_options`` handed to the backend."""
+    ``solver_options`` handed to the backend.
+
+    The field defaults are the only defaults of these settings (``None``: no limit, the
+    backend's own choice). A method that needs a limit to stop declares it once, in its
+    entry of the method list (:attr:`dnnplace.methods.base.Method.default_limits`); the
+    object is passed down as it is, never rebuilt from a dict inside a run."""
 
     solver: str = "highs"
     time_limit: float | None = None
@@ -70,10 +75,48 @@ class SolverLicenceError(InputError):
     size-limited pip licence): bad input for this backend, not a failed run."""
 
 
-def licence_message(message: str | None, solver: str = "gurobi", *, flags: bool = True) -> str:
+class SettingError(InputError):
+    """A solver setting that cannot be used: ``key`` (a :class:`SolverOptions` field, or
+    ``solver_options.NAME`` for a raw backend option), its ``value`` and the ``reason``.
+    The message names the setting as a config writes it (``time_limit = -5: must be
+    ...``); a caller with other names for the settings (the command line's flags)
+    re-words it from ``key``, ``value`` and ``reason``."""
+
+    def __init__(self, key: str, value: Any, reason: str):
+        self.key, self.value, self.reason = key, value, reason
+        super().__init__(f"{key} = {show_value(value)}: {reason}")
+
+
+class SettingNote(str):
+    """A warning about a setting (a ``str``: ``"solver_options keys are not checked
+    ..."``), with its ``key`` and the ``text`` after it, so that a caller can name the
+    setting its own way."""
+
+    key: str
+    text: str
+
+    def __new__(cls, key: str, text: str) -> SettingNote:
+        note = super().__new__(cls, f"{key} {text}")
+        note.key, note.text = key, text
+        return note
+
+
+def setting_name(key: str, value: Any) -> str:
+    """A setting as this layer names it in a sentence: ``solver 'highs'``."""
+    return f"{key} {value!r}"
+
+
+def licence_hint(name: Callable[[str, Any], str] = setting_name) -> str:
+    """What to do about a model over the size-limited licence (the end of the driver's
+    message), naming the other backend with ``name``."""
+    return f"use {name('solver', 'highs')} or a full licence"
+
+
+def licence_message(message: str | None, solver: str = "gurobi", *,
+                    name: Callable[[str, Any], str] = setting_name) -> str:
     """One line for a model over the size-limited licence: the model's size (from the
-    driver's ``message``) and the licence's limits, headed ``--solver gurobi:`` (or
-    ``solver 'gurobi':`` with ``flags=False``)."""
+    driver's ``message``) and the licence's limits, headed ``solver 'gurobi':``; ``name``
+    names the settings otherwise (the command line names them by its flags)."""
     nv, nc = GUROBI_SIZE_LIMITS
     limit = f"Gurobi's size-limited licence allows at most {nv} variables and {nc} constraints"
     msg = (message or "the model is over the restricted licence").strip()
@@ -81,7 +124,8 @@ def licence_message(message: str | None, solver: str = "gurobi", *, flags: bool 
         msg = msg.replace("over the restricted licence", f"over the restricted licence ({limit})")
     else:
         msg = f"{msg} ({limit})"
-    return f"--solver {solver}: {msg}" if flags else f"solver {solver!r}: {msg}"
+    msg = msg.replace(licence_hint(), licence_hint(name))
+    return f"{name('solver', solver)}: {msg}"
 
 
 # ---------------------------------------------------------------------------- values
@@ -116,7 +160,8 @@ def _problem(key: str, v: Any) -> str | None:
     return None
 
 
-def _show(v: Any) -> str:
+def show_value(v: Any) -> str:
+    """A setting's value as a message shows it: ``30``, ``0.01``, ``"fast"``, ``true``."""
     if isinstance(v, float):
         return f"{v:g}"
     try:
@@ -125,32 +170,27 @@ def _show(v: Any) -> str:
         return repr(v)
 
 
-def _head(key: str, value: Any, flags: bool) -> str:
-    """How a setting is named in a message: ``--time-limit -5`` or ``time_limit = -5``."""
-    if flags:
-        return f"{CLI_FLAGS.get(key, key)} {value if isinstance(value, str) else _show(value)}"
-    return f"{key} = {_show(value)}"
+_FIELDS = ("solver", "time_limit", "rel_gap", "threads", "seed", "tee", "solver_options")
 
 
-def check_values(values: Mapping[str, Any] | SolverOptions, *, flags: bool = False) -> None:
-    """Raise :class:`InputError` on the first ill-typed or out-of-range setting.
+def check_values(values: Mapping[str, Any] | SolverOptions) -> None:
+    """Raise :class:`SettingError` on the first ill-typed or out-of-range setting.
 
     ``values`` maps :class:`SolverOptions` field names to values (or is a
-    ``SolverOptions``); ``flags=True`` names them as ``dnnplace solve`` flags
-    (``--time-limit -5: ...``), else as config keys (``time_limit = -5: ...``).
+    ``SolverOptions``); the error names the field (``time_limit = -5: ...``).
 
     >>> check_values({"time_limit": 30, "rel_gap": 0.01, "threads": 1})
     >>> check_values({"time_limit": -5})
     Traceback (most recent call last):
     ...
-    dnnplace.graphs.errors.InputError: time_limit = -5: must be a positive number of seconds (leave it out for no limit)
+    dnnplace.formulations.solvers.options.SettingError: time_limit = -5: must be a positive number of seconds ...
     """
     if isinstance(values, SolverOptions):
-        values = {k: getattr(values, k) for k in CLI_FLAGS}
+        values = {k: getattr(values, k) for k in _FIELDS}
     for key, value in values.items():
         why = _problem(key, value)
         if why:
-            raise InputError(f"{_head(key, value, flags)}: {why}")
+            raise SettingError(key, value, why)
 
 
 # ---------------------------------------------------------------------------- backends
@@ -223,7 +263,11 @@ def _highs_options(h: Any) -> dict[str, str]:
     return out
 
 
-def _check_highs(opts: Mapping[str, Any], head: Callable[[str, Any], str]) -> None:
+def _option_error(key: str, value: Any, reason: str) -> SettingError:
+    return SettingError(f"solver_options.{key}", value, reason)
+
+
+def _check_highs(opts: Mapping[str, Any]) -> None:
     import importlib.util
 
     if importlib.util.find_spec("highspy") is None:
@@ -240,21 +284,21 @@ def _check_highs(opts: Mapping[str, Any], head: Callable[[str, Any], str]) -> No
             status, kind = h.getOptionType(key)
         if status != highspy.HighsStatus.kOk:
             hint = _suggest(key, list(_highs_options(h))) or f" (the list: {_HIGHS_DOCS})"
-            raise InputError(f"{head(key, value)}: not a HiGHS option{hint}")
+            raise _option_error(key, value, f"not a HiGHS option{hint}")
         v = float(value) if kind == highspy.HighsOptionType.kDouble and _number(value) else value
         with _quiet_fds():
             ok = _number(v) or isinstance(v, (str, bool))
             ok = ok and h.setOptionValue(key, v) == highspy.HighsStatus.kOk
         if not ok:
             info = _highs_options(h).get(key) or f"type: {str(kind.name).removeprefix('k').lower()}"
-            raise InputError(f"{head(key, value)}: HiGHS rejects this value ({info})")
+            raise _option_error(key, value, f"HiGHS rejects this value ({info})")
 
 
-def _check_gurobi(opts: Mapping[str, Any], head: Callable[[str, Any], str]) -> None:
+def _check_gurobi(opts: Mapping[str, Any]) -> None:
     import importlib.util
 
     if importlib.util.find_spec("gurobipy") is None:
-        raise InputError("solver 'gurobi' is not installed here (pip install gurobipy, or use --solver highs)")
+        raise InputError("solver 'gurobi' is not installed here (pip install gurobipy, or use solver 'highs')")
     if not opts:
         return
     import gurobipy
@@ -266,14 +310,14 @@ def _check_gurobi(opts: Mapping[str, Any], head: Callable[[str, Any], str]) -> N
         for key, value in opts.items():
             if key.lower() not in lowered:
                 hint = _suggest(key, known, lower=True) or " (the list: gurobipy.GRB.Param)"
-                raise InputError(f"{head(key, value)}: not a Gurobi parameter{hint}")
+                raise _option_error(key, value, f"not a Gurobi parameter{hint}")
             if env is None:
                 env = gurobipy.Env(empty=True)  # not started: no licence check, no banner
                 env.setParam("OutputFlag", 0)
             try:
                 env.setParam(key, value)
             except (gurobipy.GurobiError, TypeError, ValueError) as exc:
-                raise InputError(f"{head(key, value)}: Gurobi rejects this value ({exc})") from None
+                raise _option_error(key, value, f"Gurobi rejects this value ({exc})") from None
     finally:
         if env is not None:
             with contextlib.suppress(Exception):
@@ -283,11 +327,11 @@ def _check_gurobi(opts: Mapping[str, Any], head: Callable[[str, Any], str]) -> N
 _SCIP_NAMES = ("scip", "scip_direct", "scip_persistent")
 
 
-def _check_scip(opts: Mapping[str, Any], head: Callable[[str, Any], str]) -> None:
+def _check_scip(opts: Mapping[str, Any]) -> None:
     import importlib.util
 
     if importlib.util.find_spec("pyscipopt") is None:
-        raise InputError("solver 'scip' needs PySCIPOpt: pip install 'dnnplace[scip]' (or use --solver highs)")
+        raise InputError("solver 'scip' needs PySCIPOpt: pip install 'dnnplace[scip]' (or use solver 'highs')")
     if not opts:
         return
     import pyscipopt
@@ -299,12 +343,12 @@ def _check_scip(opts: Mapping[str, Any], head: Callable[[str, Any], str]) -> Non
     for key, value in opts.items():
         if key not in known:
             hint = _suggest(key, list(known)) or " (the list: pyscipopt.Model().getParams())"
-            raise InputError(f"{head(key, value)}: not a SCIP parameter{hint}")
+            raise _option_error(key, value, f"not a SCIP parameter{hint}")
         try:
             with _quiet_fds():
                 m.setParam(key, value)
         except Exception as exc:  # noqa: BLE001 - pyscipopt raises ValueError, TypeError, KeyError ...
-            raise InputError(f"{head(key, value)}: SCIP rejects this value ({exc})") from None
+            raise _option_error(key, value, f"SCIP rejects this value ({exc})") from None
 
 
 def backend_status(name: str) -> tuple[bool, bool]:
@@ -340,41 +384,35 @@ def _backend_status(name: str) -> tuple[bool, bool]:
         return True, False
 
 
-def check_backend(options: SolverOptions, *, flags: bool = False) -> list[str]:
+def check_backend(options: SolverOptions) -> list[str]:
     """Raise :class:`InputError` if ``options.solver`` cannot run here or one of its raw
-    ``solver_options`` is unknown to it (with a close match) or has a value it rejects;
-    return warnings (e.g. that a backend's options could not be checked).
+    ``solver_options`` is unknown to it (with a close match) or has a value it rejects
+    (a :class:`SettingError` naming ``solver`` or ``solver_options.NAME``); return
+    warnings (:class:`SettingNote`, e.g. that a backend's options could not be checked).
 
     Imports the backend's Python package (and Pyomo only for backends other than
     HiGHS and Gurobi); nothing is solved and nothing is printed.
     """
     name = options.solver.strip().lower()
     sopts = dict(options.solver_options)
-
-    def head(key: str, value: Any) -> str:
-        if flags:
-            return f"--solver-option {key}={value if isinstance(value, str) else _show(value)}"
-        return f"solver_options.{key} = {_show(value)}"
-
     if name == "highs":
-        _check_highs(sopts, head)
+        _check_highs(sopts)
         return []
     if name in _GUROBI_NAMES:
-        _check_gurobi(sopts, head)
+        _check_gurobi(sopts)
         return []
     if name in _SCIP_NAMES:
-        _check_scip(sopts, head)
+        _check_scip(sopts)
         return []
-    solver_head = f"--solver {options.solver}" if flags else f"solver = {_show(options.solver)}"
     usable = _usable()
     known, available = backend_status(name)
     if not known:
-        raise InputError(f"{solver_head}: unknown solver{_suggest(name, usable + ['scip', 'cbc', 'glpk'])}; "
-                         f"usable here: {', '.join(usable)}")
+        hint = _suggest(name, usable + ["scip", "cbc", "glpk"])
+        raise SettingError("solver", options.solver, f"unknown solver{hint}; usable here: {', '.join(usable)}")
     if not available:
-        raise InputError(f"{solver_head}: not available here (not installed, not on PATH or not licensed); "
-                         f"usable here: {', '.join(usable)}")
+        raise SettingError("solver", options.solver, "not available here (not installed, not on PATH or not "
+                           f"licensed); usable here: {', '.join(usable)}")
     if sopts:
-        return [f"{'--solver-option' if flags else 'solver_options'} keys are not checked for solver "
-                f"{options.solver!r} (it publishes no option list): {', '.join(sorted(sopts))}"]
+        return [SettingNote("solver_options", f"keys are not checked for solver {options.solver!r} (it publishes no "
+                            f"option list): {', '.join(sorted(sopts))}")]
     return []
