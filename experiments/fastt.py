@@ -446,7 +446,9 @@ def _scaling_verdicts(rows: list[list]) -> None:
     the speedup per model, with the cause measured in the model's rows where it is not reproduced."""
     for i, r in enumerate(rows):
         if r[2] != "speedup":
-            r.append("" if r[2] == 1 else V.judge(r[10] - 1, r[7] - 1, abs_tol=0.01, neutral=0.0))
+            r.append("" if r[2] == 1 else V.with_cause(
+                V.judge(r[10] - 1, r[7] - 1, abs_tol=0.01, neutral=0.0),
+                f"OS-DPOS's own schedule (strict replay) differs from DP's throughput by {r[5] / r[3] - 1:+.0%}"))
             continue
         mine = [x for x in rows[:i] if x[0] == r[0] and r[1].startswith(f"{x[1]}:") and x[2] != "speedup"]
         multi = [x for x in mine if x[2] != 1]

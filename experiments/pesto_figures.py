@@ -95,6 +95,7 @@ def write_experiment_table(out: Path, title: str, columns: list[Column], rows: l
 
 # ---------------------------------------------------------------------------- congestion (Fig. 5)
 PAPER_FIG5_RATIO = 3.0  # Pesto Sec. 3.2.2, Fig. 5: "a nearly 3x reduction in execution time" with constraints (7)
+FIG5_NOISE = 0.1  # a ratio within 0.1 of 1 is no direction: the sweep's spread over seeds and engines (0.90-1.06)
 # the measured cause of a ratio far from 3 (results/pesto/congestion-sweep, python -m benchmarks pesto-congestion-sweep)
 _FIG5_SWEEP = ("ratio 0.90-1.06 over coarse sizes 50-300, 2 seeds, CP-SAT and HiGHS (results/pesto/congestion-sweep); "
                "~3x only when the congestion-free schedule is replayed sending every edge separately, i.e. duplicate "
@@ -158,11 +159,14 @@ def run_congestion(name: str, cfg: Config, out: Path, *, quick: bool, fresh: boo
         if a is not None and r["makespan"] is not None:
             footer.append(f"Makespan ratio without constraints / {r['ilp']}: **{a / r['makespan']:.3f}**.")
             r.update(ratio=a / r["makespan"], paper_ratio=PAPER_FIG5_RATIO)
-            r["verdict"] = V.with_cause(V.judge(PAPER_FIG5_RATIO, r["ratio"], neutral=1.0), _fig5_cause(r))
+            r["verdict"] = V.with_cause(V.judge(PAPER_FIG5_RATIO, r["ratio"], abs_tol=FIG5_NOISE, neutral=1.0),
+                                        _fig5_cause(r))
     columns += [Column("ratio", "ratio without / this (ours)", fmt=_MS, numeric=True),
                 Column("paper_ratio", "paper (Fig. 5)", fmt=lambda x: f"~{x:g}", numeric=True), Column("verdict")]
     footer += ["", "Pesto Fig. 5 reports about 3x (the ILP with congestion constraints ahead) on real RNNLM-2-2048 "
-               "hardware. The first two ILPs start from the best list schedule of the coarse graph (under their own "
+               f"hardware; a ratio within {FIG5_NOISE:g} of 1 counts as no direction (the spread of "
+               "results/pesto/congestion-sweep over seeds and engines). The first two ILPs start from the best list "
+               "schedule of the coarse graph (under their own "
                "congestion setting); the third is the pesto option `relaxed_start=0.25`: a quarter of its time solves "
                "the ILP without constraints (7), whose schedule, replayed with congestion, becomes the start and "
                "horizon of the full model when it beats the list schedule (`MIP start` = relaxation).",

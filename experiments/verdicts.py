@@ -23,7 +23,7 @@ A cell the paper has no figure for, or that we did not run, gets no verdict (``"
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = ["REPRODUCED", "TREND", "NOT_REPRODUCED", "REL_TOL", "TOLERANCE", "judge", "judge_ranking",
            "judge_direction", "judge_at_most", "with_cause", "tolerance_note", "count", "summary_table"]
@@ -53,33 +53,39 @@ def judge(paper: float | None, ours: float | None, *, rel: float = REL_TOL, abs_
     """The verdict on one value.
 
     ``reproduced`` when ``|ours - paper| <= max(rel * |paper|, abs_tol)``; else ``trend``
-    when ours and the paper's lie strictly on the same side of ``neutral`` (0 for a
-    speed-up or a reduction, 1 for a ratio; ``None``: the figure has no direction, so no
-    trend); else ``not reproduced``. ``""`` when either figure is missing.
+    when ours and the paper's lie on the same side of ``neutral`` (0 for a speed-up or a
+    reduction, 1 for a ratio; ``None``: the figure has no direction, so no trend), ours by
+    more than ``abs_tol`` (the noise floor); else ``not reproduced``. ``""`` when either
+    figure is missing.
     """
     if _missing(paper) or _missing(ours):
         return ""
     if abs(ours - paper) <= max(rel * abs(paper), abs_tol) + 1e-12:
         return REPRODUCED
-    if neutral is not None and (ours - neutral) * (paper - neutral) > 0:
+    if neutral is not None and (ours - neutral) * (paper - neutral) > 0 and abs(ours - neutral) > abs_tol:
         return TREND
     return NOT_REPRODUCED
 
 
-def judge_ranking(paper: Sequence[str], ours: Sequence[str]) -> str:
+def judge_ranking(paper: Sequence[str], ours: Sequence[str] | Mapping[str, float], *, tie: float = 0.0) -> str:
     """The verdict on a ranking (best first), over the items both rankings hold.
 
     ``reproduced``: the same order; ``trend``: the same first item; else ``not
-    reproduced``. ``""`` when fewer than two items are common.
+    reproduced``. ``""`` when fewer than two items are common. Given ours as values
+    (lower is better), two within ``tie`` (relative) of each other count as tied, which
+    either order matches.
     """
-    common = set(paper) & set(ours)
-    p = [x for x in paper if x in common]
-    o = [x for x in ours if x in common]
+    vals = dict(ours) if isinstance(ours, Mapping) else {x: float(i) for i, x in enumerate(ours)}
+    p = [x for x in paper if x in vals]
     if len(p) < 2:
         return ""
-    if p == o:
+
+    def before(a: str, b: str) -> bool:  # a ranks no later than b in ours
+        return vals[a] <= vals[b] * (1 + tie) if isinstance(ours, Mapping) else vals[a] <= vals[b]
+
+    if all(before(a, b) for i, a in enumerate(p) for b in p[i + 1:]):
         return REPRODUCED
-    return TREND if p[0] == o[0] else NOT_REPRODUCED
+    return TREND if all(before(p[0], b) for b in p[1:]) else NOT_REPRODUCED
 
 
 def judge_direction(values: Iterable[float | None], increasing: bool, *, abs_tol: float = 0.0) -> str:

@@ -13,6 +13,7 @@ def test_values_reproduced_trend_not_reproduced():
     assert V.judge(0.459, 0.107, neutral=0.0) == V.TREND
     assert V.judge(0.0455, 0.0, neutral=0.0) == V.NOT_REPRODUCED     # 0 is no side
     assert V.judge(0.0, 0.004, abs_tol=0.01) == V.REPRODUCED          # the absolute floor
+    assert V.judge(0.223, 0.002, abs_tol=0.01, neutral=0.0) == V.NOT_REPRODUCED  # same side, within the noise floor
     assert V.judge(10.0, 20.0) == V.NOT_REPRODUCED                    # no neutral value: no trend
     assert V.judge(None, 1.0) == "" and V.judge(1.0, math.nan) == ""
 
@@ -23,6 +24,11 @@ def test_rankings_directions_bounds_and_causes():
     assert V.judge_ranking(paper, ["celeritas", "m-topo", "order-place"]) == V.TREND
     assert V.judge_ranking(paper, ["order-place", "celeritas", "m-topo"]) == V.NOT_REPRODUCED
     assert V.judge_ranking(paper, ["celeritas", "metis"]) == ""
+    values = {"order-place": 1639.0, "celeritas": 1655.0, "m-topo": 6784.0}
+    assert V.judge_ranking(paper, values) == V.NOT_REPRODUCED
+    assert V.judge_ranking(paper, values, tie=0.01) == V.REPRODUCED           # within 1 %: tied
+    assert V.judge_ranking(paper, {**values, "celeritas": 9229.0, "m-topo": 3918.0}, tie=0.01) == V.NOT_REPRODUCED
+    assert V.judge_ranking(paper, {"celeritas": 1.0, "order-place": 3.0, "m-topo": 2.0}) == V.TREND
     assert V.judge_direction([0.1, 0.2, 0.3], increasing=True) == V.REPRODUCED
     assert V.judge_direction([0.1, 0.3, 0.25, 0.4], increasing=True) == V.TREND
     assert V.judge_direction([0.1, 0.3, 0.295, 0.4], increasing=True, abs_tol=0.01) == V.REPRODUCED
@@ -51,7 +57,8 @@ def test_fastt_rows_carry_their_verdicts():
             ["strong", "m", 2, 190.0, 190.0, 150.0, 140.0, 1.0, 60.0, 80.0, 80 / 60, ""],
             ["strong", "m: generated; paper: M", "speedup", None, None, None, None, 0.0, None, None, 0.6, ""]]
     fx._scaling_verdicts(rows)
-    assert rows[0][-1] == "" and rows[1][-1] == V.NOT_REPRODUCED
+    assert rows[0][-1] == ""
+    assert rows[1][-1] == "not reproduced: OS-DPOS's own schedule (strict replay) differs from DP's throughput by -21%"
     assert rows[2][-1].startswith("not reproduced: OS-DPOS's own schedule (strict replay) differs from DP's "
                                   "throughput by -21% to -21% at 2-2 GPUs")
     assert "our DP scales 1.90x from 1 to 2 GPUs, the paper's 1.20x" in rows[2][-1]
