@@ -78,8 +78,7 @@ def run(args) -> None:
     if args.markdown:
         print(markdown(read_jsonl(args.markdown)))
         return
-    from dnnplace.graphs import zoo
-    from dnnplace.graphs.capture import capture
+    from dnnplace.graphs.capture import capture, zoo
     from dnnplace.graphs.capture.tiling import capture_block, tile
     from dnnplace.graphs.capture.zoo.parts import PROGRAMS, whole_model
     from dnnplace.graphs.presets import cluster_preset
