@@ -45,19 +45,19 @@ Every table names each graph's source.
 from __future__ import annotations
 
 import csv
-import tomllib
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
-from dnnplace.data import experiment_config
 from dnnplace.experiments import verdicts as V
+from dnnplace.experiments.config import Key, Reproduction, Schema, load
 from dnnplace.experiments.runs import Variant, run_spec, write_variants
 from dnnplace.graphs import Cluster, OpGraph
 from dnnplace.graphs.errors import InputError
 from dnnplace.runner import execute
 
-__all__ = ["model_graph", "family_graph", "largest_batch", "reproduce", "FAMILIES", "EXPERIMENTS"]
+__all__ = ["model_graph", "family_graph", "largest_batch", "reproduce", "FAMILIES", "EXPERIMENTS", "SCHEMA"]
 
 PEAK_FLOPS = 14e12   # V100 fp32 (FLOP/s)
 PEAK_BW = 900e9      # HBM2 (bytes/s)
@@ -254,9 +254,8 @@ def family_graph(family: str, batch: int | None = None, *, half_batch: float = 0
 
 
 # ---------------------------------------------------------------------------- runs
-def _cluster(k: int, cfg: dict) -> Cluster:
-    return Cluster.single_host(k, with_cpu=False, gpu_memory=float(cfg.get("gpu_memory", 16e9)),
-                               interconnect=cfg.get("interconnect", "nvlink"))
+def _cluster(k: int, cfg: Reproduction) -> Cluster:
+    return Cluster.single_host(k, **{"with_cpu": False, "gpu_memory": 16e9, "interconnect": "nvlink", **cfg.cluster})
 
 
 def _variants(folder: Path, g: OpGraph, source: str, ks, cfg: dict) -> dict[int, Variant]:
@@ -636,6 +635,18 @@ def largest_batch(fits, max_batch: int) -> int | None:
 
 _RUNNERS = {"scaling": _scaling, "splits": _splits, "memory": _memory}
 
+# FastT's own keys of a reproduction config (beside the common cluster, time_limit, description)
+SCHEMA = Schema(kinds=tuple(_RUNNERS), out_dir="results/fastt", time_limit=60.0, options={
+    "families": Key(list, [], item=str),       # scaling, splits: the models (FAMILIES or captured graphs)
+    "batch": Key(dict, {}),                    # family -> global batch
+    "gpus": Key(list, [1, 2, 4, 8], item=int), # scaling axis
+    "batches": Key(list, [], item=int),        # memory axis: BERT-large global batches
+    "split_gpus": Key(int, 2),                 # splits: GPUs of Tables 5-6 and Fig. 2
+    "half_batch": Key(float, 0.0),             # the batch model's half-efficiency batch
+    "planner_congestion": Key(bool, False),    # DPOS / OS-DPOS plan on the model they are scored on
+    "max_batch": Key(int, 4096),               # memory: the bisection's upper end
+})
+
 
 def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None, fresh: bool = False,
               progress: bool = True) -> Path:
@@ -644,12 +655,9 @@ def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None,
     skips the runs recorded there (``fresh``: start over, the old files kept as ``.bak``).
     ``quick`` caps each time limit at 5 s and uses the config's ``quick_*`` values (e.g.
     ``quick_batches`` for ``batches``); outputs go to ``<name>-quick``."""
-    with open(experiment_config(name), "rb") as f:
-        cfg = tomllib.load(f)
+    cfg = load(name, quick=quick, module="fastt")
     if quick:
-        cfg.update({key.removeprefix("quick_"): cfg[key] for key in list(cfg) if key.startswith("quick_")})
-        cfg["time_limit"] = min(float(cfg.get("time_limit", 60.0)), 5.0)
-    out = (Path(out_dir) if out_dir is not None else Path(cfg.get("out_dir", "results/fastt"))) / (
-        name + ("-quick" if quick else ""))
+        cfg = dataclasses.replace(cfg, time_limit=min(cfg.time_limit, 5.0))
+    out = (Path(out_dir) if out_dir is not None else Path(cfg.out_dir)) / (cfg.name + ("-quick" if quick else ""))
     out.mkdir(parents=True, exist_ok=True)
-    return _RUNNERS[cfg["kind"]](cfg, out, name=out.name, fresh=fresh, progress=progress)
+    return _RUNNERS[cfg.kind](cfg, out, name=out.name, fresh=fresh, progress=progress)

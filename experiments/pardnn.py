@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import json
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dnnplace.data import experiment_config
+from dnnplace.experiments.config import REQUIRED, Key, Reproduction, Schema, load
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators import generate
@@ -36,7 +35,7 @@ from dnnplace.graphs.stats import average_parallelism
 from dnnplace.registry import SolveRequest, SolverOptions, solve
 from dnnplace.tables import Column, fixed, percent, write_table
 
-__all__ = ["NAMES", "Model", "model_graph", "reproduce"]
+__all__ = ["NAMES", "Model", "SCHEMA", "model_graph", "reproduce"]
 
 NAMES = ("pardnn-speedup", "pardnn-memory")
 GPU_COLUMNS = (1, 2, 4, 8, 16)  # the GPU counts of Table 4
@@ -55,11 +54,12 @@ class Model:
     generator: dict = field(default_factory=dict)
 
 
-def _models(doc: dict) -> tuple[dict, list[Model]]:
-    shared = tomllib.loads(experiment_config(doc["models"]).read_text())
-    models = [Model(m["name"], int(m["nodes"]), int(m["batch"]), dict(m["paper"]), dict(m.get("block", {})),
-                    dict(m.get("generator", {}))) for m in shared["models"]]
-    return shared, models
+def _models(cfg: Reproduction | str) -> list[Model]:
+    """The models of a loaded config (or of the bundled config of that name)."""
+    if isinstance(cfg, str):
+        cfg = load(cfg, module="pardnn")
+    return [Model(m["name"], m["nodes"], m["batch"], dict(m["paper"]), dict(m["block"]), dict(m["generator"]))
+            for m in cfg.models]
 
 
 _CACHE: dict[str, tuple[OpGraph, str]] = {}
@@ -82,8 +82,8 @@ def batch_profiles(m: Model) -> dict[int, OpGraph] | None:
     g, _ = model_graph(m)
     out = None
     if m.block and "tiled" in g.meta and m.batch >= 2:
-        from dnnplace.graphs import zoo
         from dnnplace.graphs.batch_model import check_profiles
+        from dnnplace.graphs.capture import zoo
         from dnnplace.graphs.capture.tiling import capture_block, tile
 
         args = dict(m.block)
@@ -105,7 +105,7 @@ def model_graph(m: Model) -> tuple[OpGraph, str]:
     out = None
     if m.block:
         try:
-            from dnnplace.graphs import zoo
+            from dnnplace.graphs.capture import zoo
             from dnnplace.graphs.capture.ops import require_torch
             from dnnplace.graphs.capture.tiling import capture_block, tile
 
@@ -129,9 +129,8 @@ def model_graph(m: Model) -> tuple[OpGraph, str]:
     return out
 
 
-def _cluster(shared: dict, k: int) -> Cluster:
-    return Cluster.single_host(k, interconnect=shared.get("interconnect", "nvlink"), with_cpu=False,
-                               gpu_memory=float(shared.get("gpu_memory", 32e9)))
+def _cluster(cfg: Reproduction, k: int) -> Cluster:
+    return Cluster.single_host(k, **{"interconnect": "nvlink", "with_cpu": False, "gpu_memory": 32e9, **cfg.cluster})
 
 
 def _run(inst: Instance, method: str, runs: Path, cell: dict, *, time_limit: float | None = None,
@@ -166,11 +165,10 @@ def _pardnn_ccr(g: OpGraph, cl: Cluster) -> float:
 
 
 # ---------------------------------------------------------------------------- Fig. 3 / Sec. 5.5
-def _speedup(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
-    shared, models = _models(doc)
-    gpus = doc.get("quick_gpus", doc["gpus"]) if quick else doc["gpus"]
-    if quick:
-        models = [m for m in models if m.nodes <= doc.get("quick_max_nodes", 25000)]
+def _speedup(cfg: Reproduction, out: Path, quick: bool, progress: bool) -> Path:
+    models, gpus = _models(cfg), cfg.gpus
+    if cfg.max_nodes is not None:
+        models = [m for m in models if m.nodes <= cfg.max_nodes]
     runs = out / "runs.jsonl"
     runs.unlink(missing_ok=True)
     rows = []
@@ -178,13 +176,11 @@ def _speedup(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
         g, source = model_graph(m)
         dop = average_parallelism(g)
         for k in gpus:
-            cl = _cluster(shared, k)
+            cl = _cluster(cfg, k)
             inst = Instance(g, cl, f"{m.name} ({g.n} nodes)")
             recs = {}
-            for spec in doc["methods"]:
-                meth, label = spec["method"], spec["label"]
-                params = dict(spec.get("params", {}))
-                limit = doc.get("lc_time_limit") if meth == "lc-glb" else None
+            for label, spec in cfg.methods.items():
+                meth, params, limit = spec.method, dict(spec.params), spec.time_limit
                 if meth == "lc-glb":
                     params["max_nodes"] = g.n
                 t0 = time.perf_counter()
@@ -193,7 +189,7 @@ def _speedup(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
                 if progress:
                     print(f"[pardnn-speedup] {m.name} K={k} {label}: {recs[label]['objective']:.1f} "
                           f"{recs[label]['unit']} in {time.perf_counter() - t0:.1f} s", flush=True)
-            p = recs[doc["reference"]]["objective"]
+            p = recs[cfg.reference]["objective"]
             row = {"model": m.name, "source": source, "nodes": g.n, "edges": g.m, "dop": dop,
                    "ccr": _pardnn_ccr(g, cl), "paper_dop": m.paper.get("dop"), "paper_ccr": m.paper.get("ccr"),
                    "gpus": k, "unit": g.unit}
@@ -208,10 +204,10 @@ def _speedup(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
                 if rec["method"] == "pardnn":
                     row[f"{label} moved"] = rec["extra"].get("moved_share")
             rows.append(row)
-    labels = [s["label"] for s in doc["methods"]]
+    labels = list(cfg.methods)
     cols = [Column("model"), Column("nodes", numeric=True), Column("gpus", "GPUs", numeric=True)]
     cols += [Column(f"{lb} ms", lb, fixed(1), True) for lb in labels]
-    cols += [Column(f"{lb} / PARDNN", f"{lb} / {doc['reference']}", numeric=True) for lb in labels
+    cols += [Column(f"{lb} / PARDNN", f"{lb} / {cfg.reference}", numeric=True) for lb in labels
              if not lb.startswith("PARDNN")]
     cols += [Column(f"{lb} OOM", f"OOM {lb}") for lb in labels]
     cols += [Column(f"{lb} s", f"{lb} s", numeric=True) for lb in labels]
@@ -224,7 +220,7 @@ def _speedup(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
     pre = ["**Simulation** (the project's simulator, fifo with link congestion), not hardware. Makespans in "
            f"{unit} per training step; a ratio above 1 means PARDNN is faster (PARDNN Fig. 3 reports it faster "
            "than LC and CP on every model and GPU count, without numbers in the text).",
-           f"OOM under each memory model on GPUs of {shared.get('gpu_memory', 32e9) / 1e9:g} GB: S = static sum "
+           f"OOM under each memory model on GPUs of {cfg.cluster.get('gpu_memory', 32e9) / 1e9:g} GB: S = static sum "
            "over capacity, D = dynamic peak over capacity, - = fits both. PARDNN is judged on D (its model), the "
            "baselines on S.",
            f"Placement time: ours on this machine (shared, 2 CPUs) beside the paper's {PAPER_TIME}; LC took "
@@ -236,30 +232,29 @@ def _speedup(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
 
 
 # ---------------------------------------------------------------------------- Table 4
-def _memory(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
+def _memory(cfg: Reproduction, out: Path, quick: bool, progress: bool) -> Path:
     from dnnplace.graphs.batch_model import BatchModel
 
-    shared, models = _models(doc)
-    only = doc.get("quick_only", doc["only"]) if quick else doc["only"]
-    gpus = doc.get("quick_gpus", doc["gpus"]) if quick else doc["gpus"]
-    models = [m for m in models if m.name in only]
+    models, gpus = _models(cfg), cfg.gpus
+    if cfg.only is not None:
+        models = [m for m in models if m.name in cfg.only]
     runs = out / "runs.jsonl"
     runs.unlink(missing_ok=True)
     rows = []
     for m in models:
         g, source = model_graph(m)
-        profiles = batch_profiles(m) if doc.get("profiled_batches", False) else None
+        profiles = batch_profiles(m) if cfg.profiled_batches else None
         bm = BatchModel(m.batch, profiles=profiles)
         if profiles:
             source += f"; batches from profiles at {' and '.join(map(str, profiles))}"
         single = None
         for k in gpus:
-            cl = _cluster(shared, k)
+            cl = _cluster(cfg, k)
             method = "single" if k == 1 else "pardnn"
             best_dyn = best_static = None
             gap: list[int] = []
             b = 1
-            while b <= doc.get("max_batch", 8192):
+            while b <= cfg.max_batch:
                 inst = Instance(bm.at(g, b), cl, f"{m.name} batch {b}")
                 rec = _run(inst, method, runs, {"model": m.name, "gpus": k, "batch": b})
                 mf = rec["evaluation"]["memory_feasible"]
@@ -294,14 +289,14 @@ def _memory(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
             Column("dp_limit", "ideal DP limit", numeric=True), Column("x_dp", "ours x DP", numeric=True),
             Column("paper_x_dp", "paper x DP", numeric=True), Column("source")]
     pre = ["**Simulation**, not hardware: the largest power-of-two batch whose placement fits the GPUs' memory "
-           f"({shared.get('gpu_memory', 32e9) / 1e9:g} GB each), judged on the dynamic peak of the simulated fifo "
+           f"({cfg.cluster.get('gpu_memory', 32e9) / 1e9:g} GB each), judged on the dynamic peak of the simulated fifo "
            "schedule with congestion (PARDNN's model, Eq. 2) and, for the same placements, on the static sum.",
            "1 GPU: the whole graph on it (method single); K GPUs: PARDNN (heuristic I, 10 % margin). Ideal DP: K "
            "replicas at batch b / K, i.e. K times the 1-GPU limit (the paper's reference point for use case 1).",
            ("Batches come from the block captured at two batches (BatchModel profiles: sizes and times affine in the "
             "batch, exact for captured sizes), so outputs that do not grow with the batch (PARDNN Sec. 5.4.1: matrix "
             "products with the batch as inner dimension, e.g. per-step weight-gradient partials) keep their size."
-            if doc.get("profiled_batches", False) else
+            if cfg.profiled_batches else
             "Batches scale the captured graph linearly (BatchModel: 5 us kernel floor, parameters fixed); the paper's "
             "superlinear batch scaling also came from TensorFlow outputs that do not grow with the batch, which a "
             "linear model cannot show.")]
@@ -311,16 +306,26 @@ def _memory(doc: dict, out: Path, quick: bool, progress: bool) -> Path:
 
 _RUNNERS = {"speedup": _speedup, "memory": _memory}
 
+# PARDNN's own keys of a reproduction config and of a model table (the shared pardnn-models.toml)
+SCHEMA = Schema(kinds=tuple(_RUNNERS), out_dir="results/pardnn", options={
+    "gpus": Key(list, REQUIRED, item=int),     # GPU counts (an axis of both tables)
+    "only": Key(list, None, item=str),         # memory: the models it runs (None: all)
+    "max_nodes": Key(int, None),               # speedup: models of at most this many nodes (None: all)
+    "max_batch": Key(int, 8192),               # memory: the largest batch tried
+    "profiled_batches": Key(bool, False),      # memory: BatchModel profiles (True) or the linear rule
+    "reference": Key(str, None),               # speedup: the method label the ratios divide by
+}, model_keys={
+    "name": Key(str, REQUIRED), "nodes": Key(int, REQUIRED), "batch": Key(int, REQUIRED),
+    "paper": Key(dict, REQUIRED), "block": Key(dict, {}), "generator": Key(dict, {}),
+})
+
 
 def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None, fresh: bool = False,
               progress: bool = True) -> Path:
     """Run ``experiments/<name>.toml`` and write ``<out>/<kind>[-quick]/table.md`` (every
     cell is recomputed; ``fresh`` is accepted for the common interface)."""
-    doc = tomllib.loads(experiment_config(name).read_text())
-    if doc.get("kind") not in _RUNNERS:
-        raise InputError(f"{name}: kind must be one of {sorted(_RUNNERS)}")
-    shared = tomllib.loads(experiment_config(doc["models"]).read_text())
-    base = Path(out_dir) if out_dir is not None else Path(shared.get("out_dir", "results/pardnn"))
-    out = base / (doc["kind"] + ("-quick" if quick else ""))
+    cfg = load(name, quick=quick, module="pardnn")
+    base = Path(out_dir) if out_dir is not None else Path(cfg.out_dir)
+    out = base / (cfg.kind + ("-quick" if quick else ""))
     out.mkdir(parents=True, exist_ok=True)
-    return _RUNNERS[doc["kind"]](doc, out, quick, progress)
+    return _RUNNERS[cfg.kind](cfg, out, quick, progress)

@@ -65,11 +65,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from dnnplace.data import experiment_config
 from dnnplace.experiments.pesto_figures import RUNNERS
-from dnnplace.experiments.runs import Config, replay
+from dnnplace.experiments.runs import SCHEMA, Config, replay
 
-__all__ = ["Config", "replay", "reproduce"]
+__all__ = ["Config", "SCHEMA", "replay", "reproduce"]
 
 
 def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None, fresh: bool = False,
@@ -79,7 +78,7 @@ def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None,
     Parameters
     ----------
     name : str
-        The reproduction, e.g. ``"pesto-congestion"`` (its config file's stem).
+        The reproduction, e.g. ``"pesto-congestion"`` (its config file's stem), or a TOML file's path.
     quick : bool
         Cap every ILP at 10 s; outputs go to ``<config name>-quick``.
     out_dir : path, optional
@@ -95,7 +94,7 @@ def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None,
         ``<out_dir>/<config name>[-quick]/table.md`` (``table.csv``, ``runs.jsonl``,
         ``instances/`` and the plots beside it).
     """
-    cfg = Config.load(experiment_config(name))
+    cfg = Config.load(name)
     if quick:
         cfg = dataclasses.replace(cfg, time_limit=min(cfg.time_limit, 10.0))
     out = (Path(out_dir) if out_dir is not None else Path(cfg.out_dir)) / (cfg.name + ("-quick" if quick else ""))

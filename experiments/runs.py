@@ -1,5 +1,6 @@
 """The plumbing of Pesto's simulated experiments (:mod:`dnnplace.experiments.pesto`):
-the experiment :class:`Config` (one TOML file), the cluster variants of its generated
+Pesto's :data:`SCHEMA` and :class:`Config` (its view of a config read by the one loader,
+:mod:`dnnplace.experiments.config`), the cluster variants of its generated
 graph written as native instance files (:class:`Variant`, :func:`write_variants`), the
 :class:`~dnnplace.config.RunSpec` of every measured placement, and readers of the run
 records (re-scored makespan, best list scheduler, the ``pesto`` method's extras, and
@@ -11,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import numpy as np
 
 from dnnplace.config import RunSpec, graph_label_of
 from dnnplace.data import workloads_dir
+from dnnplace.experiments.config import Key, Reproduction, Schema, load
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluation.link_orders import link_priorities_from_doc
@@ -30,18 +31,30 @@ from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import jsonable, load_instance, placement_from_doc, save_instance
 from dnnplace.graphs.io.native import instance_to_native
 
-__all__ = ["Config", "Variant", "LIST_SCHEDULERS", "MAX_ETF_NODES", "EXPERT", "scaled_cluster", "write_variants",
-           "experiment_graph", "run_spec", "list_specs", "pesto_spec", "makespan_of", "best_list", "extra_of",
-           "ilp_gap", "pesto_source", "replay"]
+__all__ = ["Config", "SCHEMA", "Variant", "LIST_SCHEDULERS", "MAX_ETF_NODES", "EXPERT", "scaled_cluster",
+           "write_variants", "experiment_graph", "run_spec", "list_specs", "pesto_spec", "makespan_of", "best_list",
+           "extra_of", "ilp_gap", "pesto_source", "replay"]
 
 LIST_SCHEDULERS = ("heft", "etf", "m-topo", "m-etf", "m-sct")
 MAX_ETF_NODES = 3000  # ETF-like schedulers are skipped above this size (as best_list_schedule does)
 EXPERT = "layer-split"
 
+# Pesto's own keys of a reproduction config (beside the common graph, cluster, time_limit, rel_gap)
+SCHEMA = Schema(kinds=("congestion", "hardware", "coarsening"), out_dir="results/pesto", time_limit=60.0,
+                rel_gap=0.01, options={
+                    "coarsen_to": Key(int, 100),                                  # congestion, hardware
+                    "coarse_sizes": Key(list, [50, 100, 200, 300], item=int),     # coarsening axis
+                    "gpus": Key(list, [2], item=int),                             # coarsening axis
+                    "compute_scales": Key(list, [0.1, 0.3, 1.0, 3.0, 10.0], item=float),  # hardware axis
+                    "link_scales": Key(list, [0.1, 0.3, 1.0, 3.0, 10.0], item=float),     # hardware axis
+                    "engine": Key(str, None, choices=("mip", "cpsat")),           # the pesto method's engine
+                })
+
 
 @dataclass(frozen=True)
 class Config:
-    """A validated experiment config (see the TOML files for the meaning of each key)."""
+    """A Pesto experiment config (see the TOML files for the meaning of each key): the common
+    keys of :class:`~dnnplace.experiments.config.Reproduction` and :data:`SCHEMA`'s own."""
 
     name: str
     kind: str
@@ -60,17 +73,17 @@ class Config:
 
     @classmethod
     def load(cls, path: str | Path) -> Config:
-        doc = tomllib.loads(Path(path).read_text())
-        known = set(cls.__dataclass_fields__)
-        unknown = set(doc) - known
-        if unknown:
-            raise InputError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
-        if doc.get("kind") not in ("congestion", "hardware", "coarsening"):
-            raise InputError(f"{path}: kind must be congestion, hardware or coarsening")
-        for key in ("coarse_sizes", "gpus", "compute_scales", "link_scales"):
-            if key in doc:
-                doc[key] = tuple(doc[key])
-        return cls(**doc)
+        """The config ``path`` (a bundled name or a TOML file) through the one loader,
+        :func:`dnnplace.experiments.config.load`, against :data:`SCHEMA`."""
+        return cls.of(load(path, module="pesto"))
+
+    @classmethod
+    def of(cls, cfg: Reproduction) -> Config:
+        """Pesto's view of a loaded config: the common keys and :data:`SCHEMA`'s own."""
+        own = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.options.items()}
+        return cls(name=cfg.name, kind=cfg.kind, description=cfg.description, graph=cfg.graph or {},
+                   cluster=dict(cfg.cluster), time_limit=cfg.time_limit, rel_gap=cfg.rel_gap, out_dir=cfg.out_dir,
+                   **own)
 
     def solver(self) -> dict[str, Any]:
         """The ILP's solver options (one thread, the config's limits)."""

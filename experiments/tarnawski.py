@@ -25,20 +25,20 @@ import json
 import platform
 import re
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dnnplace.config import RunSpec, graph_label_of
-from dnnplace.data import experiment_config, reference_path, tarnawski_dir
+from dnnplace.data import reference_path, tarnawski_dir
+from dnnplace.experiments.config import Key, Reproduction, Schema, load
 from dnnplace.graphs.io import load_instance
 from dnnplace.registry import all_methods
 from dnnplace.runner import execute
 from dnnplace.tables import Column, write_table
 
-__all__ = ["Cell", "reproduce_table", "reproduce"]
+__all__ = ["Cell", "reproduce_table", "reproduce", "SCHEMA"]
 
 
 @dataclass
@@ -111,10 +111,6 @@ def _number(x: Any, column: str = "") -> float | None:
     return None
 
 
-def _config(name: str) -> dict:
-    return tomllib.loads(experiment_config(name).read_text())
-
-
 @functools.cache
 def _reference() -> dict:
     return json.loads(reference_path("tarnawski-neurips20").read_text())
@@ -133,11 +129,8 @@ def _cell(row: str, column: str, paper: Any, path: Path, problem: str, col: dict
     elif quick and col.get("skip_quick", False):
         cell.note = "not run (--quick)"
     else:
-        params = dict(col.get("params", {}))
+        params = dict(col.get("params", {}))  # with --quick, the loader has applied quick_params / quick_warm_start
         warm = col.get("warm_start")
-        if quick:
-            params.update(col.get("quick_params", {}))
-            warm = col.get("quick_warm_start", warm)
         solver = {"time_limit": col.get("time_limit"), "rel_gap": col.get("rel_gap"), "threads": col.get("threads", 1)}
         cell.spec = RunSpec(graph=str(path), graph_label=graph_label_of(path), problem=problem, method=method,
                             contiguity=col.get("contiguity"), seed=int(col.get("seed", 0)), warm_start=warm,
@@ -221,16 +214,15 @@ def reproduce_table(name: str, title: str, cells: list[Cell], notes: list[str], 
 
 
 # ---------------------------------------------------------------------------- Table 1
-def table1(quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
+def table1(cfg: Reproduction, quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
     """Table 1: max-load (TPS) of every method on the 16 throughput workloads."""
-    cfg = _config("tarnawski-table1")
     cells: list[Cell] = []
     for r in _reference()["table1_throughput"]:
         path = tarnawski_dir() / r["input"]
         row = f"{r['granularity']} {r['mode']} {r['model']}"
-        for col, spec in cfg["columns"].items():
+        for col, spec in cfg.methods.items():
             skip = None
-            if spec["method"] == "dp" and quick and r["ideals"] > cfg.get("quick_max_ideals", 20000):
+            if spec["method"] == "dp" and cfg.max_ideals is not None and r["ideals"] > cfg.max_ideals:
                 skip = f"not run (--quick: {r['ideals']} ideals; full run: see tarnawski-table1.md)"
             if spec.get("only") and r["granularity"] not in spec["only"]:
                 skip = f"not run: the paper has no {col} split for {r['granularity']} graphs"
@@ -248,15 +240,14 @@ def table1(quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
                 cells.append(Cell(row, f"runtime {col} (s)", r["runtime"][key], runtime_of=cell,
                                   note=f"paper: Gurobi 8.1, 4 cores, 20 min; ours: HiGHS, "
                                        f"{spec.get('time_limit')} s limit"))
-    return reproduce_table("tarnawski-table1", "Tarnawski et al. Table 1: max-load (time per sample) by method",
-                           cells, cfg.get("notes", []), quick=quick, out_dir=out_dir, **kw)
+    return reproduce_table(cfg.name, "Tarnawski et al. Table 1: max-load (time per sample) by method",
+                           cells, list(cfg.notes), quick=quick, out_dir=out_dir, **kw)
 
 
 # ---------------------------------------------------------------------------- Table 3
-def table3(quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
+def table3(cfg: Reproduction, quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
     """Table 3: DP on operator graphs vs on layer graphs contracted from them (the
     ``contract-layers`` transform of :mod:`dnnplace.graphs.transforms`)."""
-    cfg = _config("tarnawski-table3")
     ref = _reference()
     inputs = {(r["model"], r["mode"]): r["input"] for r in ref["table1_throughput"] if r["granularity"] == "op"}
     dp = {"method": "dp"}
@@ -271,8 +262,8 @@ def table3(quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
         by_id = g.layers is not None and any(x is not None for x in g.layers)
         cells.append(_cell(row, "dp contracted layer graph", r["dp_contracted_layer_graph"], path, "maxload", dp,
                            quick, exact=by_id, transform="contract-layers"))
-    return reproduce_table("tarnawski-table3", "Tarnawski et al. Table 3: DP on operator vs contracted layer graphs",
-                           cells, cfg.get("notes", []), quick=quick, out_dir=out_dir, **kw)
+    return reproduce_table(cfg.name, "Tarnawski et al. Table 3: DP on operator vs contracted layer graphs",
+                           cells, list(cfg.notes), quick=quick, out_dir=out_dir, **kw)
 
 
 # ---------------------------------------------------------------------------- Table 4
@@ -283,21 +274,20 @@ def _ideal_count(path: Path) -> int:
     return enumerate_ideals(h.n, h.src, h.dst).size
 
 
-def table4(quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
+def table4(cfg: Reproduction, quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
     """Table 4: single-sample latency of the baselines and the latency IP."""
-    cfg = _config("tarnawski-table4")
     cells: list[Cell] = []
     for r in _reference()["table4_latency"]:
         path = tarnawski_dir() / r["input"]
         n = load_instance(path).graph.n
         row = r["input"].split("/", 1)[1].replace("Graphs/", " ").replace(".json", "")
-        for col, spec in cfg["columns"].items():
+        for col, spec in cfg.methods.items():
             paper = r["latency"].get(spec.get("paper", col))
             skip = None
             if spec.get("max_nodes") and n > spec["max_nodes"] and not quick:
                 skip = (f"not run: {n} nodes > max_nodes = {spec['max_nodes']} of this config "
                         "(time budget of the run)")
-            if spec["method"] == "dp" and quick and _ideal_count(path) > cfg.get("quick_max_ideals", 20000):
+            if spec["method"] == "dp" and cfg.max_ideals is not None and _ideal_count(path) > cfg.max_ideals:
                 skip = "not run (--quick: too many ideals; full run: see tarnawski-table4.md)"
             if spec["method"] == "expert" and paper is None:
                 skip = "not run: no expert split for this graph (none in the paper either)"
@@ -307,15 +297,29 @@ def table4(quick: bool = False, out_dir: Path | None = None, **kw) -> Path:
                 cells.append(Cell(row, "runtime ip", r["ip_runtime_gurobi"], runtime_of=cell,
                                   note=f"paper: Gurobi, 1 h limit, certified gap {r['ip_certified_gap']}; "
                                        f"ours: {spec.get('time_limit')} s limit"))
-    return reproduce_table("tarnawski-table4", "Tarnawski et al. Table 4: single-sample latency by method", cells,
-                           cfg.get("notes", []), quick=quick, out_dir=out_dir, **kw)
+    return reproduce_table(cfg.name, "Tarnawski et al. Table 4: single-sample latency by method", cells,
+                           list(cfg.notes), quick=quick, out_dir=out_dir, **kw)
 
 
-TABLES: dict[str, Callable[..., Path]] = {"tarnawski-table1": table1, "tarnawski-table3": table3,
-                                          "tarnawski-table4": table4}
+TABLES: dict[str, Callable[..., Path]] = {"table1": table1, "table3": table3, "table4": table4}
+
+# Tarnawski's own keys of a reproduction config: the table (kind), a limit on the exact DP, and the
+# keys of a method table (a column of the paper's table; methods, params, time_limit, rel_gap are common)
+SCHEMA = Schema(kinds=tuple(TABLES), out_dir="results", options={
+    "max_ideals": Key(int, None),            # the exact DP only on rows with at most this many ideals (None: all)
+}, method_keys={
+    "paper": Key(str),                       # the paper's column it is compared with (default: its label)
+    "exact": Key(bool, False),               # must match the paper to its printed precision
+    "contiguity": Key(str), "warm_start": Key(str), "seed": Key(int, 0), "threads": Key(int),
+    "max_nodes": Key(int),                   # not run on larger graphs (time budget)
+    "skip_quick": Key(bool, False),          # not run with --quick
+    "only": Key(list, item=str),             # granularities the paper reports it for
+})
 
 
 def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None, fresh: bool = False,
               progress: bool = True) -> Path:
-    """Run one of Tables 1, 3 and 4 (``name`` is its config, ``tarnawski-table1`` ...)."""
-    return TABLES[name](quick=quick, out_dir=out_dir, fresh=fresh, progress=progress)
+    """Run one of Tables 1, 3 and 4 (``name`` is its config, ``tarnawski-table1`` ..., or a TOML file)."""
+    cfg = load(name, quick=quick, module="tarnawski")
+    return TABLES[cfg.kind](cfg, quick=quick, out_dir=cfg.out_dir if out_dir is None else out_dir, fresh=fresh,
+                            progress=progress)

@@ -415,14 +415,11 @@ def test_balancing_equals_a_naive_implementation_on_random_graphs():
 
 def test_reproduction_reads_its_configs():
     """The reproduction's models and configs parse; the stand-ins keep the paper's node counts."""
-    import tomllib
-
-    from dnnplace.data import experiment_config
+    from dnnplace.experiments.config import load
     from dnnplace.experiments.pardnn import NAMES, _models
 
     assert NAMES == ("pardnn-speedup", "pardnn-memory")
     for name in NAMES:
-        doc = tomllib.loads(experiment_config(name).read_text())
-        _, models = _models(doc)
+        models = _models(load(name))
         assert [m.nodes for m in models] == [10578, 22748, 55756, 187742, 204792]
         assert all(m.paper["nodes"] == m.nodes for m in models)
