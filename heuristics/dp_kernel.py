@@ -17,12 +17,13 @@ are skipped.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from dnnplace.heuristics.jit import cached_njit
 
 __all__ = ["run_dp", "new_tables", "ideal_sizes"]
 
 
-@njit(cache=True)
+@cached_njit
 def _term_value(t, in_s, owner, cost, ntarget, cnt):
     """Transfer term of original node t for the current S (docs/semantics.md 2.2): out-cost when its
     DP node is in S and some target DP node is not; in-cost when it is outside and some
@@ -32,7 +33,7 @@ def _term_value(t, in_s, owner, cost, ntarget, cnt):
     return cost[t] if cnt[t] > 0 else 0.0
 
 
-@njit(cache=True)
+@cached_njit
 def _toggle(x, add, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr, tgt_term):
     """Add (or remove) DP node x to S; return the change of the transfer cost."""
     delta = 0.0
@@ -54,7 +55,7 @@ def _toggle(x, add, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr,
     return delta
 
 
-@njit(cache=True)
+@cached_njit
 def _bw_contiguous(path, depth, bmask, desc, anc, words):
     """Is the set of backward original nodes carried by the DP nodes on the path
     contiguous in the backward graph (no outside node both below and above it)?"""
@@ -95,7 +96,7 @@ def new_tables(n_ideals: int, k: int, l: int) -> tuple[np.ndarray, ...]:  # noqa
             np.full(n_ideals, -1, dtype=np.int64))
 
 
-@njit(cache=True)
+@cached_njit
 def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c, cpu_ok_node, mem, mem_cap,
            owner, cost, ntarget, own_ptr, own_term, tgt_ptr, tgt_term,
            ideal_ok, bmask, desc, anc, check_bw, k, l, ub, overlap,  # noqa: E741 (the paper's k, l)
@@ -271,7 +272,7 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
     return visited, src + 1
 
 
-@njit(cache=True)
+@cached_njit
 def ideal_sizes(cover_ptr, cover_node, cover_to, weight, upto):
     """Size and total ``weight`` of the ideals ``0 .. upto-1`` (each first reached from
     a smaller ideal along the cover relation)."""

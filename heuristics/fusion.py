@@ -51,20 +51,20 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.transforms.contract import quotient
 from dnnplace.graphs.transforms.replay import Transformed
+from dnnplace.heuristics.jit import cached_njit
 from dnnplace.heuristics.nominal import nominal_costs
 from dnnplace.heuristics.topo_orders import topo_order_by
 
 __all__ = ["FusionDP", "fusion_dp", "fuse", "fuse_to"]
 
 
-@njit(cache=True)
+@cached_njit
 def _dp_kernel(n, R, M, mem, kinds, out_cost, in_ptr, in_src, in_cost, table):  # pragma: no cover - numba
     """S, P over positions ``0..n`` (module docstring); ``table`` ((n+1, n+1) or (1, 1))
     receives every ``cost(i, j)`` the kernel evaluates when it is big enough."""

@@ -18,8 +18,8 @@ The search that drives them is :func:`dnnplace.heuristics.latency_search.latency
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from dnnplace.heuristics.jit import cached_njit
 from dnnplace.heuristics.latency_score import score_split
 
 __all__ = ["EPS", "descend", "perturb"]
@@ -28,14 +28,14 @@ EPS = 1e-9
 """Relative tolerance of an improvement (latency and the sum of finish times)."""
 
 
-@njit(cache=True)
+@cached_njit
 def _apply(x, b, dev, unit_ptr, unit_nodes):
     """Put every node of unit ``x`` on device ``b``."""
     for q in range(unit_ptr[x], unit_ptr[x + 1]):
         dev[unit_nodes[q]] = b
 
 
-@njit(cache=True)
+@cached_njit
 def _better(val, sec, cur, cursec):
     """Whether ``(val, sec)`` beats ``(cur, cursec)`` lexicographically by more than :data:`EPS` (relative)."""
     tol = EPS * max(1.0, abs(cur))
@@ -44,7 +44,7 @@ def _better(val, sec, cur, cursec):
     return val <= cur + tol and sec < cursec - EPS * max(1.0, abs(cursec))
 
 
-@njit(cache=True)
+@cached_njit
 def _neighbour_devices(x, v, ptr, nbr, dev, ok, mark, out, cnt):
     """Append to ``out[cnt:]`` the devices of the neighbours ``nbr[ptr[v]:ptr[v + 1]]`` of
     node ``v`` that are not marked yet and may hold unit ``x`` (marking them); returns
@@ -58,7 +58,7 @@ def _neighbour_devices(x, v, ptr, nbr, dev, ok, mark, out, cnt):
     return cnt
 
 
-@njit(cache=True)
+@cached_njit
 def _targets(x, dev, unit_ptr, unit_nodes, in_ptr, in_nbr, out_ptr, out_nbr, acc_idx, accs, pool, ok, used, mark,
              out):
     """Candidate devices for unit ``x`` (written to ``out``; returns their count)."""
@@ -84,7 +84,7 @@ def _targets(x, dev, unit_ptr, unit_nodes, in_ptr, in_nbr, out_ptr, out_nbr, acc
     return cnt
 
 
-@njit(cache=True)
+@cached_njit
 def _usage(dev, acc_idx, unit_ptr, unit_nodes, umem, n_acc):
     """Memory and node count on every accelerator slot."""
     mem = np.zeros(n_acc)
@@ -100,7 +100,7 @@ def _usage(dev, acc_idx, unit_ptr, unit_nodes, umem, n_acc):
     return mem, used
 
 
-@njit(cache=True)
+@cached_njit
 def _account(x, a, b, acc_idx, unit_ptr, umem, mem, used):
     """Book the move of unit ``x`` from device ``a`` to device ``b`` in ``mem``/``used``."""
     size = unit_ptr[x + 1] - unit_ptr[x]
@@ -114,7 +114,7 @@ def _account(x, a, b, acc_idx, unit_ptr, umem, mem, used):
         used[ib] += size
 
 
-@njit(cache=True)
+@cached_njit
 def descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, pool, in_ptr, in_nbr, out_ptr,
             out_nbr, out_eid, comp, cin, cout, work, unit_dev_buf, max_evals, eject):
     """First-improvement descent over unit moves and merges (then, with ``eject``,
@@ -260,7 +260,7 @@ def descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, pool
     return cur, cursec, evals
 
 
-@njit(cache=True)
+@cached_njit
 def perturb(dev, units, targets_pick, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, pool, in_ptr, in_nbr,
             out_ptr, out_nbr, out_eid, comp, cin, cout, work):
     """Apply random feasible unit moves: unit ``units[i]`` to its candidate number

@@ -22,15 +22,15 @@ move kernels of :mod:`dnnplace.heuristics.latency_moves` call :func:`score_split
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.instance import Instance
+from dnnplace.heuristics.jit import cached_njit
 
 __all__ = ["LatencyScorer", "score_split"]
 
 
-@njit(cache=True)
+@cached_njit
 def score_split(dev, acc_idx, n_acc, comp, cin, cout, out_ptr, out_nbr, out_eid, unit, dur, start, fin, indeg,
                 uptr, uadj, stamp, tmp, queue):
     """Latency and sum of finish times of a split (``inf`` if its unit graph has a cycle).

@@ -17,18 +17,18 @@ kept in a per-node count of successors on each device (:func:`_move_delta`).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.transforms.contract import colocation_labels
+from dnnplace.heuristics.jit import cached_njit
 from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost, subdivide_out_costs
 
 __all__ = ["local_search"]
 
 
-@njit(cache=True)
+@cached_njit
 def _loads(dev, comp, is_acc, cost, out_ptr, out_nbr, n_dev):
     """Per-device load (docs/semantics.md 2.2) and successor counts ``cnt[u, d]``."""
     n = dev.shape[0]
@@ -50,7 +50,7 @@ def _loads(dev, comp, is_acc, cost, out_ptr, out_nbr, n_dev):
     return load, cnt
 
 
-@njit(cache=True)
+@cached_njit
 def _node_charge(u, d, dev, cnt, is_acc, cost, n_dev):
     """Transfer cost node u puts on device d."""
     if not is_acc[d]:
@@ -63,7 +63,7 @@ def _node_charge(u, d, dev, cnt, is_acc, cost, n_dev):
     return cost[u] if cnt[u, d] > 0 else 0.0
 
 
-@njit(cache=True)
+@cached_njit
 def _apply(unit_ptr, unit_nodes, pred_ptr, pred_nbr, x, b, dev, cnt, load, comp, is_acc, cost, n_dev, mark, stamp):
     """Move unit x to device b, updating dev, cnt and the loads of the two devices."""
     a = dev[unit_nodes[unit_ptr[x]]]
@@ -98,7 +98,7 @@ def _apply(unit_ptr, unit_nodes, pred_ptr, pred_nbr, x, b, dev, cnt, load, comp,
         load[b] += _node_charge(u, b, dev, cnt, is_acc, cost, n_dev)
 
 
-@njit(cache=True)
+@cached_njit
 def _search(dev, movable, accs, unit_ptr, unit_nodes, pred_ptr, pred_nbr, comp, is_acc, cost, out_ptr, out_nbr,
             n_dev):
     load, cnt = _loads(dev, comp, is_acc, cost, out_ptr, out_nbr, n_dev)
