@@ -411,8 +411,8 @@ MEASURED_CAUSE = {
     "Transformer": "our captured graph is a chain: every placement runs near its 10092 ms of serial compute (issue 25, "
                    "README), and Metis, OOM in the paper, fits here",
 }
-OOM_CAUSE = ("fits here: every model gets one GPU memory share (gpu_share, experiments/celeritas-models.toml) and our "
-             "captured graphs are smaller than the paper's TF graphs (Table 2)")
+OOM_CAUSE = ("fits here: a GPU holds gpu_share of the model's static memory (experiments/celeritas-models.toml, one "
+             "share for every model) and this placement's static memory stays within it")
 
 
 def _num(x: Any) -> float | None:

@@ -67,25 +67,32 @@ def judge(paper: float | None, ours: float | None, *, rel: float = REL_TOL, abs_
     return NOT_REPRODUCED
 
 
-def judge_ranking(paper: Sequence[str], ours: Sequence[str] | Mapping[str, float], *, tie: float = 0.0) -> str:
+def judge_ranking(paper: Sequence[str] | Mapping[str, float], ours: Sequence[str] | Mapping[str, float], *,
+                  tie: float = 0.0) -> str:
     """The verdict on a ranking (best first), over the items both rankings hold.
 
-    ``reproduced``: the same order; ``trend``: the same first item; else ``not
-    reproduced``. ``""`` when fewer than two items are common. Given ours as values
-    (lower is better), two within ``tie`` (relative) of each other count as tied, which
-    either order matches.
+    ``reproduced``: the same order; ``trend``: the paper's first item first in ours too;
+    else ``not reproduced``. ``""`` when fewer than two items are common. Either ranking
+    may come as values (lower is better); two values within ``tie`` (relative) of each
+    other count as tied: a tie in ours matches either order, a tie in the paper's asks
+    for none.
     """
-    vals = dict(ours) if isinstance(ours, Mapping) else {x: float(i) for i, x in enumerate(ours)}
-    p = [x for x in paper if x in vals]
+    def values(r: Sequence[str] | Mapping[str, float]) -> dict[str, float]:
+        return dict(r) if isinstance(r, Mapping) else {x: float(i) for i, x in enumerate(r)}
+
+    pv, ov = values(paper), values(ours)
+    t_p = tie if isinstance(paper, Mapping) else 0.0
+    t_o = tie if isinstance(ours, Mapping) else 0.0
+    p = sorted((x for x in pv if x in ov), key=pv.get)
     if len(p) < 2:
         return ""
 
-    def before(a: str, b: str) -> bool:  # a ranks no later than b in ours
-        return vals[a] <= vals[b] * (1 + tie) if isinstance(ours, Mapping) else vals[a] <= vals[b]
+    def holds(a: str, b: str) -> bool:  # the paper ranks a before b (not tied): so must ours, up to a tie
+        return pv[b] <= pv[a] * (1 + t_p) or ov[a] <= ov[b] * (1 + t_o)
 
-    if all(before(a, b) for i, a in enumerate(p) for b in p[i + 1:]):
+    if all(holds(a, b) for i, a in enumerate(p) for b in p[i + 1:]):
         return REPRODUCED
-    return TREND if all(before(p[0], b) for b in p[1:]) else NOT_REPRODUCED
+    return TREND if all(holds(p[0], b) for b in p[1:]) else NOT_REPRODUCED
 
 
 def judge_direction(values: Iterable[float | None], increasing: bool, *, abs_tol: float = 0.0) -> str:

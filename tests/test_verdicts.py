@@ -29,6 +29,10 @@ def test_rankings_directions_bounds_and_causes():
     assert V.judge_ranking(paper, values, tie=0.01) == V.REPRODUCED           # within 1 %: tied
     assert V.judge_ranking(paper, {**values, "celeritas": 9229.0, "m-topo": 3918.0}, tie=0.01) == V.NOT_REPRODUCED
     assert V.judge_ranking(paper, {"celeritas": 1.0, "order-place": 3.0, "m-topo": 2.0}) == V.TREND
+    fig6 = {"DFS-TOPO": 4.22, "Celeritas": 4.32, "M-TOPO": 6.0}  # the paper's 2 % apart: no order asked
+    ours = {"DFS-TOPO": 6775.0, "Celeritas": 1655.0, "M-TOPO": 6732.0}  # DFS within 5 % of M-TOPO: tied
+    assert V.judge_ranking(fig6, ours, tie=0.05) == V.REPRODUCED
+    assert V.judge_ranking(fig6, {**ours, "M-TOPO": 5000.0}, tie=0.05) == V.NOT_REPRODUCED
     assert V.judge_direction([0.1, 0.2, 0.3], increasing=True) == V.REPRODUCED
     assert V.judge_direction([0.1, 0.3, 0.25, 0.4], increasing=True) == V.TREND
     assert V.judge_direction([0.1, 0.3, 0.295, 0.4], increasing=True, abs_tol=0.01) == V.REPRODUCED
@@ -62,3 +66,30 @@ def test_fastt_rows_carry_their_verdicts():
     assert rows[2][-1].startswith("not reproduced: OS-DPOS's own schedule (strict replay) differs from DP's "
                                   "throughput by -21% to -21% at 2-2 GPUs")
     assert "our DP scales 1.90x from 1 to 2 GPUs, the paper's 1.20x" in rows[2][-1]
+
+
+def test_celeritas_rows_carry_their_verdicts():
+    from dnnplace.experiments import celeritas as ce
+
+    rows = [{"model": "Tensor Holography", "method": k, "paper": p, "ours": o}
+            for k, p, o in (("Metis", 6.591, 963.0), ("m-TOPO", 2.22, "OOM"), ("Order-Place", 1.52, 9219.0),
+                            ("Celeritas", 1.461, 9229.0), ("HRL", 3.683, "not run (quoted)"))]
+    rows += [{"model": "Tensor Holography", "method": "speed up (C12)", "paper": ">34.2%", "ours": "-858.0%"},
+             {"model": "Tensor Holography", "method": "ranking (feasible)", "paper": "", "ours": ""},
+             {"model": "NMT", "method": "Metis", "paper": "OOM", "ours": "OOM"},
+             {"model": "NMT", "method": "m-SCT", "paper": "OOM", "ours": 6603.0}]
+    ce.table3_verdicts(rows)
+    v = {(r["model"], r["method"]): r["verdict"] for r in rows}
+    assert v["Tensor Holography", "speed up (C12)"].startswith("not reproduced: our stand-in is a random layered DAG")
+    assert v["Tensor Holography", "ranking (feasible)"].startswith("not reproduced: our stand-in")
+    assert v["Tensor Holography", "m-TOPO"].startswith("not reproduced: OOM under our GPU memory share")
+    assert v["NMT", "Metis"] == V.REPRODUCED and v["NMT", "m-SCT"].startswith("not reproduced: fits here")
+    assert v["Tensor Holography", "HRL"] == "" and v["Tensor Holography", "Celeritas"] == ""
+    fig6 = [{"model": "Inception_V3", "placement": p, "paper": t, "ours": o}
+            for p, t, o in (("sequential fill, M-TOPO", "6.0 min", 6732.0), ("sequential fill, DFS-TOPO", "4.22 min",
+                                                                            6775.0),
+                            ("sequential fill, CPD-TOPO", "", 1678.0), ("Celeritas", "DFS-TOPO + 6 s", 1655.0))]
+    ce.fig6_verdicts(fig6)
+    assert [r["verdict"] for r in fig6] == ["", "", "", V.REPRODUCED]
+    assert abs(ce._fig6_minutes("DFS-TOPO + 6 s", 4.22) - 4.32) < 1e-12
+    assert ce._fig6_minutes("OOM", None) == float("inf")
