@@ -48,7 +48,7 @@ def run(args) -> None:
     from dnnplace.graphs.evaluation.simulate import simulate
     from dnnplace.graphs.placement import Placement
 
-    _, models = _models({"models": "pardnn-models"})
+    models = _models("pardnn-speedup")  # its models: pardnn-models.toml
     m = next(x for x in models if x.name == "Word-RNN")
     prof = batch_profiles(m)
     if prof is None:
