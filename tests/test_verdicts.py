@@ -93,3 +93,17 @@ def test_celeritas_rows_carry_their_verdicts():
     assert [r["verdict"] for r in fig6] == ["", "", "", V.REPRODUCED]
     assert abs(ce._fig6_minutes("DFS-TOPO + 6 s", 4.22) - 4.32) < 1e-12
     assert ce._fig6_minutes("OOM", None) == float("inf")
+
+
+def test_pardnn_rows_carry_their_verdicts():
+    from dnnplace.experiments import pardnn as pd
+
+    row = {"PARDNN II+I ms": 100.0, "CP ms": 150.0, "LC+GLB ms": 120.0, "ccr": 12.7, "paper_ccr": 1.12, "dop": 3.5,
+           "paper_dop": 3.3}
+    assert pd.speedup_verdict(row, "PARDNN II+I") == V.REPRODUCED
+    assert pd.speedup_verdict({**row, "LC+GLB ms": 99.5}, "PARDNN II+I") == V.REPRODUCED  # within 1 %: a tie
+    assert pd.speedup_verdict({**row, "LC+GLB ms": 80.0}, "PARDNN II+I") == (
+        "not reproduced: LC+GLB 0.80x PARDNN's makespan; our graph's CCR 12.70 (paper 1.12), DoP 3.50 (paper 3.3)")
+    assert pd.memory_verdict({"gpus": 1, "x_dp": 1.0, "paper_x_dp": 1}) == ""
+    assert pd.memory_verdict({"gpus": 4, "x_dp": 14.0, "paper_x_dp": 16}) == V.REPRODUCED
+    assert pd.memory_verdict({"gpus": 2, "x_dp": 1.0, "paper_x_dp": 16}).startswith("not reproduced: superlinear")
