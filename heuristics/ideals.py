@@ -14,7 +14,7 @@ enumerates all of them breadth-first by size and records the cover relation
 of an ideal with an incrementally updated device load.
 
 Appendix B's subdivision of nodes with differently priced out-edges happens before this
-module sees the graph (:func:`dnnplace.heuristics.maxload_dp.subdivide_out_costs`, a
+module sees the graph (:func:`dnnplace.heuristics.transfer_costs.subdivide_out_costs`, a
 staircase of colocated zero-cost nodes that charges the largest crossing edge, as the
 evaluator does, where the paper's subdivision charges their sum), so here every node
 has one transfer cost.

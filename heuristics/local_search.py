@@ -23,7 +23,7 @@ from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.transforms.contract import colocation_labels
 from dnnplace.heuristics.jit import cached_njit
-from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost, subdivide_out_costs
+from dnnplace.heuristics.transfer_costs import dp_devices, node_transfer_cost, subdivide_out_costs
 
 __all__ = ["local_search"]
 
@@ -150,7 +150,7 @@ def local_search(inst: Instance, *, restarts: int = 10, seed: int = 0) -> tuple[
     if sub is not g:  # out-edges of different costs (Appendix B): search the subdivided graph
         p, val, values = local_search(Instance(sub, cl, inst.source), restarts=restarts, seed=seed)
         return Placement(g, cl, p.device[: g.n]), val, values
-    accs, cpus = _devices(cl)
+    accs, cpus = dp_devices(cl)
     if accs.size == 0:
         raise InputError("local search needs at least one accelerator")
     comp = np.nan_to_num(cl.compute_matrix(g), nan=np.inf)

@@ -17,7 +17,7 @@ when its backward partners form a contiguous set of the backward part (Sec. 5.3)
 the split is contiguous per part (the evaluator's ``contiguity="both"``), on CPUs too.
 
 A node whose out-edges carry different transfer costs (every captured graph has some) is
-first subdivided (:func:`subdivide_out_costs`, Appendix B with the evaluator's
+first subdivided (:func:`~dnnplace.heuristics.transfer_costs.subdivide_out_costs`, Appendix B with the evaluator's
 largest-crossing-edge charge); the answer keeps the original nodes' devices.
 
 Objectives: ``pipedream`` (sum of compute and transfers, the paper's default) and
@@ -43,13 +43,12 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.reach import closure_bits
 from dnnplace.graphs.replication import Replication, node_weights
+from dnnplace.heuristics.dp_backward import backward_contiguity
 from dnnplace.heuristics.dp_kernel import ideal_sizes, new_tables, run_dp
 from dnnplace.heuristics.ideals import (
     DPGraph,
@@ -59,8 +58,9 @@ from dnnplace.heuristics.ideals import (
     enumerate_ideals,
     linearize,
 )
+from dnnplace.heuristics.transfer_costs import dp_devices, node_transfer_cost, subdivide_out_costs
 
-__all__ = ["DPResult", "maxload_dp", "node_transfer_cost", "load_lower_bound", "subdivide_out_costs"]
+__all__ = ["DPResult", "maxload_dp", "load_lower_bound"]
 
 OBJECTIVES = ("pipedream", "overlap")
 
@@ -81,150 +81,6 @@ class DPResult:
     stopped: str | None = None  # why an incomplete run stopped: "ideal_limit" or "time_limit"
 
 
-def _devices(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-    """Accelerator and CPU device indices, capped by ``meta['device_limit']``."""
-    accs = np.array([i for i, kd in enumerate(cluster.kinds) if kd != "cpu"], dtype=np.int64)
-    cpus = cluster.devices_of_kind("cpu").astype(np.int64)
-    limit = cluster.meta.get("device_limit", {})
-    if accs.size:
-        akind = cluster.kinds[accs[0]]
-        if any(cluster.kinds[a] != akind for a in accs):
-            raise InputError("the max-load DP needs identical accelerators (one device kind besides 'cpu')")
-        accs = accs[: limit.get(akind, accs.size)]
-        if (np.unique(cluster.memory[accs]).size > 1 or np.unique(cluster.speed[accs]).size > 1
-                or np.unique(cluster.op_overhead[accs]).size > 1):
-            raise InputError("the max-load DP needs identical accelerators (same memory, speed and op_overhead)")
-    cpus = cpus[: limit.get("cpu", cpus.size)]
-    return accs, cpus
-
-
-def _edge_costs(graph: OpGraph, cluster: Cluster) -> np.ndarray:
-    """Every edge's transfer cost: its explicit cost, or the link model accelerator->host."""
-    accs, cpus = _devices(cluster)
-    cost = graph.edge_cost.copy()
-    miss = np.isnan(cost)
-    if miss.any():
-        if accs.size == 0:
-            cost[miss] = 0.0
-        else:
-            a = accs[0]
-            h = cpus[0] if cpus.size else a
-            cost[miss] = cluster.beta0[a, h] + cluster.beta1[a, h] * graph.edge_bytes[miss]
-    return cost
-
-
-def subdivide_out_costs(graph: OpGraph, cluster: Cluster) -> OpGraph:
-    """Tarnawski et al. Appendix B: a node whose out-edges carry different transfer costs
-    is subdivided, so that every node has one cost ``c_u`` as the DP assumes; ``graph``
-    itself when no node needs it.
-
-    The evaluator charges such a node ``u``, per direction and device, the *largest*
-    crossing edge (:func:`dnnplace.graphs.evaluation.loads.device_loads`). With ``u``'s distinct
-    costs ``a_1 < ... < a_k`` (``a_0 = 0``), ``u`` gets ``k`` new nodes ``u/appB{j}``,
-    colocated with ``u`` (zero compute where ``u`` runs, zero memory, ``u``'s forward or
-    backward part), an edge ``u -> u/appB{j}`` of cost 0 and, for every successor ``v``
-    whose edge costs at least ``a_j``, an edge ``u/appB{j} -> v`` of cost ``a_j - a_{j-1}``;
-    ``u``'s own out-edges go. A device holding successors of ``u`` whose largest edge
-    costs ``a_t`` then pays the increments of levels ``1..t``, i.e. exactly ``a_t``, and
-    ``u``'s device pays the largest crossing cost out: a split of the new graph restricted
-    to the original nodes (its first ``graph.n``) has the same loads, contiguity and
-    pipeline order as the split of ``graph``, and every split of ``graph`` extends to one
-    of the new graph (the new nodes on ``u``'s device). The paper's subdivision charges the
-    sum of a node's crossing edges; this staircase charges their maximum, the evaluator's
-    rule (the same staircase as the max-load IP's comm levels).
-
-    >>> from dnnplace.graphs import Cluster
-    >>> g = OpGraph(ids="uvw", kinds=["acc"], compute=[[1.0]] * 3, memory=[0] * 3, src=[0, 0], dst=[1, 2],
-    ...             edge_cost=[2.0, 5.0])
-    >>> s = subdivide_out_costs(g, Cluster.tarnawski(2, 0, 10))
-    >>> sorted((s.ids[a], s.ids[b], c) for a, b, c in zip(s.src.tolist(), s.dst.tolist(), s.edge_cost.tolist()))
-    [('u', 'u/appB0', 0.0), ('u', 'u/appB1', 0.0), ('u/appB0', 'v', 2.0), ('u/appB0', 'w', 2.0), ('u/appB1', 'w', 3.0)]
-    """
-    cost = _edge_costs(graph, cluster)
-    n, m = graph.n, graph.m
-    if m == 0:
-        return graph
-    hi = np.full(n, -np.inf)
-    lo = np.full(n, np.inf)
-    np.maximum.at(hi, graph.src, cost)
-    np.minimum.at(lo, graph.src, cost)
-    split = np.isfinite(hi) & (hi - lo > 1e-9 * np.maximum(1.0, np.abs(hi)))
-    if not split.any():
-        return graph
-    keep = ~split[graph.src]
-    src, dst, cst = [graph.src[keep]], [graph.dst[keep]], [graph.edge_cost[keep]]
-    byts = [graph.edge_bytes[keep]]
-    new_ids, owner = [], []
-    coloc = graph.colocation.copy()
-    labels = list(graph.colocation_labels)
-    ids = [str(x) for x in graph.ids]
-    taken = set(ids)
-    for u in np.flatnonzero(split).tolist():
-        rows = np.flatnonzero(graph.src == u)
-        succ, inv = np.unique(graph.dst[rows], return_inverse=True)
-        best = np.full(succ.size, -np.inf)
-        np.maximum.at(best, inv, cost[rows])  # the largest edge to each successor
-        levels = np.unique(np.round(best, 12))
-        if coloc[u] < 0:
-            coloc[u] = len(labels)
-            labels.append(f"{ids[u]}/appB")
-        prev = 0.0
-        for j, a in enumerate(levels.tolist()):
-            name, k = f"{ids[u]}/appB{j}", 0
-            while name in taken:
-                k += 1
-                name = f"{ids[u]}/appB{j}.{k}"
-            taken.add(name)
-            y = n + len(new_ids)
-            new_ids.append(name)
-            owner.append(u)
-            targets = succ[best >= a - 1e-12 * max(1.0, abs(a))]
-            src += [np.array([u]), np.full(targets.size, y)]
-            dst += [np.array([y]), targets]
-            cst += [np.array([0.0]), np.full(targets.size, a - prev)]
-            byts += [np.zeros(1), np.zeros(targets.size)]
-            prev = a
-    own = np.asarray(owner, dtype=np.int64)
-    k = own.size
-
-    def extend(values, fill=None):
-        if values is None:
-            return None
-        return tuple(values) + tuple(values[u] if fill is None else fill for u in own.tolist())
-
-    comp = graph.compute[own]
-    return graph.with_(
-        ids=tuple(graph.ids) + tuple(new_ids),
-        compute=np.vstack([graph.compute, np.where(np.isnan(comp), np.nan, 0.0)]),
-        memory=np.concatenate([graph.memory, np.zeros(k)]), src=np.concatenate(src), dst=np.concatenate(dst),
-        edge_bytes=np.concatenate(byts), edge_cost=np.concatenate(cst),
-        edge_batch_scaled=np.zeros(sum(a.size for a in src), dtype=bool),
-        persistent_bytes=np.concatenate([graph.persistent_bytes, np.zeros(k)]),
-        output_bytes=np.concatenate([graph.output_bytes, np.zeros(k)]),
-        colocation=np.concatenate([coloc, coloc[own]]), colocation_labels=tuple(labels),
-        backward=np.concatenate([graph.backward, graph.backward[own]]),
-        names=None if graph.names is None else tuple(graph.names) + tuple(new_ids),
-        op_types=extend(graph.op_types, "AppendixB"), layers=extend(graph.layers), roles=extend(graph.roles))
-
-
-def node_transfer_cost(graph: OpGraph, cluster: Cluster) -> np.ndarray:
-    """Tarnawski's ``c_u`` per node: the explicit cost of u's out-edges, or the link
-    model accelerator->host; raises if u's out-edges cost differently (the evaluator
-    would charge the largest crossing one, which a per-node cost cannot represent:
-    :func:`subdivide_out_costs` first, as :func:`maxload_dp` does)."""
-    cost = _edge_costs(graph, cluster)
-    hi = np.full(graph.n, -np.inf)
-    lo = np.full(graph.n, np.inf)
-    np.maximum.at(hi, graph.src, cost)
-    np.minimum.at(lo, graph.src, cost)
-    has = np.isfinite(hi)
-    bad = np.flatnonzero(has & (hi - lo > 1e-9 * np.maximum(1.0, np.abs(hi))))
-    if bad.size:
-        raise InputError(f"node {graph.ids[bad[0]]!r} has out-edges with different transfer costs; this method "
-                         "charges one cost per node (the DP and the IP handle such graphs: Appendix B)")
-    return np.where(has, hi, 0.0)
-
-
 @dataclass
 class _Prepared:
     h: DPGraph
@@ -232,18 +88,9 @@ class _Prepared:
     arrays: dict[str, Any]
 
 
-def _bitsets(rows: list[np.ndarray], nbits: int) -> np.ndarray:
-    words = max(1, (nbits + 63) // 64)
-    out = np.zeros((len(rows), words), dtype=np.uint64)
-    for r, bits in enumerate(rows):
-        for b in bits.tolist():
-            out[r, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-    return out
-
-
 def _replication_settings(inst: Instance, replicas: int, sync_per_byte: float | None) -> float:
     """Check the replication factor against the accelerators; the all-reduce time per byte."""
-    accs, _ = _devices(inst.require_cluster())
+    accs, _ = dp_devices(inst.require_cluster())
     if replicas < 1 or (replicas > 1 and replicas > accs.size):
         raise InputError(f"replication factor {replicas} needs between 1 and the {accs.size} accelerators "
                          "of the cluster")
@@ -269,7 +116,7 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
     5.0
     """
     g, cl = inst.graph, inst.require_cluster()
-    accs, cpus = _devices(cl)
+    accs, cpus = dp_devices(cl)
     comp = cl.compute_matrix(g)
     cols = [comp[:, accs[0]]] if accs.size else []
     cols += [comp[:, cpus[0]]] if cpus.size else []
@@ -282,7 +129,7 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
 def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 6_000_000,
              deadline: float | None = None) -> _Prepared:
     g, cl = inst.graph, inst.require_cluster()
-    accs, cpus = _devices(cl)
+    accs, cpus = dp_devices(cl)
     h = build_dp_graph(g, trivial=trivial)
     src, dst = h.src, h.dst
     if linear:
@@ -316,60 +163,13 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: 
     tgt_order = np.argsort(tgt, kind="stable")
     tgt_ptr = np.zeros(h.n + 1, dtype=np.int64)
     np.cumsum(np.bincount(tgt, minlength=h.n), out=tgt_ptr[1:])
-    # backward contiguity data (training graphs)
-    bw = g.backward
-    check_bw = bool(bw.any())
-    if check_bw:
-        bidx = np.full(g.n, -1, dtype=np.int64)
-        bnodes = np.flatnonzero(bw)
-        bidx[bnodes] = np.arange(bnodes.size)
-        nb = bnodes.size
-        bmask = _bitsets([bidx[bnodes[grp[bnodes] == x]] for x in range(h.n)], nb)
-        be = bw[g.src] & bw[g.dst]
-        es, ed = bidx[g.src[be]], bidx[g.dst[be]]
-        desc, anc = closure_bits(OpGraph(ids=range(nb), kinds=("x",), compute=np.zeros((nb, 1)),
-                                         memory=np.zeros(nb), src=es, dst=ed))
-        ideal_bw = _ideal_union(lattice, bmask)
-        ideal_ok = _is_filter(ideal_bw, es, ed)
-    else:
-        bmask = np.zeros((h.n, 1), dtype=np.uint64)
-        desc = anc = np.zeros((1, 1), dtype=np.uint64)
-        ideal_ok = np.ones(lattice.size, dtype=np.bool_)
     arrays = dict(acc_c=acc_c, acc_ok_node=acc_ok, cpu_c=cpu_c, cpu_ok_node=cpu_ok, mem=mem, wgt=wgt,
                   mem_cap=float(cl.memory[accs[0]]) if accs.size else 0.0,
                   owner=owner, cost=cost, ntarget=ntarget, own_ptr=own_ptr, own_term=own_order.astype(np.int64),
                   tgt_ptr=tgt_ptr, tgt_term=term_of[tgt_order].astype(np.int64),
-                  ideal_ok=ideal_ok, bmask=bmask, desc=desc, anc=anc, check_bw=check_bw,
+                  **backward_contiguity(g, grp, h.n, lattice),
                   k=int(accs.size), l=int(cpus.size), accs=accs, cpus=cpus)
     return _Prepared(h, lattice, arrays)
-
-
-def _ideal_union(lat: IdealLattice, bmask: np.ndarray) -> np.ndarray:
-    """Backward nodes carried by every ideal (bitsets), along the cover relation."""
-    out = np.zeros((lat.size, bmask.shape[1]), dtype=np.uint64)
-    first = np.full(lat.size, -1, dtype=np.int64)
-    src_of = np.repeat(np.arange(lat.size), np.diff(lat.cover_ptr))
-    # the first cover reaching each ideal (BFS order: sources come earlier)
-    order = np.argsort(lat.cover_to, kind="stable")
-    tos = lat.cover_to[order]
-    starts = np.flatnonzero(np.r_[True, tos[1:] != tos[:-1]])
-    first[tos[starts]] = order[starts]
-    for j in range(1, lat.size):
-        e = first[j]
-        out[j] = out[src_of[e]] | bmask[lat.cover_node[e]]
-    return out
-
-
-def _is_filter(sets: np.ndarray, es: np.ndarray, ed: np.ndarray) -> np.ndarray:
-    """Rows that are closed under backward successors (then differences of two such
-    sets are contiguous)."""
-    ok = np.ones(sets.shape[0], dtype=np.bool_)
-    one = np.uint64(1)
-    for a, b in zip(es.tolist(), ed.tolist()):
-        ina = (sets[:, a >> 6] >> np.uint64(a & 63)) & one
-        inb = (sets[:, b >> 6] >> np.uint64(b & 63)) & one
-        ok &= ~((ina == 1) & (inb == 0))
-    return ok
 
 
 def _run(prep: _Prepared, ub: float, overlap: bool,
@@ -464,6 +264,30 @@ def _decode(inst: Instance, prep: _Prepared, parent: np.ndarray, kind: np.ndarra
     return Placement(inst.graph, inst.require_cluster(), dev_of_dp[h.group], replication)
 
 
+def _on_original_nodes(inst: Instance, sub: OpGraph, res: DPResult) -> DPResult:
+    """A result on the subdivided graph ``sub`` (Appendix B) as one on ``inst``: the
+    original nodes (the first ``inst.graph.n``) keep their devices."""
+    if res.placement is not None:
+        res.placement = Placement(inst.graph, inst.cluster, res.placement.device[: inst.graph.n],
+                                  res.placement.replication)
+    res.seconds["subdivided_nodes"] = float(sub.n - inst.graph.n)
+    return res
+
+
+def _dpl_instead(inst: Instance, exc: TooManyIdeals, t0: float, *, objective: str, trivial: bool, replicas: int,
+                 sync: float) -> DPResult:
+    """Past the ideal or time limit of the exact DP: DPL's split as the incumbent, with
+    ``complete=False`` and :func:`load_lower_bound` as the bound."""
+    res = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial, replicas=replicas,
+                     sync_per_byte=sync)
+    why = "time_limit" if exc.timed_out else "ideal_limit"
+    res.seconds = {why: time.perf_counter() - t0, **res.seconds}
+    res.complete, res.linearized, res.stopped = False, False, why
+    res.lower_bound = min(load_lower_bound(inst, replicas), res.value)
+    res.ideals = exc.count
+    return res
+
+
 def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pipedream",
                upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 6_000_000,
                time_limit: float | None = None, replicas: int = 1, sync_per_byte: float | None = None) -> DPResult:
@@ -522,14 +346,10 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         raise InputError(f"the DP supports objectives {OBJECTIVES}, not {objective!r}")
     sub = subdivide_out_costs(inst.graph, inst.require_cluster())
     if sub is not inst.graph:  # Appendix B: solve the subdivided graph, keep the original nodes' devices
-        res = maxload_dp(Instance(sub, inst.cluster, inst.source), linearized=linearized, objective=objective,
-                         upper_bound=upper_bound, trivial=trivial, max_ideals=max_ideals, time_limit=time_limit,
-                         replicas=replicas, sync_per_byte=sync_per_byte)
-        if res.placement is not None:
-            res.placement = Placement(inst.graph, inst.cluster, res.placement.device[: inst.graph.n],
-                                      res.placement.replication)
-        res.seconds["subdivided_nodes"] = float(sub.n - inst.graph.n)
-        return res
+        return _on_original_nodes(inst, sub, maxload_dp(
+            Instance(sub, inst.cluster, inst.source), linearized=linearized, objective=objective,
+            upper_bound=upper_bound, trivial=trivial, max_ideals=max_ideals, time_limit=time_limit,
+            replicas=replicas, sync_per_byte=sync_per_byte))
     sync = _replication_settings(inst, replicas, sync_per_byte)
     t0 = time.perf_counter()
     deadline = None if time_limit is None or linearized else t0 + float(time_limit)
@@ -538,14 +358,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     except TooManyIdeals as exc:
         if linearized:
             raise
-        res = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial, replicas=replicas,
-                         sync_per_byte=sync)
-        why = "time_limit" if exc.timed_out else "ideal_limit"
-        res.seconds = {why: time.perf_counter() - t0, **res.seconds}
-        res.complete, res.linearized, res.stopped = False, False, why
-        res.lower_bound = min(load_lower_bound(inst, replicas), res.value)
-        res.ideals = exc.count
-        return res
+        return _dpl_instead(inst, exc, t0, objective=objective, trivial=trivial, replicas=replicas, sync=sync)
     prep.arrays.update(rmax=int(replicas), sync=sync)
     t1 = time.perf_counter()
     seconds = {"prepare": t1 - t0}

@@ -23,7 +23,7 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.transforms.contract import colocation_labels
-from dnnplace.heuristics.maxload_dp import _devices, node_transfer_cost, subdivide_out_costs
+from dnnplace.heuristics.transfer_costs import dp_devices, node_transfer_cost, subdivide_out_costs
 
 __all__ = ["partition_split"]
 
@@ -55,7 +55,7 @@ def partition_split(inst: Instance, *, seed: int = 0, memory: bool = False,
         if sub is not g:  # out-edges of different costs (Appendix B): partition the subdivided graph
             p = partition_split(Instance(sub, cl, inst.source), seed=seed, memory=memory)
             return Placement(g, cl, p.device[: g.n])
-    accs, cpus = _devices(cl)
+    accs, cpus = dp_devices(cl)
     if accs.size == 0:  # a CPU-only cluster (local-cpu-N): its CPUs are the parts
         accs, cpus = cpus, cpus[:0]
     if accs.size == 0:

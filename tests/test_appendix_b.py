@@ -14,7 +14,8 @@ from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.evaluation.loads import device_loads
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance
-from dnnplace.heuristics.maxload_dp import maxload_dp, node_transfer_cost, subdivide_out_costs
+from dnnplace.heuristics.maxload_dp import maxload_dp
+from dnnplace.heuristics.transfer_costs import node_transfer_cost, subdivide_out_costs
 
 
 def uneven(inst: Instance, seed: int) -> Instance:

@@ -241,7 +241,7 @@ def _dp_instances(seeds):
     cost per node), inference and training, from the three shared generators."""
     from instances import random_inference, random_training
 
-    from dnnplace.heuristics.maxload_dp import node_transfer_cost
+    from dnnplace.heuristics.transfer_costs import node_transfer_cost
 
     for seed in seeds:
         tiny = maxload_tiny_instance(seed, training=seed % 2 == 1)
