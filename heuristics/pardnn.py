@@ -41,8 +41,9 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.memory import repair_colocation
 from dnnplace.heuristics.pardnn_mapping import CCR_THRESHOLD, lflam
-from dnnplace.heuristics.pardnn_memory import MARGIN, balance_residuals, chunk_critical_path, memory_heuristic_i, track
+from dnnplace.heuristics.pardnn_memory import MARGIN, balance_residuals, chunk_critical_path, memory_heuristic_i
 from dnnplace.heuristics.pardnn_slicing import slice_graph, target_costs, target_devices
+from dnnplace.heuristics.pardnn_tracker import track
 
 __all__ = ["PardnnResult", "pardnn", "MEMORY_HEURISTICS", "place_on_host"]
 

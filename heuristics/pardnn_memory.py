@@ -1,29 +1,8 @@
-"""PARDNN Step 2: the dynamic-memory tracker and memory heuristics I and II
+"""PARDNN Step 2: memory heuristics I and II
 (Qararyah et al. 2021, Sec. 3.2, Eqs. 2-5).
 
-Memory model (Eq. 2, freed as in docs/semantics.md 1; ``docs/heuristics.md`` 3.1, P8)
--------------------------------------------------------------------------------------
-On device ``d`` at time ``t`` the consumption ``M_cons(d, t)`` is the ``persistent_bytes``
-of every node on ``d`` (residual nodes, live all step) plus every live *tensor copy*:
-
-* the output of ``u`` on ``dev(u)``, live from ``st(u)`` until ``u``, its consumers on
-  ``dev(u)`` and its outgoing transfers have all finished;
-* a copy of ``u``'s output received on ``b != dev(u)``, live from the start of its first
-  transfer to ``b`` until ``u``'s last consumer on ``b`` finishes (one copy per
-  ``(u, b)``; a remote copy is thus live from the transfer start, Eq. 2's ``ft(n)``
-  without congestion).
-
-Intervals are half-open, frees before allocations at equal times. Tensor sizes are
-``output_bytes`` (or, for graphs without them, the largest out-edge ``bytes``:
-:func:`~dnnplace.graphs.evaluation.sim_memory.tensor_sizes`). The paper's Eq. 2 frees an input at
-its consumer's *start*; its text ("once all direct descendants are executed") and docs/semantics.md 1
-say *finish*, which we use. :func:`track` computes this from a schedule, one pass
-over the copies sorted by time (the paper's tracker), and must equal the simulator's
-``peak_memory`` for the same schedule (a test checks it).
-
-Memory potential (Table 2) of a node ``n`` on ``d`` at ``t``: the bytes of the copies live
-on ``d`` at ``t`` that ``n`` holds, as their producer or as the consumer whose finish
-frees them (the last consumer on ``d``), plus ``n``'s ``persistent_bytes``.
+The memory model and the tracker are :mod:`dnnplace.heuristics.pardnn_tracker`'s (Eq. 2,
+:func:`~dnnplace.heuristics.pardnn_tracker.track`, and Table 2's memory potential).
 
 Heuristic I (emulation-based; it guarantees ``M_cons <= cap_eff`` when it succeeds)
 -----------------------------------------------------------------------------------
@@ -62,135 +41,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.sim_memory import tensor_sizes
-from dnnplace.graphs.evaluation.simulate import SimResult, simulate
+from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.transforms.contract import colocation_labels
 from dnnplace.heuristics.pardnn_slicing import Slicing
+from dnnplace.heuristics.pardnn_tracker import MemoryTrace, tensor_bytes, track
 
-__all__ = ["MemoryTrace", "track", "MemoryOutcome", "memory_heuristic_i", "chunk_critical_path",
+__all__ = ["MemoryOutcome", "memory_heuristic_i", "chunk_critical_path",
            "balance_residuals", "residual_scores", "MARGIN"]
 
 MARGIN = 0.1  # Sec. 4: "we spare 10% of the device memory", the only tuned parameter
-
-
-def _tensor_bytes(graph: OpGraph) -> np.ndarray:
-    sizes, _ = tensor_sizes(graph)
-    return np.zeros(graph.n) if sizes is None else sizes
-
-
-def _group_argmax(keys: np.ndarray, vals: np.ndarray, who: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per distinct key: the largest value and the ``who`` of the last entry attaining it
-    (entries sorted by key, value, then input order)."""
-    o = np.lexsort((np.arange(keys.size), vals, keys))
-    k, v, h = keys[o], vals[o], who[o]
-    last = np.flatnonzero(np.r_[k[1:] != k[:-1], True])
-    return k[last], v[last], h[last]
-
-
-@dataclass(frozen=True, eq=False)
-class MemoryTrace:
-    """Tensor copies of a schedule and the memory they occupy (see the module docstring).
-
-    ``dev, owner, holder, begin, end, nbytes`` describe each copy; ``persistent`` the
-    residual bytes per device; ``peak`` the largest ``M_cons`` per device.
-    """
-
-    dev: np.ndarray
-    owner: np.ndarray
-    holder: np.ndarray
-    begin: np.ndarray
-    end: np.ndarray
-    nbytes: np.ndarray
-    persistent: np.ndarray
-    peak: np.ndarray
-    _events: tuple = field(repr=False, default=())
-
-    def first_overflow(self, cap: np.ndarray) -> tuple[float, int, float] | None:
-        """The earliest ``(t, d, M_cons(d, t))`` with ``M_cons(d, t) > cap[d]`` (ties: the
-        lowest device), or ``None``."""
-        t, d, level = self._events
-        over = level + self.persistent[d] > cap[d] * (1 + 1e-12)
-        if not over.any():
-            base = np.flatnonzero(self.persistent > cap * (1 + 1e-12))  # residuals alone overflow
-            return (0.0, int(base[0]), float(self.persistent[base[0]])) if base.size else None
-        idx = np.flatnonzero(over)
-        j = idx[np.lexsort((d[idx], t[idx]))[0]]
-        dd = int(d[j])
-        # the level right after all events of device dd at time t[j]
-        same = np.flatnonzero((d == dd) & (t == t[j]))
-        return float(t[j]), dd, float(max(level[same].max(), 0.0) + self.persistent[dd])
-
-    def potential(self, d: int, t: float) -> dict[int, float]:
-        """Bytes of the copies live on ``d`` at ``t`` held by each node (as producer and as
-        the consumer whose finish frees them; a copy counts for both when they differ)."""
-        live = np.flatnonzero((self.dev == d) & (self.begin <= t) & (self.end > t) & (self.nbytes > 0))
-        out: dict[int, float] = {}
-        for i in live.tolist():
-            b = float(self.nbytes[i])
-            o, h = int(self.owner[i]), int(self.holder[i])
-            out[o] = out.get(o, 0.0) + b
-            if h != o:
-                out[h] = out.get(h, 0.0) + b
-        return out
-
-
-def track(res: SimResult) -> MemoryTrace:
-    """The memory tracker: tensor copies of a simulated schedule, their holders and the
-    peak ``M_cons`` per device (Eq. 2, freed as in docs/semantics.md 1).
-
-    Examples
-    --------
-    ``a`` (output 4 B) feeds ``b`` on the same GPU: the tensor lives from 0 until ``b``
-    finishes at 2, then ``b``'s own 6 B; the peak is 10 B (at t = 1, both are live).
-
-    >>> from dnnplace.graphs import Cluster, OpGraph, Placement
-    >>> from dnnplace.graphs.evaluation.simulate import simulate
-    >>> g = OpGraph.from_ids("ab", [("a", "b")], kinds=["gpu"], compute=[[1.0], [1.0]],
-    ...                      memory=[0, 0], output_bytes=[4, 6])
-    >>> tr = track(simulate(Placement(g, Cluster.single_host(1, with_cpu=False), [0, 0])))
-    >>> tr.peak.tolist(), tr.holder.tolist()
-    ([10.0], [1, 1])
-    """
-    pl = res.placement
-    g, D = pl.graph, pl.cluster.size
-    dev = pl.device
-    st, fi = res.start, res.finish
-    ob = _tensor_bytes(g)
-    src, dst = g.src, g.dst
-    same = dev[src] == dev[dst]
-    xsrc = src[res.xfer_edge] if res.xfer_edge.size else np.empty(0, dtype=np.int64)
-    # own copies: end = latest of (u's finish, local consumers' finishes, out-transfers' finishes)
-    keys = np.concatenate([np.arange(g.n), src[same], xsrc])
-    vals = np.concatenate([fi, fi[dst[same]], res.xfer_finish])
-    who = np.concatenate([np.arange(g.n), dst[same], xsrc])
-    _, own_end, own_holder = _group_argmax(keys, vals, who)  # every node is a key, in order
-    parts = [(dev, np.arange(g.n), own_holder, st, own_end, ob)]
-    cross = ~same
-    if cross.any():
-        rkey = src[cross] * D + dev[dst[cross]]
-        rk, r_end, r_holder = _group_argmax(rkey, fi[dst[cross]], dst[cross])
-        r_begin = np.full(rk.size, np.inf)
-        np.minimum.at(r_begin, np.searchsorted(rk, xsrc * D + res.xfer_dst_dev), res.xfer_start)
-        u = rk // D
-        parts.append((rk % D, u, r_holder, r_begin, r_end, ob[u]))
-    cdev, owner, holder, begin, end, nbytes = (np.concatenate(x) for x in zip(*parts))
-    persistent = np.bincount(dev, weights=g.persistent_bytes, minlength=D).astype(np.float64)
-    # one sweep over allocations and frees, per device by time, frees first at a time
-    keep = nbytes != 0
-    t = np.concatenate([begin[keep], end[keep]])
-    delta = np.concatenate([nbytes[keep], -nbytes[keep]])
-    d = np.concatenate([cdev[keep], cdev[keep]])
-    o = np.lexsort((delta > 0, t, d))
-    t, delta, d = t[o], delta[o], d[o]
-    level = np.cumsum(delta)
-    first = np.flatnonzero(np.r_[True, d[1:] != d[:-1]]) if d.size else np.empty(0, dtype=np.int64)
-    level = level - np.repeat(np.r_[0.0, level][first], np.diff(np.r_[first, d.size]))
-    peak = persistent.copy()
-    if d.size:
-        peak[d[first]] += np.maximum(np.maximum.reduceat(level, first), 0.0)
-    return MemoryTrace(cdev, owner, holder, begin, end, nbytes, persistent, peak, (t, d, level))
 
 
 # ---------------------------------------------------------------------------- heuristic I
@@ -429,7 +290,7 @@ def _one_pass(graph: OpGraph, tr: MemoryTrace, device: np.ndarray, cap_eff: np.n
 
 # ---------------------------------------------------------------------------- heuristic II
 def _node_memory(graph: OpGraph) -> np.ndarray:
-    return graph.persistent_bytes + _tensor_bytes(graph)
+    return graph.persistent_bytes + tensor_bytes(graph)
 
 
 def chunk_critical_path(slicing: Slicing, graph: OpGraph, cap_eff: float) -> tuple[Slicing, bool]:
@@ -463,7 +324,7 @@ def residual_scores(graph: OpGraph, device: np.ndarray, parts: np.ndarray) -> np
     """Eq. 5's ``r_pe = K/2 (res(pe)/res_total + nor(pe)/nor_total)`` for the devices ``parts``."""
     K = parts.size
     res = np.array([graph.persistent_bytes[device == p].sum() for p in parts])
-    nor_b = _tensor_bytes(graph)
+    nor_b = tensor_bytes(graph)
     nor = np.array([nor_b[device == p].sum() for p in parts])
     r = np.zeros(K)
     if res.sum() > 0:
@@ -500,7 +361,7 @@ def balance_residuals(graph: OpGraph, cluster: Cluster, device: np.ndarray,
     labels = colocation_labels(graph)
     n_units = int(labels.max()) + 1
     u_res = np.bincount(labels, weights=graph.persistent_bytes, minlength=n_units)
-    nor_b = _tensor_bytes(graph)
+    nor_b = tensor_bytes(graph)
     u_nor = np.bincount(labels, weights=nor_b, minlength=n_units)
     nor_total = float(nor_b.sum())
     runs = ~np.isnan(cluster.compute_matrix(graph))

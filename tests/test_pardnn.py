@@ -26,8 +26,9 @@ from dnnplace.graphs.levels import critical_path
 from dnnplace.heuristics.clustering import cp_mayer, dsc, dsc_glb, lc_glb
 from dnnplace.heuristics.pardnn import pardnn
 from dnnplace.heuristics.pardnn_mapping import LevelSums, eq1_target, lflam
-from dnnplace.heuristics.pardnn_memory import balance_residuals, memory_heuristic_i, residual_scores, track
+from dnnplace.heuristics.pardnn_memory import balance_residuals, memory_heuristic_i, residual_scores
 from dnnplace.heuristics.pardnn_slicing import linear_clusters, slice_graph, target_costs, target_devices
+from dnnplace.heuristics.pardnn_tracker import track
 from dnnplace.registry import SolveRequest, SolverOptions, solve
 
 
