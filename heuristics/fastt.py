@@ -26,7 +26,8 @@ terminals (:func:`~dnnplace.graphs.terminals.with_terminals`):
    ``EFT(o,d) = EST(o,d) + w(o,d)`` among those that run it and still hold its memory,
    ``EST(o,d) = earliest_slot(d, max_{m in pred(o)} FT(m) + comm(m,o,S(m),d), w(o,d))``:
    insertion into idle gaps (:class:`~dnnplace.heuristics.timeline.Timeline`); ties to the
-   lowest device index. Paper says ``FT(o) = EST`` (Alg. 1 l. 20); we do ``EST + w`` (A1).
+   lowest device index (:func:`~dnnplace.heuristics.fastt_placer.place`). Paper says ``FT(o) = EST``
+   (Alg. 1 l. 20); we do ``EST + w`` (A1).
 
 The result is a placement, a per-device order (ops by start time) and the planner's own
 makespan ``planner_estimate``. The planner ignores link congestion and charges every
@@ -72,10 +73,8 @@ References
 
 from __future__ import annotations
 
-import bisect
 import heapq
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,14 +85,11 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.levels import blevel, tlevel
 from dnnplace.graphs.placement import Placement, Schedule
 from dnnplace.graphs.terminals import Terminals, with_terminals
-from dnnplace.heuristics.memory import ON_OOM, best_effort_device, repair_static_memory
+from dnnplace.heuristics.fastt_placer import place
+from dnnplace.heuristics.memory import ON_OOM, repair_static_memory
 from dnnplace.heuristics.nominal import nominal_costs
-from dnnplace.heuristics.timeline import Timeline
 
 __all__ = ["FastTSchedule", "dpos", "cpop"]
-
-_TINY = 1e-300  # a zero-time op asks for a slot of this length: never inside a busy interval
-
 
 @dataclass(frozen=True, eq=False)
 class FastTSchedule:
@@ -191,196 +187,6 @@ def _follow(g: OpGraph, start: int, key: np.ndarray) -> list[int]:
     return path
 
 
-# ---------------------------------------------------------------------------- the list placer
-def _place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[int, int], *, on_oom: str,
-           name: str, congestion: bool = False,
-           transfer_mode: str = "per_destination") -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
-    """Place and time every op of ``t.graph`` in ``order``; CP ops on their ``cp_dev``.
-    With ``congestion``, transfers queue in the order they are committed, on their link or,
-    where the cluster shares ports (``cluster.ports == "shared"``), on the source's egress
-    and the destination's ingress port; with ``transfer_mode="per_destination"`` a tensor
-    (source, output) already sent to a device is not sent again. ``extra["link_order"]``
-    is that order (one value per edge, ``NaN`` for none; an edge served by an earlier
-    transfer of its tensor carries that transfer's value)."""
-    g = t.graph
-    D = cluster.size
-    comp = cluster.compute_matrix(g)
-    p = comp.tolist()
-    allowed = [[d for d in range(D) if not math.isnan(row[d])] for row in p]
-    b0, b1, cf = cluster.beta0.tolist(), cluster.beta1.tolist(), cluster.cost_factor.tolist()
-    ebytes, ecost = g.edge_bytes.tolist(), g.edge_cost.tolist()
-    in_ptr, in_nbr, in_eid = g.in_ptr.tolist(), g.in_nbr.tolist(), g.in_eid.tolist()
-    mem = g.memory.tolist()
-    free = cluster.memory.tolist()
-    coloc = g.colocation.tolist()
-    need = list(mem)
-    group_dev: dict[int, int] = {}
-    if (g.colocation >= 0).any():
-        co = g.colocation
-        gm = np.bincount(co[co >= 0], weights=g.memory[co >= 0]).tolist()
-        for i, c in enumerate(coloc):
-            if c >= 0:
-                need[i] = gm[c]
-        common: dict[int, set] = {}
-        for i, c in enumerate(coloc):
-            if c >= 0:
-                common[c] = common.get(c, set(allowed[i])) & set(allowed[i])
-        for i, c in enumerate(coloc):
-            if c >= 0:
-                allowed[i] = sorted(common[c])
-                if not allowed[i]:
-                    raise InputError(f"{g._node(i)}: no device runs every member of its colocation group")
-    # reserve the CP's memory (a CP op's group is pinned to its CP device)
-    cp_dev = dict(cp_dev)
-    for v in sorted(cp_dev, key=lambda v: g.topo_position[v]):
-        c = coloc[v]
-        if c >= 0:
-            if c in group_dev:
-                cp_dev[v] = group_dev[c]
-                continue
-            group_dev[c] = cp_dev[v]
-        free[cp_dev[v]] -= need[v]
-    reserved = set(cp_dev)
-    dev = [-1] * g.n
-    start = [0.0] * g.n
-    fin = [0.0] * g.n
-    tl = Timeline(D, insertion=True)
-    points: list[list[float]] = [[] for _ in range(D)]  # start times of zero-time ops
-    link_free = [[0.0] * D for _ in range(D)]
-    ports = ([0.0] * D, [0.0] * D) if cluster.ports == "shared" else None  # egress, ingress free times
-    eout = g.edge_output.tolist()
-    sent: dict | None = {} if transfer_mode == "per_destination" else None  # (u, output, d) -> (end, seq)
-    link_order = [math.nan] * g.m
-    seq = 0
-    oom = 0
-
-    def slot(d: int, ready: float, dur: float) -> float:
-        if dur <= 0.0:
-            return tl.earliest_slot(d, ready, _TINY)
-        pts = points[d]
-        while True:
-            s = tl.earliest_slot(d, ready, dur)
-            j = bisect.bisect_right(pts, s)
-            if j == len(pts) or pts[j] >= s + dur:
-                return s
-            ready = pts[j]  # never straddle a zero-time op: start at or after it
-
-    for o in order:
-        c = coloc[o]
-        if o in cp_dev:
-            devs = [cp_dev[o]]
-        elif c >= 0 and c in group_dev:
-            devs = [group_dev[c]]
-        else:
-            devs = [d for d in allowed[o] if need[o] <= free[d] + 1e-9 * max(1.0, need[o])]
-            if not devs:
-                devs = [best_effort_device(np.asarray(free), np.asarray(allowed[o]), on_oom=on_oom,
-                                           what=f"{name}: {g._node(o)}", need=need[o])]
-                oom += 1
-        if congestion:
-            ready, xfers = _queued_ready(o, devs, t.n, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf,
-                                         link_free, ports, eout, sent)
-        else:
-            ready = dict.fromkeys(devs, 0.0)
-        for k in (range(in_ptr[o], in_ptr[o + 1]) if not congestion else ()):
-            u = in_nbr[k]
-            a, fu, e = dev[u], fin[u], in_eid[k]
-            cost = ecost[e]
-            if cost != cost:  # NaN: the link model
-                by, r0, r1 = ebytes[e], b0[a], b1[a]
-                for d in devs:
-                    x = fu if d == a else fu + (r0[d] + r1[d] * by)
-                    if x > ready[d]:
-                        ready[d] = x
-            else:
-                rf = cf[a]
-                for d in devs:
-                    x = fu if d == a else fu + rf[d] * cost
-                    if x > ready[d]:
-                        ready[d] = x
-        best_d, best_s, best_f = -1, 0.0, math.inf
-        for d in devs:
-            s = slot(d, ready[d], p[o][d])
-            f = s + p[o][d]
-            if f < best_f:
-                best_d, best_s, best_f = d, s, f
-        dev[o], start[o], fin[o] = best_d, best_s, best_f
-        if congestion:
-            for a, e, key, end in xfers[best_d]:
-                if a < 0:  # carried by the transfer of the same tensor to this device
-                    link_order[e] = sent[key][1]
-                    continue
-                if ports is not None:
-                    ports[0][a] = ports[1][best_d] = end
-                else:
-                    link_free[a][best_d] = end
-                link_order[e] = seq
-                if sent is not None:
-                    sent[key] = (end, seq)
-                seq += 1
-        if best_f > best_s:
-            tl.reserve(best_d, best_s, best_f)
-        else:
-            bisect.insort(points[best_d], best_s)
-        if o not in reserved:
-            if c < 0:
-                free[best_d] -= mem[o]
-            elif c not in group_dev:
-                group_dev[c] = best_d
-                free[best_d] -= need[o]
-    return (np.asarray(dev, dtype=np.int64), np.asarray(start), np.asarray(fin),
-            {"oom_nodes": oom, "link_order": np.asarray(link_order) if congestion else None})
-
-
-def _queued_ready(o, devs, n_real, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf, link_free,
-                  ports=None, eout=None, sent=None):
-    """Data-ready time of ``o`` on each candidate device when its inbound transfers queue
-    behind the committed ones (one at a time, in the order of their sources' finish) on
-    their link, or with ``ports`` (egress and ingress free times) on the source's egress
-    and the destination's ingress port; with ``sent`` (per destination: ``(u, output, d)``
-    -> ``(end, seq)`` of the committed transfers) a tensor already sent to ``d`` arrives
-    with that transfer and an in-edge of ``o`` carrying a tensor another in-edge already
-    brings joins it. Per device, the transfers ``(link source, edge, tensor key, end)``
-    in commit order; a joining edge has link source ``-1``."""
-    ready = dict.fromkeys(devs, 0.0)
-    xfers: dict[int, list] = {d: [] for d in devs}
-    ks = sorted(range(in_ptr[o], in_ptr[o + 1]), key=lambda k: fin[in_nbr[k]])
-    for d in devs:
-        local: dict = {}
-        mine: dict = {}
-        r = 0.0
-        for k in ks:
-            u = in_nbr[k]
-            a, fu, e = dev[u], fin[u], in_eid[k]
-            if a == d or u >= n_real or o >= n_real:  # same device, or a virtual terminal's free edge
-                x = fu
-            else:
-                key = (u, eout[e], d) if sent is not None else None
-                if key is not None and key in sent:
-                    x = sent[key][0]
-                    xfers[d].append((-1, e, key, x))
-                elif key is not None and key in mine:
-                    x = mine[key]
-                    xfers[d].append((-1, e, key, x))
-                else:
-                    cost = ecost[e]
-                    dur = b0[a][d] + b1[a][d] * ebytes[e] if cost != cost else cf[a][d] * cost
-                    if ports is None:
-                        s0 = max(fu, local.get(a, link_free[a][d]))
-                        local[a] = s0 + dur
-                    else:
-                        s0 = max(fu, local.get(("out", a), ports[0][a]), local.get(("in", d), ports[1][d]))
-                        local[("out", a)] = local[("in", d)] = s0 + dur
-                    x = s0 + dur
-                    if key is not None:
-                        mine[key] = x
-                    xfers[d].append((a, e, key, x))
-            if x > r:
-                r = x
-        ready[d] = r
-    return ready, xfers
-
-
 def _finish(graph: OpGraph, cluster: Cluster, dev, start, fin, cp: list[int], cp_dev: dict[int, int], name: str,
             extra: dict) -> FastTSchedule:
     n = graph.n
@@ -466,7 +272,7 @@ def dpos(graph: OpGraph, cluster: Cluster, *, nominal: str = "max", on_oom: str 
     real = [v for v in cp if v < t.n]
     comp = cluster.compute_matrix(g)
     cp_dev = _prefix_rule(real, comp, _cp_memory(g, real), cluster.memory)
-    dev, start, fin, extra = _place(t, cluster, order.tolist(), cp_dev, on_oom=on_oom, name="dpos",
+    dev, start, fin, extra = place(t, cluster, order.tolist(), cp_dev, on_oom=on_oom, name="dpos",
                                     congestion=congestion, transfer_mode=transfer_mode)
     extra["cp_unplaced"] = len(real) - len(cp_dev)
     return _finish(graph, cluster, dev, start, fin, real, cp_dev, "dpos", extra)
@@ -506,7 +312,7 @@ def cpop(graph: OpGraph, cluster: Cluster, *, nominal: str = "mean", on_oom: str
             indeg[x] -= 1
             if indeg[x] == 0:
                 heapq.heappush(heap, (pl[x], tp[x], x))
-    dev, start, fin, extra = _place(t, cluster, order, cp_dev, on_oom=on_oom, name="cpop", congestion=congestion,
+    dev, start, fin, extra = place(t, cluster, order, cp_dev, on_oom=on_oom, name="cpop", congestion=congestion,
                                     transfer_mode=transfer_mode)
     extra["cp_unplaced"] = len(real) - len(cp_dev)
     return _finish(graph, cluster, dev, start, fin, real, cp_dev, "cpop", extra)
