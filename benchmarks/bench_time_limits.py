@@ -1,11 +1,10 @@
 """Time limits as a whole process: each method as ``dnnplace solve --time-limit L``, start to exit.
 
-Every makespan method on a 20k-node random DAG (4
-NVLink GPUs) and the max-load ``ip`` / ``dp`` on Tarnawski graphs, each run as
-``dnnplace solve ... --time-limit L`` in a fresh subprocess, timed from the process's
-start to its exit (imports, graph loading, coarsening, model build, hand-off, solve,
-refinement, evaluation and writing the result all included). Issue 24 asks for every
-method within 10 % of its limit.
+Every makespan method on a 20k-node random DAG (4 NVLink GPUs) and the max-load ``ip`` /
+``dp`` on Tarnawski graphs, each run as ``dnnplace solve ... --time-limit L`` in a fresh
+subprocess, timed from the process's start to its exit (imports, graph loading,
+coarsening, model build, hand-off, solve, refinement, evaluation and writing the result
+all included). Issue 24 asks for every method within 10 % of its limit.
 
     .venv/bin/python -m benchmarks time-limits [--limit 10] [--methods heft,pesto,...]
         [--nodes 20000] [--rows results/time-limits/rows.jsonl] [--markdown]
@@ -89,7 +88,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
-
     rows: list[dict] = []
     if not args.no_run:
         labels = [*MAKESPAN, *VARIANTS, "ip", "dp"] if args.methods == "all" else args.methods.split(",")
