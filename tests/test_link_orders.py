@@ -268,7 +268,8 @@ def test_pesto_attains_the_exhaustive_optimum(seed):
         feasible = any(True for _ in placements(g, cl))
         for congestion in (True, False):
             res, pl = _pesto(inst, congestion)
-            if res is None:
+            if res is None:  # refused as input: only where no placement exists at all
+                assert not feasible, (inst.source, congestion)
                 continue
             if res.bound is not None:
                 assert res.objective >= res.bound - 1e-6 * max(1.0, res.bound)
