@@ -459,7 +459,7 @@ def bench_guided(sizes, time_limit: float, out: Path) -> None:
     import os
     import platform
 
-    from dnnplace.formulations.multilevel.pesto import _guided_start, pesto
+    from dnnplace.formulations.multilevel.pesto import PipelineOptions, _guided_start, pesto
 
     g = generate("lstm", layers=4, steps=20, hidden=1024, batch=128, vocab=10000, training=True, kinds=["gpu"])
     cl = Cluster.single_host(2, with_cpu=False)
@@ -476,8 +476,8 @@ def bench_guided(sizes, time_limit: float, out: Path) -> None:
                "coarse_list": list_coarse}
         for guided in (False, True):
             t0 = time.perf_counter()
-            r = pesto(g, cl, coarsen_to=size, solver=SolverOptions(time_limit=time_limit, threads=1, rel_gap=0.01),
-                      guided=guided)
+            r = pesto(g, cl, PipelineOptions(coarsen_to=size, guided=guided,
+                                             solver=SolverOptions(time_limit=time_limit, threads=1, rel_gap=0.01)))
             row["guided" if guided else "plain"] = {"makespan": r.makespan, "source": r.source, "coarse_n": r.coarse_n,
                                                     "start": r.warm_algorithm, "ilp": r.ilp_objective,
                                                     "seconds": time.perf_counter() - t0}

@@ -33,7 +33,7 @@ from conftest import solver_approx
 from instances import consistent_outputs, exact_fcfs, placements, tight_memory_instance
 from instances import pesto_tiny_instance as tiny_instance
 
-from dnnplace.formulations.multilevel.pesto import memory_ok, pesto, safe_horizon
+from dnnplace.formulations.multilevel.pesto import PipelineOptions, Starts, memory_ok, pesto, safe_horizon
 from dnnplace.formulations.pesto_ip import (
     PestoOptions,
     build_pesto_model,
@@ -430,7 +430,8 @@ def test_coarsened_pesto_never_worse_than_a_rival_placement():
         cl = Cluster.single_host(gpus, with_cpu=False)
         rival = layer_split(g, cl)
         rival_ms = simulate(rival, policy="fifo").makespan
-        r = pesto(g, cl, coarsen_to=10, solver=SolverOptions(time_limit=4, threads=1), rivals=[("expert", rival)])
+        r = pesto(g, cl, PipelineOptions(coarsen_to=10, solver=SolverOptions(time_limit=4, threads=1)),
+                  Starts(rivals=[("expert", rival)]))
         assert r.size["rivals"]["expert"] == pytest.approx(rival_ms, rel=1e-9)
         assert r.makespan <= rival_ms * (1 + 1e-9), (gpus, r.makespan, rival_ms)
         replay = simulate(r.placement, policy="order", priorities=r.priorities, congestion=True,
@@ -448,7 +449,7 @@ def test_relaxed_start_keeps_the_exact_optimum():
     ran = took = 0
     for seed in range(0, 24, 2):  # even seeds are the congested ones above
         g, cl = tiny_instance(seed)
-        r = pesto(g, cl, congestion=True, solver=OPTS, relaxed_start=0.3)
+        r = pesto(g, cl, PipelineOptions(congestion=True, solver=OPTS, relaxed_start=0.3))
         info = r.size["relaxed_start"]
         ran += 1
         assert info["objective"] is not None and info["bound"] <= exact_any_order(g, cl, True) + 1e-6
@@ -484,12 +485,40 @@ def test_vcycle_levels_are_guided_by_the_best_answer_and_never_lose_to_the_first
 
     g = generate("lstm", layers=2, steps=3, hidden=64, batch=8, vocab=100, training=True, kinds=["gpu"])
     cl = Cluster.single_host(2, with_cpu=False)
-    first = pesto(g, cl, coarsen_to=8, solver=SolverOptions(time_limit=4.0, threads=1))
-    r = pesto_vcycle(g, cl, coarsen_to=8, levels=2, solver=SolverOptions(time_limit=8.0, threads=1))
+    first = pesto(g, cl, PipelineOptions(coarsen_to=8, solver=SolverOptions(time_limit=4.0, threads=1)))
+    r = pesto_vcycle(g, cl, PipelineOptions(coarsen_to=8, solver=SolverOptions(time_limit=8.0, threads=1)), levels=2)
     trace = r.size["vcycle"]
     assert len(trace) == 2 and trace[0]["coarse_nodes"] <= 8 < trace[1]["coarse_nodes"] <= 16
     assert r.makespan == min(t["makespan"] for t in trace)
     assert r.makespan <= first.makespan * (1 + 1e-9)
     assert r.bound is not None and r.bound <= r.makespan
     with pytest.raises(InputError, match="levels"):
-        pesto_vcycle(g, cl, coarsen_to=8, levels=0)
+        pesto_vcycle(g, cl, PipelineOptions(coarsen_to=8), levels=0)
+
+
+def test_the_method_passes_its_request_solver_down_once(monkeypatch):
+    """One options path: the ``pesto`` method hands the request's :class:`SolverOptions`
+    object to the pipeline as it is (not rebuilt, not re-defaulted); a request without a
+    time limit gets the method's declared ``default_limits`` (60 s on 1 thread) from the
+    registry, and the record keeps the request as asked."""
+    import dnnplace.formulations.multilevel.pesto as pipeline
+    from dnnplace.registry import get_method
+
+    seen = []
+    real = pipeline.pesto
+
+    def spy(graph, cluster, options=None, starts=None, *, deadline=None):
+        seen.append((options, deadline))
+        return real(graph, cluster, options, starts, deadline=deadline)
+
+    monkeypatch.setattr(pipeline, "pesto", spy)
+    g, cl = tiny_instance(0)
+    inst = Instance(g, cl, "tiny")
+    asked = SolverOptions(time_limit=30, threads=1)
+    res = solve(inst, "pesto", SolveRequest(problem="makespan", solver=asked))
+    assert seen[-1][0].solver is asked and seen[-1][1] is not None
+    res = solve(inst, "pesto", SolveRequest(problem="makespan"))
+    limits = get_method("pesto").default_limits
+    assert (seen[-1][0].solver.time_limit, seen[-1][0].solver.threads) == (limits["time_limit"], limits["threads"])
+    assert seen[-1][1].remaining() is not None  # the run's deadline follows the default limit
+    assert res.options["solver"]["time_limit"] is None and res.options["solver"]["threads"] is None

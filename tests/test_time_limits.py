@@ -16,7 +16,7 @@ from conftest import tarnawski_root
 from instances import pesto_tiny_instance
 
 from dnnplace.cli import main
-from dnnplace.formulations.multilevel.pesto import _too_big, pesto
+from dnnplace.formulations.multilevel.pesto import PipelineOptions, _too_big, pesto
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.deadline import Deadline, TimeLimitReached, capped
 from dnnplace.graphs.io import prepare_instance
@@ -64,14 +64,15 @@ def test_pesto_past_its_deadline_returns_its_list_schedule(engine):
     if engine == "cpsat":
         pytest.importorskip("ortools")
     g, cl = pesto_tiny_instance(4)
-    r = pesto(g, cl, solver=SolverOptions(time_limit=30, threads=1), engine=engine, deadline=Deadline(0.0))
+    o = PipelineOptions(solver=SolverOptions(time_limit=30, threads=1), engine=engine)
+    r = pesto(g, cl, o, deadline=Deadline(0.0))
     assert r.termination == "time_limit" and r.status in ("feasible", "optimal")
     assert r.placement is not None and r.source == "warm_start"
     assert "time limit" in r.message
     ls, _, _ = best_list_schedule(g, cl)
     assert r.makespan <= ls.makespan * (1 + 1e-9) + 1e-9 or r.makespan == pytest.approx(ls.makespan)
     # with time, the same call solves the model
-    full = pesto(g, cl, solver=SolverOptions(time_limit=30, threads=1), engine=engine)
+    full = pesto(g, cl, o)
     assert full.termination != "time_limit" and full.size.get("vars", 1) > 0
 
 

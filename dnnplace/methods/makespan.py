@@ -117,25 +117,27 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
     ``default_limits`` in :mod:`dnnplace.methods`); ``--warm-start none`` turns the
     list-schedule start off; ``--warm-start FILE`` (a placement or result of the input
     graph) or a method name gives the start (:func:`_given_start`)."""
-    from dnnplace.formulations.multilevel.pesto import pesto
+    from dnnplace.formulations.multilevel.pesto import PipelineOptions, Starts, pesto
     from dnnplace.formulations.pesto_ip import PestoOptions
 
     sopts = req.solver
     coarsening = opts.coarsen_to is not None and inst.graph.n > opts.coarsen_to
     given = _given_start(inst, req, coarsening)
-    rivals = list(_expert_rival(inst) if opts.expert_rival else ()) + given.pop("rivals", [])
-    kw = dict(coarsen_to=opts.coarsen_to, congestion=req.congestion, ilp_congestion=opts.ilp_congestion,
-              warm_start=(req.warm_start or "list") != "none", solver=sopts, options=PestoOptions(memory=opts.memory),
-              fallback=opts.fallback, engine=opts.engine, guided=opts.guided, coarsen_with=opts.coarsen_with,
-              relaxed_start=opts.relaxed_start, rivals=tuple(rivals), transfer_mode=req.transfer_mode,
-              deadline=req.deadline)
+    rivals = tuple(_expert_rival(inst) if opts.expert_rival else ()) + tuple(given.get("rivals", ()))
+    pipeline = PipelineOptions(coarsen_to=opts.coarsen_to, coarsen_with=opts.coarsen_with, guided=opts.guided,
+                               congestion=req.congestion, ilp_congestion=opts.ilp_congestion,
+                               transfer_mode=req.transfer_mode, engine=opts.engine, solver=sopts,
+                               model=PestoOptions(memory=opts.memory), warm_start=(req.warm_start or "list") != "none",
+                               relaxed_start=opts.relaxed_start, fallback=opts.fallback)
+    starts = Starts(extra_starts=given.get("extra_starts", ()), guide=given.get("guide"), rivals=rivals)
     if opts.vcycle_levels > 1:
         from dnnplace.formulations.multilevel.vcycle import pesto_vcycle
 
-        given.pop("guide", None)  # the V-cycle guides each level by the best answer so far; the start is a rival
-        r = pesto_vcycle(inst.graph, inst.require_cluster(), levels=opts.vcycle_levels, **kw, **given)
+        # the V-cycle guides each level by the best answer so far; the start is a rival
+        r = pesto_vcycle(inst.graph, inst.require_cluster(), pipeline, dataclasses.replace(starts, guide=None),
+                         levels=opts.vcycle_levels, deadline=req.deadline)
     else:
-        r = pesto(inst.graph, inst.require_cluster(), **kw, **given)
+        r = pesto(inst.graph, inst.require_cluster(), pipeline, starts, deadline=req.deadline)
     extra = {"ilp_objective": r.ilp_objective, "ilp_bound": r.ilp_bound, "ilp_gap": r.ilp_gap,
              "coarse_bound": r.ilp_bound if r.coarse_n < inst.graph.n else None,
              "warm_makespan": r.warm_makespan, "warm_algorithm": r.warm_algorithm, "source": r.source,

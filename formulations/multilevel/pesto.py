@@ -14,7 +14,8 @@ Pipeline (Pesto Sec. 3.2-3.3):
    the guiding placement on the coarse graph (coarse nodes ordered by their members'
    first place in the guiding schedule, and by the simulator's critical-path order);
    keep the best: its makespan is the horizon ``U`` of every big-M and its schedule the
-   MIP start (``warm_start="none"`` disables the start, not the horizon);
+   MIP start (``PipelineOptions.warm_start=False``, the method's ``--warm-start none``, disables the
+   start, not the horizon);
 3. build (:func:`dnnplace.formulations.pesto_ip.build_pesto_model`) and solve the ILP with the
    project's driver (:func:`dnnplace.formulations.solvers.driver.solve_model`), or, with
    ``engine="cpsat"``, the same model in CP-SAT
@@ -70,6 +71,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -87,7 +89,7 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.coarsening import expand_priorities
 
-__all__ = ["PestoRun", "pesto", "safe_horizon", "memory_ok"]
+__all__ = ["PestoRun", "PipelineOptions", "Starts", "pesto", "safe_horizon", "memory_ok"]
 
 
 @dataclass
@@ -138,62 +140,59 @@ def safe_horizon(graph: OpGraph, cluster: Cluster) -> float:
     return float(np.nansum(np.nanmax(p, axis=1)) + worst.sum())
 
 
-def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, congestion: bool = True,
-          ilp_congestion: bool | None = None, warm_start: bool = True, solver: SolverOptions | None = None,
-          options: PestoOptions | None = None, fallback: bool = True,
-          extra_starts: list | None = None, refine_share: float = 0.2, guided: bool = False,
-          rivals: Sequence[tuple[str, Placement]] = (),
-          coarsen_with: str = "pesto",
-          engine: str = "mip", relaxed_start: float = 0.0,
-          guide: tuple[str, Placement, np.ndarray] | None = None,
-          transfer_mode: str | None = None, deadline: Deadline | None = None) -> PestoRun:
-    """Run the Pesto pipeline (see the module docstring).
+@dataclass(frozen=True)
+class PipelineOptions:
+    """How :func:`pesto` runs: one object, built once by its caller (the ``pesto`` method
+    builds it from its options and the request) and passed down as it is.
 
     Parameters
     ----------
-    graph, cluster
-        The instance.
     coarsen_to : int, optional
         Target node count of the coarsening (``None``: solve the graph as it is).
-    coarsen_with : str
+    coarsen_with : {"pesto", "celeritas-fusion"}
         The coarsener: ``"pesto"``, Pesto's batch merging (Sec. 3.3,
         :func:`~dnnplace.heuristics.coarsening.coarsen`), or ``"celeritas-fusion"``,
         Celeritas' optimal operation fusion with window ``R = ceil(n / coarsen_to)``, so at
         least ``coarsen_to`` nodes (:func:`~dnnplace.heuristics.fusion.fuse_to`; never guided).
+    guided : bool
+        Coarsened runs: merge only nodes that the best list schedule of the original
+        graph keeps on one device, and offer that schedule as a coarse MIP start
+        (module docstring, step 1; skipped when that schedule overflows a device).
     congestion : bool
         Semantics of the final simulation (and of the ILP unless ``ilp_congestion``).
+    ilp_congestion : bool, optional
+        Model link congestion in the ILP (Pesto's ablation, Fig. 5, turns it off while
+        still simulating with congestion).
     transfer_mode : {"per_destination", "per_edge"}, optional
         What the final simulation sends (docs/semantics.md 2.1; ``None``: the current mode,
         :func:`~dnnplace.graphs.evaluation.sim_costs.current_transfer_mode`, ``"per_destination"``
         unless set). The ILP always counts one transfer per edge, and every schedule it
         is compared with on its own graph (horizon, MIP starts) is simulated so; its
         bound and its proven optimum count for the answer only under ``"per_edge"``.
-    ilp_congestion : bool, optional
-        Model link congestion in the ILP (Pesto's ablation, Fig. 5, turns it off while
-        still simulating with congestion).
+    engine : {"mip", "cpsat"}
+        The exact engine: the Pyomo MIP (:mod:`~dnnplace.formulations.pesto_ip`) through
+        the solver named in ``solver``, or the same model in OR-Tools CP-SAT
+        (:mod:`~dnnplace.formulations.pesto_cpsat`, extra ``dnnplace[cpsat]``; its
+        ``threads`` are CP-SAT workers). Both hand over placement, device and link
+        orders the same way.
+    solver : SolverOptions
+        Backend and limits, as given (its own defaults: HiGHS without a limit; the
+        ``pesto`` method's default limits are declared in :mod:`dnnplace.methods`).
+    model : PestoOptions
+        Constraint families; its ``congestion`` is overridden by ``ilp_congestion``.
     warm_start : bool
         Pass the best list schedule to the solver as a MIP start.
-    solver : SolverOptions
-        Backend and limits (default HiGHS, 60 s, 1 thread).
-    options : PestoOptions
-        Constraint families; its ``congestion`` is overridden by ``ilp_congestion``.
+    relaxed_start : float
+        With congestion in the ILP: first solve the same model *without* congestion
+        constraints (7) for this share of the ILP's time, replay its schedule with
+        congestion (FCFS links) and, when it beats the list schedule, make it the
+        horizon and MIP start of the full model (``0`` skips the phase;
+        ``extra["model_size"]["relaxed_start"]`` records it). Without (7) the model has
+        no transfer-pair order variables, so on coarse graphs it solves far sooner.
     fallback : bool
         Keep the better of the ILP's replay, the runtime orders (coarse runs) and the
         warm start. ``False`` reports the ILP's own placement and order only (for
         ablations that must compare ILP solutions as such).
-    extra_starts : list of (device, priorities), optional
-        Further schedules *of the graph the ILP sees* (the coarse graph: coarsening is
-        deterministic, so a previous run's ``coarse_placement.device`` and an order of
-        its ``coarse_start`` qualify); the best re-simulated one (under the ILP's
-        congestion setting) replaces the list schedule as horizon and MIP start.
-    rivals : sequence of (name, Placement), optional
-        Placements *of the original graph* from other heuristics (e.g. the layer-wise
-        expert, :func:`~dnnplace.heuristics.baselines.layer_split`) that the last stage of
-        a coarsened run also compares against, each replayed in its ``fifo`` order; the
-        best memory-feasible one is refined if it beats the answer so far. Pesto's
-        pipeline is then never worse than these either (measured on the captured
-        RNNLM-2x2048: without it, the expert won by 23-34 % where communication
-        dominates).
     refine_share : float
         Coarsened runs with ``fallback``: the share of the solver's time limit kept for
         the last stage on the original graph (the ILP gets the rest; the refinement
@@ -204,231 +203,365 @@ def pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None = None, co
         (:func:`~dnnplace.heuristics.refine.refine_placement`: coarse nodes as units,
         then single nodes, scored by the simulator under the critical-path policy and
         replayed in its order). ``0`` skips the stage.
-    guided : bool
-        Coarsened runs: merge only nodes that the best list schedule of the original
-        graph keeps on one device, and offer that schedule as a coarse MIP start
-        (module docstring, step 1; skipped when that schedule overflows a device).
+    """
+
+    coarsen_to: int | None = None
+    coarsen_with: str = "pesto"
+    guided: bool = False
+    congestion: bool = True
+    ilp_congestion: bool | None = None
+    transfer_mode: str | None = None
+    engine: str = "mip"
+    solver: SolverOptions = field(default_factory=SolverOptions)
+    model: PestoOptions = field(default_factory=PestoOptions)
+    warm_start: bool = True
+    relaxed_start: float = 0.0
+    fallback: bool = True
+    refine_share: float = 0.2
+
+    @property
+    def ilp_cong(self) -> bool:
+        """Link congestion in the ILP."""
+        return self.congestion if self.ilp_congestion is None else bool(self.ilp_congestion)
+
+
+@dataclass(frozen=True)
+class Starts:
+    """What a run knows besides the instance.
+
+    Parameters
+    ----------
+    extra_starts : sequence of (device, priorities)
+        Further schedules *of the graph the ILP sees* (the coarse graph: coarsening is
+        deterministic, so a previous run's ``coarse_placement.device`` and an order of
+        its ``coarse_start`` qualify); the best re-simulated one (under the ILP's
+        congestion setting) replaces the list schedule as horizon and MIP start.
     guide : (name, Placement, priorities), optional
         Coarsened runs: guide the coarsening with this schedule of the original graph
-        instead (a previous answer: :func:`~dnnplace.formulations.multilevel.vcycle.pesto_vcycle`).
-    engine : {"mip", "cpsat"}
-        The exact engine: the Pyomo MIP (:mod:`~dnnplace.formulations.pesto_ip`) through
-        the solver named in ``solver``, or the same model in OR-Tools CP-SAT
-        (:mod:`~dnnplace.formulations.pesto_cpsat`, extra ``dnnplace[cpsat]``; its
-        ``threads`` are CP-SAT workers). Both hand over placement, device and link
-        orders the same way.
-    deadline : Deadline, optional
-        When the whole run must end (default: ``solver.time_limit`` from now): list
-        schedules stop starting, a model too large to build in the time left is not
-        started, the model build and the hand-off to the solver stop at it, the solver
-        gets what is left, the refinement stops before it; a run stopped before its ILP
-        answers returns its list-schedule start (termination ``time_limit``).
-    relaxed_start : float
-        With congestion in the ILP: first solve the same model *without* congestion
-        constraints (7) for this share of the ILP's time, replay its schedule with
-        congestion (FCFS links) and, when it beats the list schedule, make it the
-        horizon and MIP start of the full model (``0`` skips the phase;
-        ``extra["model_size"]["relaxed_start"]`` records it). Without (7) the model has
-        no transfer-pair order variables, so on coarse graphs it solves far sooner.
+        (a previous answer: :func:`~dnnplace.formulations.multilevel.vcycle.pesto_vcycle`;
+        ``PipelineOptions.guided`` makes it the original graph's best list schedule).
+    rivals : sequence of (name, Placement)
+        Placements *of the original graph* from other heuristics (e.g. the layer-wise
+        expert, :func:`~dnnplace.heuristics.baselines.layer_split`) that the last stage of
+        a coarsened run also compares against, each replayed in its ``fifo`` order; the
+        best memory-feasible one is refined if it beats the answer so far. Pesto's
+        pipeline is then never worse than these either (measured on the captured
+        RNNLM-2x2048: without it, the expert won by 23-34 % where communication
+        dominates).
     """
-    if coarsen_with not in ("pesto", "celeritas-fusion"):
-        raise InputError(f"coarsen_with {coarsen_with!r}: expected 'pesto' or 'celeritas-fusion'")
-    if engine not in ("mip", "cpsat"):
-        raise InputError(f"pesto: unknown engine {engine!r}; known: 'mip', 'cpsat'")
-    if engine == "cpsat":
+
+    extra_starts: Sequence[tuple[np.ndarray, np.ndarray]] = ()
+    guide: tuple[str, Placement, np.ndarray] | None = None
+    rivals: Sequence[tuple[str, Placement]] = ()
+
+
+def pesto(graph: OpGraph, cluster: Cluster, options: PipelineOptions | None = None, starts: Starts | None = None, *,
+          deadline: Deadline | None = None) -> PestoRun:
+    """Run the Pesto pipeline (see the module docstring) as ``options`` say
+    (:class:`PipelineOptions`; default: its defaults) from ``starts`` (:class:`Starts`).
+
+    ``deadline`` (:class:`~dnnplace.graphs.deadline.Deadline`): when the whole run must
+    end (default: ``options.solver.time_limit`` from now): list schedules stop starting,
+    a model too large to build in the time left is not started, the model build and the
+    hand-off to the solver stop at it, the solver gets what is left, the refinement
+    stops before it; a run stopped before its ILP answers returns its list-schedule
+    start (termination ``time_limit``).
+
+    The stages, in order (:class:`_Pipeline`): coarsen, the start and horizon on the
+    graph the ILP sees, the ILP's share of the time, the relaxed start, solve, lift the
+    answer to the original graph, and the comparisons that keep it never worse.
+    """
+    options = options or PipelineOptions()
+    if options.coarsen_with not in ("pesto", "celeritas-fusion"):
+        raise InputError(f"coarsen_with {options.coarsen_with!r}: expected 'pesto' or 'celeritas-fusion'")
+    if options.engine not in ("mip", "cpsat"):
+        raise InputError(f"pesto: unknown engine {options.engine!r}; known: 'mip', 'cpsat'")
+    if options.engine == "cpsat":
         from dnnplace.formulations.pesto_cpsat import available
 
         if not available():
             raise InputError("pesto: engine 'cpsat' needs OR-Tools: pip install 'dnnplace[cpsat]'")
-    solver = solver or SolverOptions(time_limit=60.0, threads=1)
-    transfer_mode = check_transfer_mode(transfer_mode)
-    deadline = deadline or Deadline(solver.time_limit)
-    with transfer_semantics(transfer_mode):
-        return _pesto(graph, cluster, coarsen_to=coarsen_to, congestion=congestion, ilp_congestion=ilp_congestion,
-                      warm_start=warm_start, solver=solver, options=options, fallback=fallback,
-                      extra_starts=extra_starts, refine_share=refine_share, guided=guided, rivals=rivals,
-                      coarsen_with=coarsen_with, engine=engine, relaxed_start=relaxed_start, guide=guide,
-                      transfer_mode=transfer_mode, deadline=deadline)
+    options = dataclasses.replace(options, transfer_mode=check_transfer_mode(options.transfer_mode))
+    deadline = deadline or Deadline(options.solver.time_limit)
+    with transfer_semantics(options.transfer_mode):
+        return _Pipeline(graph, cluster, options, starts or Starts(), deadline).run()
 
 
-def _pesto(graph: OpGraph, cluster: Cluster, *, coarsen_to: int | None, congestion: bool,
-           ilp_congestion: bool | None, warm_start: bool, solver: SolverOptions, options: PestoOptions | None,
-           fallback: bool, extra_starts: list | None, refine_share: float, guided: bool,
-           rivals: Sequence[tuple[str, Placement]], coarsen_with: str, engine: str, relaxed_start: float,
-           guide: tuple[str, Placement, np.ndarray] | None, transfer_mode: str, deadline: Deadline) -> PestoRun:
-    """:func:`pesto` inside its transfer mode: simulations of the original graph use it,
-    those of the graph the ILP sees count one transfer per edge (the ILP's accounting)."""
-    from dnnplace.heuristics.coarsening import coarsen
-    from dnnplace.heuristics.fusion import fuse_to
-    from dnnplace.heuristics.list_scheduling import best_list_schedule
+class _Answer(NamedTuple):
+    """An answer on the original graph: placement, device order, replayed makespan,
+    where it came from, and the link order (``None``: first come first served)."""
 
-    ilp_cong = congestion if ilp_congestion is None else bool(ilp_congestion)
-    opts = options or PestoOptions()
-    opts = PestoOptions(congestion=ilp_cong, memory=opts.memory, colocation=opts.colocation,
-                        symmetry=opts.symmetry, load_cuts=opts.load_cuts)
-    t0 = time.perf_counter()
-    limit = solver.time_limit
-    coarsening = coarsen_to is not None and graph.n > coarsen_to
-    refining = fallback and refine_share > 0 and coarsening
-    starts = [(f"extra_start[{k}]", dev_x, pr_x) for k, (dev_x, pr_x) in enumerate(extra_starts or ())]
-    orig_list = None  # the best list schedule of the original graph (guide and last-stage rival)
-    if coarsening and (guided or refining):
-        orig_list = best_list_schedule(graph, cluster, congestion=congestion, deadline=deadline)
-    if coarsening:
-        if guide is None and guided:
-            guide = (orig_list[0].algorithm, orig_list[0].placement, orig_list[0].priorities)
+    pl: Placement
+    pr: np.ndarray
+    ms: float
+    source: str
+    lp: np.ndarray | None
+
+
+@dataclass
+class _Start:
+    """A schedule of the graph the ILP sees: its devices, placement, per-edge simulation
+    and where it came from (the ILP's horizon and MIP start)."""
+
+    device: np.ndarray
+    placement: Placement
+    sim: object
+    name: str
+
+
+class _Pipeline:
+    """One :func:`pesto` run inside its transfer mode: simulations of the original graph
+    use it, those of the graph the ILP sees count one transfer per edge (the ILP's
+    accounting). Each stage is a method; :meth:`run` calls them in order."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, options: PipelineOptions, starts: Starts,
+                 deadline: Deadline):
+        self.graph, self.cluster, self.o, self.starts, self.deadline = graph, cluster, options, starts, deadline
+        self.ilp_cong = options.ilp_cong
+        self.model = dataclasses.replace(options.model, congestion=self.ilp_cong)
+        self.t0 = time.perf_counter()
+        self.coarsening = options.coarsen_to is not None and graph.n > options.coarsen_to
+        self.refining = options.fallback and options.refine_share > 0 and self.coarsening
+        self.orig_list = None  # the best list schedule of the original graph (guide and last-stage rival)
+
+    def run(self) -> PestoRun:
+        """The stages in order; returns the run's answer and what it measured."""
+        o = self.o
+        cg, labels, named, t_coarsen = self.coarsen()
+        start, scores = self.ilp_start(cg, named)
+        horizon = safe_horizon(cg, self.cluster) if not memory_ok(start.placement) else start.sim.makespan
+        horizon = horizon if horizon > 0 else 1.0
+        solver, ilp_deadline = self.ilp_budget()
+        start_ok = o.warm_start and memory_ok(start.placement)
+        size = {"engine": o.engine, "coarse_nodes": cg.n, "coarse_edges": cg.m, "list_scores": scores}
+        if self.ilp_cong and o.relaxed_start > 0 and solver.time_limit is not None:
+            solver, start, horizon, start_ok = self.relaxed_start(cg, start, horizon, start_ok, solver, size)
+        size["horizon"] = horizon
+        warm = self.warm_answer(labels, start)
+        xs0 = {int(e): float(s) for e, s in zip(start.sim.xfer_edge, start.sim.xfer_start)}
+        out, times, build, extra_size = _solve_exact(cg, self.cluster, horizon, self.model, solver, o.engine,
+                                                     (start.device, start.sim.start, xs0) if start_ok else None,
+                                                     ilp_deadline)
+        size.update(extra_size)
+        size.update(vars=out.n_vars, constraints=out.n_cons, binaries=out.n_binaries)
+        coarse = cg is not self.graph
+        bound, trace = self.bounds(out, coarse)
+        run_kw = dict(warm_makespan=warm.ms, warm_algorithm=start.name, coarse_n=cg.n, build_seconds=build,
+                      solve_seconds=out.solve_seconds + out.handoff_seconds, coarsen_seconds=t_coarsen, size=size,
+                      trace=trace, solver_version=out.solver_version, ilp_gap=out.gap,
+                      ilp_objective=out.incumbent, ilp_bound=out.bound)
+        if not out.has_solution:
+            return self.without_ilp_answer(out, labels, warm, bound, size, run_kw)
+        cpl, cstart, ans, status = self.lift(out, times, cg, labels, coarse, bound, size)
+        ans, status = self.never_worse(ans, status, warm, labels, bound, size)
+        return PestoRun(ans.pl, ans.pr, ans.ms, status, out.termination, bound, source=ans.source,
+                        coarse_placement=cpl, coarse_start=cstart, link_priorities=ans.lp, **run_kw)
+
+    # ---- stage 1: coarsen (or not)
+    def coarsen(self) -> tuple[OpGraph, np.ndarray, list, float]:
+        """The graph the ILP sees, each original node's coarse node, the named starts of
+        that graph (``Starts.extra_starts``, the guiding schedule) and the seconds taken."""
+        from dnnplace.heuristics.coarsening import coarsen
+        from dnnplace.heuristics.fusion import fuse_to
+        from dnnplace.heuristics.list_scheduling import best_list_schedule
+
+        o, graph, cluster = self.o, self.graph, self.cluster
+        named = [(f"extra_start[{k}]", dev_x, pr_x) for k, (dev_x, pr_x) in enumerate(self.starts.extra_starts or ())]
+        if self.coarsening and (o.guided or self.refining):
+            self.orig_list = best_list_schedule(graph, cluster, congestion=o.congestion, deadline=self.deadline)
+        if not self.coarsening:
+            return graph, np.arange(graph.n), named, time.perf_counter() - self.t0
+        guide = self.starts.guide
+        if guide is None and o.guided:
+            guide = (self.orig_list[0].algorithm, self.orig_list[0].placement, self.orig_list[0].priorities)
         guide = guide if guide is not None and memory_ok(guide[1]) else None
-        if coarsen_with == "celeritas-fusion":
-            guide, cres = None, fuse_to(graph, cluster, target=int(coarsen_to))
+        if o.coarsen_with == "celeritas-fusion":
+            guide, cres = None, fuse_to(graph, cluster, target=int(o.coarsen_to))
         else:
-            cres = coarsen(graph, cluster, target=int(coarsen_to), guide=None if guide is None else guide[1].device)
+            cres = coarsen(graph, cluster, target=int(o.coarsen_to), guide=None if guide is None else guide[1].device)
         cg, labels = cres.graph, cres.labels
         if guide is not None:
             with transfer_semantics("per_edge"):
-                starts.append((f"guided:{guide[0]}",
-                               *_guided_start(cg, cluster, labels, cres.meta["guide"], guide[2], ilp_cong)))
-    else:
-        cg, labels = graph, np.arange(graph.n)
-    t_coarsen = time.perf_counter() - t0
-    coarse = cg is not graph
+                named.append((f"guided:{guide[0]}",
+                              *_guided_start(cg, cluster, labels, cres.meta["guide"], guide[2], self.ilp_cong)))
+        return cg, labels, named, time.perf_counter() - self.t0
 
-    # ---- heuristic horizon and warm start on the graph the ILP sees, simulated with the
-    # ILP's one transfer per edge (a horizon or start below its per-edge makespan would
-    # cut off the start, or every schedule, from the ILP)
-    with transfer_semantics("per_edge"):
-        ls, _, scores = best_list_schedule(cg, cluster, congestion=ilp_cong, deadline=deadline)
-    dev0 = canonical_relabel(cg, cluster, ls.placement.device) if opts.symmetry else ls.placement.device
-    pl0 = Placement(cg, cluster, dev0)
-    sim0 = simulate(pl0, policy="order", priorities=ls.priorities, congestion=ilp_cong, transfer_mode="per_edge")
-    warm_name = ls.algorithm
-    for name_x, dev_x, pr_x in starts:
-        dev_x = canonical_relabel(cg, cluster, np.asarray(dev_x)) if opts.symmetry else np.asarray(dev_x)
-        pl_x = Placement(cg, cluster, dev_x)
-        sim_x = simulate(pl_x, policy="order", priorities=pr_x, congestion=ilp_cong, transfer_mode="per_edge")
-        if memory_ok(pl_x) and (sim_x.makespan < sim0.makespan or not memory_ok(pl0)):
-            dev0, pl0, sim0, warm_name = dev_x, pl_x, sim_x, name_x
-    horizon = safe_horizon(cg, cluster) if not memory_ok(pl0) else sim0.makespan
-    horizon = horizon if horizon > 0 else 1.0
-    ilp_deadline = deadline  # the ILP (model build, hand-off and solve) stops at it
-    if refining and limit is not None:  # the ILP leaves the refinement its share of the whole limit
-        left = (deadline.remaining() if deadline.remaining() is not None else limit - (time.perf_counter() - t0)) \
-            - limit * refine_share
-        ilp_deadline = Deadline(max(0.0, left))
-        solver = dataclasses.replace(solver, time_limit=max(0.05, left))
-    start_ok = warm_start and memory_ok(pl0)
-    size = {"engine": engine, "coarse_nodes": cg.n, "coarse_edges": cg.m, "list_scores": scores}
-    if ilp_cong and relaxed_start > 0 and solver.time_limit is not None:
-        # the congestion-free model (far fewer order variables) first; its schedule,
-        # replayed with congestion, is a candidate start for the full model
+    # ---- stage 2: the start and horizon on the graph the ILP sees
+    def ilp_start(self, cg: OpGraph, named: list) -> tuple[_Start, dict]:
+        """The best of the list schedules of ``cg`` and the ``named`` starts, simulated
+        with the ILP's one transfer per edge (a horizon or start below its per-edge
+        makespan would cut off the start, or every schedule, from the ILP)."""
+        from dnnplace.heuristics.list_scheduling import best_list_schedule
+
+        cluster, symmetry = self.cluster, self.model.symmetry
+        with transfer_semantics("per_edge"):
+            ls, _, scores = best_list_schedule(cg, cluster, congestion=self.ilp_cong, deadline=self.deadline)
+        dev0 = canonical_relabel(cg, cluster, ls.placement.device) if symmetry else ls.placement.device
+        pl0 = Placement(cg, cluster, dev0)
+        sim0 = simulate(pl0, policy="order", priorities=ls.priorities, congestion=self.ilp_cong,
+                        transfer_mode="per_edge")
+        best = _Start(dev0, pl0, sim0, ls.algorithm)
+        for name_x, dev_x, pr_x in named:
+            dev_x = canonical_relabel(cg, cluster, np.asarray(dev_x)) if symmetry else np.asarray(dev_x)
+            pl_x = Placement(cg, cluster, dev_x)
+            sim_x = simulate(pl_x, policy="order", priorities=pr_x, congestion=self.ilp_cong, transfer_mode="per_edge")
+            if memory_ok(pl_x) and (sim_x.makespan < best.sim.makespan or not memory_ok(best.placement)):
+                best = _Start(dev_x, pl_x, sim_x, name_x)
+        return best, scores
+
+    # ---- stage 3: the ILP's share of the time
+    def ilp_budget(self) -> tuple[SolverOptions, Deadline]:
+        """The solver options and deadline of the ILP (model build, hand-off and solve):
+        the run's, less the refinement's share of the whole limit when it refines."""
+        solver, limit = self.o.solver, self.o.solver.time_limit
+        if not (self.refining and limit is not None):
+            return solver, self.deadline
+        remaining = self.deadline.remaining()
+        left = (remaining if remaining is not None else limit - (time.perf_counter() - self.t0)) \
+            - limit * self.o.refine_share
+        return dataclasses.replace(solver, time_limit=max(0.05, left)), Deadline(max(0.0, left))
+
+    # ---- stage 4: the relaxed start
+    def relaxed_start(self, cg: OpGraph, start: _Start, horizon: float, start_ok: bool, solver: SolverOptions,
+                      size: dict) -> tuple[SolverOptions, _Start, float, bool]:
+        """The congestion-free model (far fewer order variables) first; its schedule,
+        replayed with congestion, is a candidate start for the full model, which gets
+        the time left."""
+        cluster = self.cluster
         t_r = time.perf_counter()
-        share = dataclasses.replace(solver, time_limit=max(1.0, relaxed_start * solver.time_limit))
-        out_r, times_r, _, _ = _solve_exact(cg, cluster, horizon, dataclasses.replace(opts, congestion=False), share,
-                                            engine, (dev0, sim0.start, {}) if start_ok else None)
+        share = dataclasses.replace(solver, time_limit=max(1.0, self.o.relaxed_start * solver.time_limit))
+        out_r, times_r, _, _ = _solve_exact(cg, cluster, horizon, dataclasses.replace(self.model, congestion=False),
+                                            share, self.o.engine,
+                                            (start.device, start.sim.start, {}) if start_ok else None)
         size["relaxed_start"] = {"status": out_r.status, "objective": out_r.incumbent, "bound": out_r.bound}
         if times_r is not None:
             cpl_r, pr_r, _, _ = ilp_orders(times_r, cg, np.arange(cg.n), cg)
             sim_r = simulate(cpl_r, policy="order", priorities=pr_r, congestion=True, transfer_mode="per_edge")
             size["relaxed_start"]["replayed"] = sim_r.makespan
-            if memory_ok(cpl_r) and (sim_r.makespan < sim0.makespan or not memory_ok(pl0)):
-                dev0 = canonical_relabel(cg, cluster, cpl_r.device) if opts.symmetry else cpl_r.device
-                pl0, sim0, warm_name, horizon = Placement(cg, cluster, dev0), sim_r, "relaxation", sim_r.makespan
-                start_ok = warm_start
+            if memory_ok(cpl_r) and (sim_r.makespan < start.sim.makespan or not memory_ok(start.placement)):
+                dev0 = canonical_relabel(cg, cluster, cpl_r.device) if self.model.symmetry else cpl_r.device
+                start, horizon = _Start(dev0, Placement(cg, cluster, dev0), sim_r, "relaxation"), sim_r.makespan
+                start_ok = self.o.warm_start
         solver = dataclasses.replace(solver, time_limit=max(1.0, solver.time_limit - (time.perf_counter() - t_r)))
-    size["horizon"] = horizon
-    # the warm start on the original graph (what it would give alone)
-    pr_warm = expand_priorities(labels, sim0.start, graph)
-    pl_warm = Placement(graph, cluster, dev0[labels])
-    t_sim = time.perf_counter()
-    warm_ms = simulate(pl_warm, policy="order", priorities=pr_warm, congestion=congestion).makespan
-    t_sim = time.perf_counter() - t_sim  # one simulation of the original graph: the closing stages make ~8
-    xs0 = {int(e): float(s) for e, s in zip(sim0.xfer_edge, sim0.xfer_start)}
-    out, times, build, extra_size = _solve_exact(cg, cluster, horizon, opts, solver, engine,
-                                                 (dev0, sim0.start, xs0) if start_ok else None, ilp_deadline)
-    size.update(extra_size)
-    size.update(vars=out.n_vars, constraints=out.n_cons, binaries=out.n_binaries)
-    run_kw = dict(warm_makespan=warm_ms, warm_algorithm=warm_name, coarse_n=cg.n, build_seconds=build,
-                  solve_seconds=out.solve_seconds + out.handoff_seconds, coarsen_seconds=t_coarsen, size=size,
-                  trace=out.trace, solver_version=out.solver_version, ilp_gap=out.gap,
-                  ilp_objective=out.incumbent, ilp_bound=out.bound)
-    # the ILP's bound is valid for the simulated problem only without coarsening, when
-    # the ILP relaxes the simulation (FCFS links are one feasible link order; an ILP with
-    # congestion does not bound a simulation without it) and when the simulation counts
-    # one transfer per edge as the ILP does (sending a tensor once per device can beat
-    # the ILP's optimum); the combinatorial bound always is
-    per_edge = transfer_mode == "per_edge"
-    lower = makespan_lower_bound(graph, cluster)
-    bound = lower
-    ilp_valid = per_edge and not (coarse or out.bound is None or (ilp_cong and not congestion))
-    if ilp_valid:
-        bound = max(bound, float(out.bound))
-    # the solver's trace as the answer's: its bounds count only where the ILP's bound does
-    # (else the graph's lower bound stands in), so time-to-gap is never read off a coarse bound
-    run_kw["trace"] = [(t, inc, max(lower, float(b)) if ilp_valid and b is not None else lower)
-                       for t, inc, b in out.trace]
-    def refine_seconds() -> float:  # what the deadline leaves after the closing simulations (60 s without a limit)
-        left = deadline.remaining()
-        return 60.0 if left is None else max(0.0, left - 8 * t_sim)
+        return solver, start, horizon, start_ok
 
-    if not out.has_solution:
-        pl, pr, ms, source, lp = pl_warm, pr_warm, warm_ms, "warm_start", None
-        if refining:  # the last stage still runs: never worse than the original graph's best list schedule
-            pl, pr, ms, source, lp = _refine(graph, cluster, labels, pl, pr, ms, source, lp, congestion, size,
-                                             orig_list, rivals, refine_seconds())
-        if fallback:
-            pl, pr, ms, source, lp = _never_worse(graph, cluster, pl, pr, ms, source, lp, congestion, size, orig_list,
-                                                  deadline)
-        status = "optimal" if ms <= bound + 1e-6 * max(1.0, ms) else "feasible"
+    # ---- stage 5: the start as an answer on the original graph
+    def warm_answer(self, labels: np.ndarray, start: _Start) -> _Answer:
+        """The start expanded to the original graph, replayed in its order (what it would
+        give alone); times one simulation of the original graph (``self.t_sim``)."""
+        graph = self.graph
+        pr_warm = expand_priorities(labels, start.sim.start, graph)
+        pl_warm = Placement(graph, self.cluster, start.device[labels])
+        t_sim = time.perf_counter()
+        warm_ms = simulate(pl_warm, policy="order", priorities=pr_warm, congestion=self.o.congestion).makespan
+        self.t_sim = time.perf_counter() - t_sim  # one simulation of the original graph: the closing stages make ~8
+        return _Answer(pl_warm, pr_warm, warm_ms, "warm_start", None)
+
+    # ---- stage 6: what the ILP's bound is worth
+    def bounds(self, out: SolveOutcome, coarse: bool) -> tuple[float, list]:
+        """The reported bound and the solver's trace as the answer's. The ILP's bound is
+        valid for the simulated problem only without coarsening, when the ILP relaxes the
+        simulation (FCFS links are one feasible link order; an ILP with congestion does
+        not bound a simulation without it) and when the simulation counts one transfer
+        per edge as the ILP does (sending a tensor once per device can beat the ILP's
+        optimum); the combinatorial bound always is. The trace's bounds count only where
+        the ILP's bound does (else the graph's lower bound stands in), so time-to-gap is
+        never read off a coarse bound."""
+        per_edge = self.o.transfer_mode == "per_edge"
+        lower = makespan_lower_bound(self.graph, self.cluster)
+        bound = lower
+        ilp_valid = per_edge and not (coarse or out.bound is None or (self.ilp_cong and not self.o.congestion))
+        if ilp_valid:
+            bound = max(bound, float(out.bound))
+        trace = [(t, inc, max(lower, float(b)) if ilp_valid and b is not None else lower) for t, inc, b in out.trace]
+        return bound, trace
+
+    def refine_seconds(self) -> float:
+        """What the deadline leaves the refinement after the closing simulations (60 s without a limit)."""
+        left = self.deadline.remaining()
+        return 60.0 if left is None else max(0.0, left - 8 * self.t_sim)
+
+    # ---- stage 7a: no ILP answer
+    def without_ilp_answer(self, out: SolveOutcome, labels: np.ndarray, warm: _Answer, bound: float, size: dict,
+                           run_kw: dict) -> PestoRun:
+        """The start, refined and compared as an ILP answer would be."""
+        ans = warm
+        if self.refining:  # the last stage still runs: never worse than the original graph's best list schedule
+            ans = self.refine(ans, labels, size)
+        if self.o.fallback:
+            ans = self.obvious(ans, size)
+        status = "optimal" if ans.ms <= bound + 1e-6 * max(1.0, ans.ms) else "feasible"
         term = "time_limit" if out.termination == "maxTimeLimit" else out.termination
-        return PestoRun(pl, pr, ms, status, term, bound, source=source, link_priorities=lp,
-                        message=out.message or f"ILP: {out.status} ({out.termination}); {source} returned",
+        return PestoRun(ans.pl, ans.pr, ans.ms, status, term, bound, source=ans.source, link_priorities=ans.lp,
+                        message=out.message or f"ILP: {out.status} ({out.termination}); {ans.source} returned",
                         **run_kw)
-    cpl, pr, lp, cstart = ilp_orders(times, graph, labels, cg)
-    pl = Placement(graph, cluster, cpl.device[labels])
-    ms = simulate(pl, policy="order", priorities=pr, congestion=congestion, link_priorities=lp).makespan
-    link_order = "ilp" if lp is not None else "fcfs"
-    if lp is not None and fallback:
-        # the ILP's link order is optimal for its own (coarse) schedule; on an expanded
-        # graph or a time-limited incumbent, first come first served may still be better
-        ms_fcfs = simulate(pl, policy="order", priorities=pr, congestion=congestion).makespan
-        if ms_fcfs < ms - 1e-9 * max(1.0, ms):
-            lp, ms, link_order = None, ms_fcfs, "fcfs"
-    order_policy = "ilp"
-    if coarse and fallback:
-        # Pesto Sec. 3.3: with large merged nodes the coarse order loses scheduling
-        # opportunities; keep the ILP placement and try the runtime's own orders too
-        for pol in ("critical_path", "fifo"):
-            sched = simulate(pl, policy=pol, congestion=congestion).schedule
-            pr_pol = sched.priorities()
-            ms_pol = simulate(pl, policy="order", priorities=pr_pol, congestion=congestion).makespan
-            if ms_pol < ms - 1e-9 * max(1.0, ms):
-                pr, ms, order_policy, lp, link_order = pr_pol, ms_pol, pol, None, "fcfs"
-    size["order_policy"] = order_policy
-    size["link_order"] = link_order
-    status = "feasible"
-    tol = 1e-6 * max(1.0, ms)
-    if (per_edge and not coarse and out.status == "optimal" and out.incumbent is not None
-            and abs(ms - out.incumbent) <= tol and ilp_cong == congestion):
-        status = "optimal"  # the replay attains the ILP optimum, a lower bound of the simulated problem
-    elif bound is not None and ms <= bound + tol:
-        status = "optimal"  # the replay meets a valid lower bound
-    source = "ilp"
-    if fallback and warm_ms < ms - tol and memory_ok(pl_warm):
-        # never trade the ILP's (memory-feasible) answer for a faster start that
-        # overflows a device: the ILP's bound holds for memory-feasible schedules only
-        pl, pr, ms, source, lp = pl_warm, pr_warm, warm_ms, "warm_start", None
-        status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
-    if refining:
-        pl, pr, ms, source, lp = _refine(graph, cluster, labels, pl, pr, ms, source, lp, congestion, size, orig_list,
-                                         rivals, refine_seconds())
-        status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
-    if fallback:
-        ms_before = ms
-        pl, pr, ms, source, lp = _never_worse(graph, cluster, pl, pr, ms, source, lp, congestion, size, orig_list,
-                                              deadline)
-        if ms < ms_before:
-            status = "optimal" if bound is not None and ms <= bound + tol else "feasible"
-    return PestoRun(pl, pr, ms, status, out.termination, bound, source=source, coarse_placement=cpl,
-                    coarse_start=cstart, link_priorities=lp, **run_kw)
+
+    # ---- stage 7b: lift the ILP's answer to the original graph
+    def lift(self, out: SolveOutcome, times, cg: OpGraph, labels: np.ndarray, coarse: bool, bound: float,
+             size: dict) -> tuple[Placement, np.ndarray, _Answer, str]:
+        """The ILP's placement and orders on the original graph, replayed: with
+        ``fallback``, FCFS links where they replay better, and (coarse runs, Pesto Sec.
+        3.3: with large merged nodes the coarse order loses scheduling opportunities)
+        the runtime's own device orders on the ILP's placement where they do. Returns the
+        coarse placement and start, the answer and its status."""
+        graph, cluster, congestion, fallback = self.graph, self.cluster, self.o.congestion, self.o.fallback
+        cpl, pr, lp, cstart = ilp_orders(times, graph, labels, cg)
+        pl = Placement(graph, cluster, cpl.device[labels])
+        ms = simulate(pl, policy="order", priorities=pr, congestion=congestion, link_priorities=lp).makespan
+        link_order = "ilp" if lp is not None else "fcfs"
+        if lp is not None and fallback:
+            # the ILP's link order is optimal for its own (coarse) schedule; on an expanded
+            # graph or a time-limited incumbent, first come first served may still be better
+            ms_fcfs = simulate(pl, policy="order", priorities=pr, congestion=congestion).makespan
+            if ms_fcfs < ms - 1e-9 * max(1.0, ms):
+                lp, ms, link_order = None, ms_fcfs, "fcfs"
+        order_policy = "ilp"
+        if coarse and fallback:
+            for pol in ("critical_path", "fifo"):
+                sched = simulate(pl, policy=pol, congestion=congestion).schedule
+                pr_pol = sched.priorities()
+                ms_pol = simulate(pl, policy="order", priorities=pr_pol, congestion=congestion).makespan
+                if ms_pol < ms - 1e-9 * max(1.0, ms):
+                    pr, ms, order_policy, lp, link_order = pr_pol, ms_pol, pol, None, "fcfs"
+        size["order_policy"] = order_policy
+        size["link_order"] = link_order
+        status = "feasible"
+        tol = 1e-6 * max(1.0, ms)
+        if (self.o.transfer_mode == "per_edge" and not coarse and out.status == "optimal"
+                and out.incumbent is not None and abs(ms - out.incumbent) <= tol and self.ilp_cong == congestion):
+            status = "optimal"  # the replay attains the ILP optimum, a lower bound of the simulated problem
+        elif bound is not None and ms <= bound + tol:
+            status = "optimal"  # the replay meets a valid lower bound
+        return cpl, cstart, _Answer(pl, pr, ms, "ilp", lp), status
+
+    # ---- stage 8: never worse than the start, the original graph's list schedules, the obvious
+    def never_worse(self, ans: _Answer, status: str, warm: _Answer, labels: np.ndarray, bound: float,
+                    size: dict) -> tuple[_Answer, str]:
+        """With ``fallback``: the start where it replays better (and fits in memory); the
+        refinement of coarse runs; the obvious answers (:func:`_never_worse`)."""
+        tol = 1e-6 * max(1.0, ans.ms)
+        if self.o.fallback and warm.ms < ans.ms - tol and memory_ok(warm.pl):
+            # never trade the ILP's (memory-feasible) answer for a faster start that
+            # overflows a device: the ILP's bound holds for memory-feasible schedules only
+            ans = warm
+            status = "optimal" if bound is not None and ans.ms <= bound + tol else "feasible"
+        if self.refining:
+            ans = self.refine(ans, labels, size)
+            status = "optimal" if bound is not None and ans.ms <= bound + tol else "feasible"
+        if self.o.fallback:
+            ms_before = ans.ms
+            ans = self.obvious(ans, size)
+            if ans.ms < ms_before:
+                status = "optimal" if bound is not None and ans.ms <= bound + tol else "feasible"
+        return ans, status
+
+    def refine(self, ans: _Answer, labels: np.ndarray, size: dict) -> _Answer:
+        return _Answer(*_refine(self.graph, self.cluster, labels, *ans, self.o.congestion, size, self.orig_list,
+                                self.starts.rivals, self.refine_seconds()))
+
+    def obvious(self, ans: _Answer, size: dict) -> _Answer:
+        return _Answer(*_never_worse(self.graph, self.cluster, *ans, self.o.congestion, size, self.orig_list,
+                                     self.deadline))
 
 
 BUILD_PAIRS_PER_SECOND = 50_000
@@ -537,7 +670,7 @@ def _never_worse(graph: OpGraph, cluster: Cluster, pl: Placement, pr: np.ndarray
 def _refine(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: Placement, pr: np.ndarray, ms: float,
             source: str, lp: np.ndarray | None, congestion: bool, size: dict, orig_list: tuple,
             rivals: Sequence[tuple[str, Placement]], seconds: float):
-    """The last stage of a coarsened run (see ``refine_share`` of :func:`pesto`): never
+    """The last stage of a coarsened run (see :attr:`PipelineOptions.refine_share`): never
     worse than the best list schedule of the original graph (``orig_list``, as
     :func:`~dnnplace.heuristics.list_scheduling.best_list_schedule` returns it) or any
     of the ``rivals`` (replayed in their ``fifo`` order), then unit moves."""

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from dnnplace.formulations.multilevel.pesto import PestoRun, pesto
-from dnnplace.formulations.solvers.options import SolverOptions
+from dnnplace.formulations.multilevel.pesto import PestoRun, PipelineOptions, Starts, pesto
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.errors import InputError
@@ -28,21 +27,26 @@ from dnnplace.graphs.graph import OpGraph
 __all__ = ["pesto_vcycle"]
 
 
-def pesto_vcycle(graph: OpGraph, cluster: Cluster, *, coarsen_to: int, levels: int = 2,
-                 solver: SolverOptions | None = None, **kw) -> PestoRun:
-    """Run ``levels`` Pesto levels at ``coarsen_to * 2**l`` nodes (``l = 0 .. levels - 1``;
-    levels at or above the graph's size are skipped); ``kw`` goes to every
-    :func:`~dnnplace.formulations.multilevel.pesto.pesto` call (not ``guide`` or ``rivals``'s
-    previous answer, which this function supplies). Returns the best level's run."""
+def pesto_vcycle(graph: OpGraph, cluster: Cluster, options: PipelineOptions, starts: Starts | None = None, *,
+                 levels: int = 2, deadline: Deadline | None = None) -> PestoRun:
+    """Run ``levels`` Pesto levels at ``options.coarsen_to * 2**l`` nodes (``l = 0 ..
+    levels - 1``; levels at or above the graph's size are skipped), each a
+    :func:`~dnnplace.formulations.multilevel.pesto.pesto` run with ``options`` (its
+    ``coarsen_to`` the level's, its solver's time limit the level's share) and
+    ``starts`` (its ``guide`` and a rival: the previous level's answer, which this
+    function supplies). Returns the best level's run."""
     if levels < 1:
         raise InputError(f"pesto V-cycle: levels must be >= 1, got {levels}")
-    solver = solver or SolverOptions(time_limit=60.0, threads=1)
-    sizes = [coarsen_to * 2 ** lv for lv in range(levels)]
+    if options.coarsen_to is None:
+        raise InputError("pesto V-cycle: needs coarsen_to")
+    starts = starts or Starts()
+    solver = options.solver
+    sizes = [options.coarsen_to * 2 ** lv for lv in range(levels)]
     sizes = [k for k in sizes if k < graph.n] or sizes[:1]
     share = None if solver.time_limit is None else solver.time_limit / len(sizes)
     level_solver = dataclasses.replace(solver, time_limit=share)
-    rivals = tuple(kw.pop("rivals", ()))
-    deadline = kw.pop("deadline", None) or Deadline(solver.time_limit)  # the whole run's; each level its share
+    rivals = tuple(starts.rivals)
+    deadline = deadline or Deadline(solver.time_limit)  # the whole run's; each level its share
     best: PestoRun | None = None
     trace = []
     for lv, k in enumerate(sizes):
@@ -50,8 +54,8 @@ def pesto_vcycle(graph: OpGraph, cluster: Cluster, *, coarsen_to: int, levels: i
         extra = () if best is None else (("vcycle:previous", best.placement),)
         left = deadline.remaining()
         level = Deadline(None if left is None else left / (len(sizes) - lv))
-        run = pesto(graph, cluster, coarsen_to=k, solver=level_solver, guide=guide, rivals=rivals + extra,
-                    deadline=level, **kw)
+        run = pesto(graph, cluster, dataclasses.replace(options, coarsen_to=k, solver=level_solver),
+                    dataclasses.replace(starts, guide=guide, rivals=rivals + extra), deadline=level)
         trace.append({"coarse_nodes": run.coarse_n, "makespan": run.makespan, "source": run.source,
                       "ilp_gap": run.ilp_gap})
         if best is None or run.makespan < best.makespan:
