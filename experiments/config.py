@@ -7,7 +7,7 @@ table). :func:`load` reads a bundled config by name or any TOML file by path, re
 include (``models = "<name>"``), checks every key and type against the schema (an error
 names the file and the key) and returns one typed :class:`Reproduction`.
 
-Common keys (docs/formats.md, "Reproduction configs"):
+Common keys (docs/formats.md, "Reproduction config"):
 
 ``reproduction``  the module of :mod:`dnnplace.experiments` that runs the config (required)
 ``name``          the reproduction's name (default: the file's stem)
