@@ -4,7 +4,8 @@
   the ``meta`` device: no weights, no GPU) into an :class:`~dnnplace.graphs.Instance`:
   ``torch.export``, then the joint forward+backward ATen graph of a loss wrapper
   (``aot_export_module(trace_joint=True)``) for training, or the forward graph for
-  inference; views and ``getitem`` merged into their producers.
+  inference; views and ``getitem`` merged into their producers (the operator table of
+  :mod:`~dnnplace.graphs.capture.op_table`).
 * :mod:`~dnnplace.graphs.capture.models` — :func:`~.models.load_model`, the one resolver of a
   model spec (zoo name, ``FILE.py:FACTORY``, ``package.module:FACTORY``, with ``--input``
   shapes and a ``--loss``) to ``(model, inputs, loss_fn)``, for capture and execution.

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.graphs.capture.fx import Captured
+from dnnplace.graphs.capture.op_table import Captured
 from dnnplace.graphs.capture.ops import (
     OPTIMIZER_STATE,
     apply_update,

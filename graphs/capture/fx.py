@@ -17,7 +17,8 @@ Pipeline (issue 11):
    with the module path of the exported node it came from.
 4. Views (ops whose schema returns an alias, e.g. ``view``/``t``/``expand``/``detach``)
    and ``getitem`` are merged into their producers at zero cost, so nodes are operators
-   that do work.
+   that do work. The operator table (:class:`~dnnplace.graphs.capture.op_table.Captured`)
+   is :func:`~dnnplace.graphs.capture.op_table.merge`'s.
 
 Per node the graph carries ``op_type`` (the ATen op, e.g. ``addmm``), ``layer`` (the
 module path, ``loss`` for the loss function's ops; a gradient producer takes its
@@ -45,60 +46,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from dnnplace.graphs.capture.ops import (
-    OPTIMIZER_STATE,
-    is_view,
-    op_name,
-    require_torch,
-    root_value,
-    storage_bytes,
-    value_bytes,
-)
+from dnnplace.graphs.capture.op_table import Captured, merge
+from dnnplace.graphs.capture.ops import OPTIMIZER_STATE, require_torch
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["Captured", "trace", "to_graph"]
-
-@dataclass
-class Captured:
-    """A traced ATen graph and the merged operator table derived from it.
-
-    ``gm`` is the traced ``torch.fx.GraphModule`` (placeholders: parameters, buffers, then
-    inputs, in :attr:`arg_kinds` order); ``rep`` maps every fx node name to the merged
-    node index it belongs to (-1 for dropped nodes); the remaining fields are per merged
-    node (``n``) or per merged edge (``m``) numpy arrays / lists.
-    """
-
-    gm: Any
-    arg_kinds: list[str]                 # per placeholder: "param", "buffer", "input", "grad_out"
-    arg_names: list[str]                 # parameter / buffer names, input positions
-    ids: list[str]
-    op_types: list[str]
-    layers: list[str]
-    roles: list[str]
-    backward: np.ndarray
-    output_bytes: np.ndarray
-    persistent_bytes: np.ndarray
-    colocation: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-    edge_bytes: np.ndarray
-    batch_scaled: np.ndarray
-    edge_output: np.ndarray   # per merged edge: which output of its source it carries
-    rep: dict[str, int]
-    apply_of: dict[int, int] = field(default_factory=dict)   # param node -> apply node
-    loss: int = -1
-    ports: dict[str, list[int]] = field(default_factory=dict)  # tiling: see tiling.py
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def n(self) -> int:
-        return len(self.ids)
 
 
 def _fakeify(model: Any, inputs: Sequence[Any]):
@@ -293,197 +250,13 @@ def trace(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = 
     finally:
         restore()
         model.train(was_training)
-    cap = _merge(gm, kinds, names, outs, training=training, optimizer=optimizer, block=block, wrt=wrt,
-                 cotangents=cot)
+    cap = merge(gm, kinds, names, outs, training=training, optimizer=optimizer, block=block, wrt=wrt,
+                cotangents=cot)
     cap.meta.update({"torch": torch.__version__, "training": training, "optimizer": optimizer if training else None,
                      "export_s": round(t_export, 3), "trace_s": round(time.perf_counter() - t0, 3),
                      "fx_nodes": len(gm.graph.nodes),
                      "inputs": [[list(x.shape), str(x.dtype)] for x in example_inputs if isinstance(x, torch.Tensor)]})
     return cap
-
-
-def _merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: bool, optimizer: str,
-           block: bool = False, wrt: Sequence[bool] = (), cotangents: Sequence[bool] | None = None) -> Captured:
-    """Merge views into producers, add apply nodes, derive roles, flags and bytes."""
-    nodes = [nd for nd in gm.graph.nodes if nd.op in ("placeholder", "call_function")]
-    ph = [nd for nd in nodes if nd.op == "placeholder"]
-    ph_kind = {nd.name: kinds[j] for j, nd in enumerate(ph)}
-    ph_name = {nd.name: names[j] for j, nd in enumerate(ph)}
-    rep: dict[str, int] = {}
-    ids, op_types, layers, roles, out_b, pers = [], [], [], [], [], []
-    for nd in nodes:
-        if nd.op == "call_function" and is_view(nd):
-            base = next(iter(nd.all_input_nodes), None)
-            rep[nd.name] = rep.get(base.name, -1) if base is not None else -1
-            continue
-        i = len(ids)
-        rep[nd.name] = i
-        if nd.op == "placeholder":
-            kind = ph_kind[nd.name]
-            ph_name[nd.name] = _strip(ph_name[nd.name])
-            ids.append(f"{kind}:{ph_name[nd.name]}")
-            op_types.append(kind)
-            layers.append(ph_name[nd.name].rsplit(".", 1)[0] if kind in ("param", "buffer") else "")
-            roles.append("param" if kind == "param" else "compute")
-            b = storage_bytes(nd.meta.get("val"))
-            out_b.append(0 if kind in ("param", "buffer") else b)
-            pers.append(b if kind in ("param", "buffer") else 0)
-        else:
-            ids.append(nd.name)
-            op_types.append(op_name(nd))
-            layer = nd.meta.get("dnnplace_layer")
-            layers.append("" if layer is None else (_strip(layer) or "loss"))
-            roles.append("compute")
-            out_b.append(value_bytes(nd.meta.get("val")))
-            pers.append(0)
-    n = len(ids)
-    out_b_arr = np.array(out_b, dtype=np.float64)
-    # edges: distinct tensors read by each consumer, grouped by producer
-    ekey: dict[tuple[int, int], float] = {}
-    eroots: dict[tuple[int, int], set[str]] = {}   # the root tensors an edge carries (its output)
-    for nd in nodes:
-        c = rep[nd.name]
-        if nd.op != "call_function" or is_view(nd) or c < 0:
-            continue
-        seen = set()
-        for u in nd.all_input_nodes:
-            r = rep.get(u.name, -1)
-            if r < 0 or r == c or u.name in seen:
-                continue
-            seen.add(u.name)
-            ekey[(r, c)] = ekey.get((r, c), 0.0) + storage_bytes(u.meta.get("val"))
-            eroots.setdefault((r, c), set()).add(root_value(u, rep).name)
-    src = [k[0] for k in ekey]
-    dst = [k[1] for k in ekey]
-    eb = [min(v, max(out_b_arr[k[0]], pers[k[0]])) for k, v in ekey.items()]
-    roots = [frozenset(eroots[k]) for k in ekey]
-
-    # outputs: loss, parameter gradients, input gradients
-    n_params = kinds.count("param")
-    param_nodes = [rep[nd.name] for nd in ph if ph_kind[nd.name] == "param"]
-    ph_of_node = {rep[nd.name]: nd.name for nd in ph}
-    input_nodes = [rep[nd.name] for nd in ph if ph_kind[nd.name] == "input"]
-    gout_nodes = [rep[nd.name] for nd in ph if ph_kind[nd.name] == "grad_out"]
-
-    def rep_of(x):
-        return rep.get(x.name, -1) if hasattr(x, "name") else -1
-
-    loss, ports = -1, {}
-    apply_of: dict[int, int] = {}
-    coloc = np.full(n, -1, dtype=np.int64)
-    if training:
-        flat_outs, grads = outs
-        grads = list(grads)
-        pgrads, igrads = grads[:n_params], grads[n_params:]
-        if not block or not any(cotangents or ()):
-            loss = rep_of(flat_outs[0])
-        state = OPTIMIZER_STATE[optimizer]
-        parent = list(range(n))
-
-        def find(a):
-            while parent[a] != a:
-                parent[a] = parent[parent[a]]
-                a = parent[a]
-            return a
-
-        for p, g in zip(param_nodes, pgrads):
-            a = len(ids)
-            pb = pers[p]
-            ids.append(f"apply:{ids[p].split(':', 1)[1]}")
-            op_types.append(f"apply_{optimizer}")
-            layers.append(layers[p])
-            roles.append("apply")
-            out_b.append(0)
-            pers.append(pb * state)
-            parent.append(a)
-            apply_of[p] = a
-            src.append(p)
-            dst.append(a)
-            eb.append(pb)
-            roots.append(frozenset([ph_of_node[p]]))
-            parent[find(a)] = find(p)
-            gi = rep_of(g) if g is not None else -1
-            if gi >= 0:
-                if roles[gi] == "compute":
-                    roles[gi] = "grad"
-                    layers[gi] = layers[p]
-                src.append(gi)
-                dst.append(a)
-                eb.append(pb)
-                roots.append(frozenset([root_value(g, rep).name]))
-                parent[find(gi)] = find(p)
-        n = len(ids)
-        roots = np.array([find(i) for i in range(n)])
-        grouped = np.bincount(roots, minlength=n) > 1
-        codes = np.unique(roots[grouped[roots]])
-        code_of = {int(r): j for j, r in enumerate(codes)}
-        coloc = np.array([code_of.get(int(r), -1) for r in roots], dtype=np.int64)
-        if block:
-            it_g, it_gx = iter(gout_nodes), iter(igrads)
-            gx = [next(it_gx) if w else None for w in wrt]
-            ports = {"x": input_nodes, "g": [next(it_g) if c else -1 for c in cotangents],
-                     "y": [rep_of(o) for o in flat_outs], "gx": [rep_of(g) if g is not None else -1 for g in gx]}
-    else:
-        if block:
-            ports = {"x": input_nodes, "g": [], "y": [rep_of(o) for o in outs], "gx": []}
-    src_a = np.array(src, dtype=np.int64)
-    dst_a = np.array(dst, dtype=np.int64)
-    # edges that carry the same root tensors of a node carry the same output (one transfer
-    # per destination device, docs/semantics.md 2.1); outputs numbered per source in edge order
-    out_ids: dict[tuple[int, frozenset], int] = {}
-    per_src: dict[int, int] = {}
-    edge_out = np.zeros(len(src), dtype=np.int64)
-    for j, (u, key) in enumerate(zip(src, roots)):
-        if (u, key) not in out_ids:
-            out_ids[(u, key)] = per_src.get(u, 0)
-            per_src[u] = out_ids[(u, key)] + 1
-        edge_out[j] = out_ids[(u, key)]
-    roles_a = np.array(roles)
-    batch_scaled = ~((roles_a[src_a] == "param") | (roles_a[dst_a] == "apply")) if len(src) else np.zeros(0, bool)
-    # backward: not an ancestor of the loss, or for a block of its outputs (training)
-    roots = [loss] if loss >= 0 else [y for y in ports.get("y", []) if y >= 0]
-    if training and roots:
-        anc = np.zeros(n, dtype=bool)
-        anc[roots] = True
-        preds: list[list[int]] = [[] for _ in range(n)]
-        for s, d in zip(src, dst):
-            preds[d].append(s)
-        stack = list(roots)
-        while stack:
-            v = stack.pop()
-            for u in preds[v]:
-                if not anc[u]:
-                    anc[u] = True
-                    stack.append(u)
-        backward = ~anc
-    else:
-        backward = np.zeros(n, dtype=bool)
-    _backward_layers(layers, backward, src, dst)
-    return Captured(gm=gm, arg_kinds=kinds, arg_names=names, ids=ids, op_types=op_types, layers=layers,
-                    roles=roles, backward=backward, output_bytes=np.array(out_b, dtype=np.float64),
-                    persistent_bytes=np.array(pers, dtype=np.float64), colocation=coloc, src=src_a, dst=dst_a,
-                    edge_bytes=np.array(eb, dtype=np.float64), batch_scaled=np.asarray(batch_scaled, dtype=bool),
-                    edge_output=edge_out, rep=rep, apply_of=apply_of, loss=loss, ports=ports)
-
-
-def _strip(path: str) -> str:
-    """Module path inside the loss wrapper: ``model.layer1.0`` -> ``layer1.0``."""
-    return path[6:] if path.startswith("model.") else ("" if path == "model" else path)
-
-
-def _backward_layers(layers: list[str], backward: np.ndarray, src: list[int], dst: list[int]) -> None:
-    """Backward nodes without a layer take the layer of the first forward node they read,
-    else of their first backward predecessor (edges are in topological order of dst)."""
-    fwd_pred: dict[int, int] = {}
-    bwd_pred: dict[int, int] = {}
-    for s, d in zip(src, dst):
-        if backward[d]:
-            (bwd_pred if backward[s] else fwd_pred).setdefault(d, s)
-    for v in range(len(layers)):  # nodes are indexed in trace order, a topological order
-        if backward[v] and not layers[v]:
-            p = fwd_pred.get(v, bwd_pred.get(v, -1))
-            if p >= 0:
-                layers[v] = layers[p]
 
 
 # ---------------------------------------------------------------------------- graph
