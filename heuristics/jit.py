@@ -10,10 +10,11 @@ some containers) numba refuses ``cache=True`` when the module is imported; the k
 then compiled in every process, with one warning saying how to keep them, instead of the
 import failing.
 
-Loading a cached kernel is not free: the first call in a process still imports numba's
-compiler and typing registries (about 0.3 s of numba import and 0.6 s of first-call set-up
-on a 2-core machine, ``benchmarks/bench_startup.py``). Eager signatures would only move
-that cost to import time.
+Loading a cached kernel is not free: a process still imports numba (about 0.3 s of CPU)
+and its first call of a kernel sets up numba's typing and lowering registries, which
+import ``scipy.linalg`` (about 0.7 s), against 5-7 s for compiling the DP's kernels
+(``benchmarks/bench_startup.py``, results/startup.md). Eager signatures would only move
+that set-up to import time.
 """
 
 from __future__ import annotations
