@@ -18,6 +18,7 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import solver_approx
 from instances import brute_force_latency, latency_tiny_instance
 
 from dnnplace.formulations.latency_ip import (
@@ -129,8 +130,8 @@ def test_contiguous_ip_equals_brute_force():
         out, p = _ip(inst, 1)
         ev = latency(p)
         assert ev.feasible and max(ev.details["subgraphs"].values(), default=0) <= 1
-        assert out.incumbent == pytest.approx(ref, rel=1e-7, abs=1e-6), seed
-        assert ev.objective == pytest.approx(out.incumbent, rel=1e-7, abs=1e-6), seed
+        assert out.incumbent == solver_approx(ref), seed
+        assert ev.objective == solver_approx(out.incumbent), seed
 
 
 def test_two_slots_ip_equals_slot_brute_force():
@@ -146,13 +147,13 @@ def test_two_slots_ip_equals_slot_brute_force():
         ref_slots = brute_force_slots(inst, 2)
         ref_eval = brute_force_latency(inst, 2)
         out, p, pieces = _ip(inst, 2, with_pieces=True)
-        assert out.incumbent == pytest.approx(ref_slots, rel=1e-7, abs=1e-6), seed
+        assert out.incumbent == solver_approx(ref_slots), seed
         assert ref_slots <= ref_eval + 1e-6
         ev = latency(p)
         assert ev.feasible and ev.objective >= ref_eval - 1e-6
         own = latency(p, pieces=pieces)
         assert own.feasible, own.violations
-        assert own.objective == pytest.approx(out.incumbent, rel=1e-7, abs=1e-6), seed
+        assert own.objective == solver_approx(out.incumbent), seed
         two_pieces += max(own.details["subgraphs"].values(), default=0) == 2
         free_cut_better += ref_slots < ref_eval - 1e-6
     assert two_pieces >= 25 and free_cut_better >= 12, (two_pieces, free_cut_better)
@@ -184,9 +185,9 @@ def test_warm_start_from_optimum_is_first_incumbent():
             if ev.feasible and max(ev.details["subgraphs"].values(), default=0) <= 1 and ev.objective < best:
                 best, best_p = ev.objective, p
         out, _ = _ip(inst, 1, warm=best_p)
-        assert out.incumbent == pytest.approx(best, rel=1e-7, abs=1e-6)
+        assert out.incumbent == solver_approx(best)
         if out.trace:  # HiGHS reports no event when presolve alone closes a tiny model
-            assert out.trace[0][1] == pytest.approx(best, rel=1e-7, abs=1e-6)
+            assert out.trace[0][1] == solver_approx(best)
             traced += 1
     assert traced >= 6, traced
 
@@ -284,8 +285,8 @@ def test_zero_time_nodes_get_the_pipeline_order():
         with_rows += hasattr(m, "order")
         ev = latency(p)
         assert ev.feasible, ev.violations
-        assert out.incumbent == pytest.approx(ref, rel=1e-7, abs=1e-6), seed
-        assert ev.objective == pytest.approx(ref, rel=1e-7, abs=1e-6), seed
+        assert out.incumbent == solver_approx(ref), seed
+        assert ev.objective == solver_approx(ref), seed
         solve_model(m, EXACT, warm_start=warm_start_values(m, p))  # a valid start: no exception
     assert with_rows >= 6, with_rows
 
@@ -303,12 +304,12 @@ def test_strengthened_ip_equals_brute_force():
         out = solve_model(m, EXACT)
         assert out.status == "optimal", out.message
         ref = brute_force_latency(inst, 1) if q == 1 else brute_force_slots(inst, q)
-        assert out.incumbent == pytest.approx(ref, rel=1e-7, abs=1e-6), seed
+        assert out.incumbent == solver_approx(ref), seed
         if q == 1:
             p = decode(m)
             m2 = build_latency_ip(inst, LatencyOptions(finish_bounds=True, symmetry_breaking=True))
             out2 = solve_model(m2, EXACT, warm_start=warm_start_values(m2, p))
-            assert out2.incumbent == pytest.approx(ref, rel=1e-7, abs=1e-6)
+            assert out2.incumbent == solver_approx(ref)
 
 
 def test_path_segmentation_bound_is_valid_and_lifts_the_critical_path():
