@@ -14,7 +14,7 @@
   against V100/A100/H100 data-sheet peaks), ``calibrated`` (roofline times per-op-type
   efficiency fitted from one measured run); a JSON profile cache.
 * :mod:`~dnnplace.graphs.capture.tiling` — capture one repeating block once and tile it
-  with numpy, or :func:`~.tiling.assemble` captured parts (stem, blocks, head) into the
+  with numpy, or :func:`~.assembly.assemble` captured parts (stem, blocks, head) into the
   training graph a direct capture would give (:func:`dnnplace.graphs.capture.zoo.parts.whole_model`):
   10k-200k-operator graphs in seconds.
 * :mod:`~dnnplace.graphs.capture.links` — time device-to-device, host-device and
