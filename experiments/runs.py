@@ -32,7 +32,8 @@ from dnnplace.graphs.io import jsonable, load_instance, placement_from_doc, save
 from dnnplace.graphs.io.native import instance_to_native
 
 __all__ = ["Config", "SCHEMA", "Variant", "LIST_SCHEDULERS", "MAX_ETF_NODES", "EXPERT", "scaled_cluster",
-           "write_variants", "experiment_graph", "run_spec", "list_specs", "pesto_spec", "makespan_of", "best_list",
+           "write_variants", "content_digest", "DIGEST_DIGITS", "experiment_graph", "run_spec", "list_specs",
+           "pesto_spec", "makespan_of", "best_list",
            "extra_of", "ilp_gap", "pesto_source", "replay"]
 
 LIST_SCHEDULERS = ("heft", "etf", "m-topo", "m-etf", "m-sct")
@@ -131,16 +132,60 @@ class Variant:
         return graph_label_of(self.path)
 
 
+DIGEST_DIGITS = 12  # significant digits of the floats an instance file's name digest is taken over
+
+
+def _canonical(x: Any) -> Any:
+    """A JSON document with every float rounded to :data:`DIGEST_DIGITS` significant digits
+    (what :func:`content_digest` hashes)."""
+    if isinstance(x, dict):
+        return {k: _canonical(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_canonical(v) for v in x]
+    if isinstance(x, float):
+        return float(f"{x:.{DIGEST_DIGITS}g}")
+    return x
+
+
+def content_digest(doc: Any) -> str:
+    """The 8-hex-digit digest in an instance file's name: SHA-1 of the sorted JSON of the
+    native document with its floats rounded to :data:`DIGEST_DIGITS` significant digits,
+    so last-bit differences of a regenerated graph (numpy, summation order) keep the name,
+    the run keys (whose graph label is the file's path) and so the recorded runs."""
+    blob = json.dumps(_canonical(jsonable(doc)), sort_keys=True, allow_nan=False)
+    return hashlib.sha1(blob.encode()).hexdigest()[:8]
+
+
+def _file_digest(path: Path) -> str | None:
+    """:func:`content_digest` of an instance file already written, ``None`` if unreadable."""
+    try:
+        with open(path) as fh:
+            return content_digest(json.load(fh))
+    except (OSError, ValueError):
+        return None
+
+
 def write_variants(g: OpGraph, clusters: dict[str, tuple[Cluster, int, float, float]], folder: Path,
                    source: str) -> dict[str, Variant]:
     """Write each ``stem -> (cluster, gpus, compute, link)`` as ``<folder>/<stem>-<digest>.json``
-    (digest of the file's content), drop instance files of earlier configs, return the variants."""
+    (:func:`content_digest`: floats to :data:`DIGEST_DIGITS` significant digits), drop
+    instance files of earlier configs, return the variants.
+
+    The file is written as generated (full precision). A file of the same stem already in
+    ``folder`` whose content has the same digest is kept and used under its own name, even
+    one named by the earlier full-precision digest: its runs resume on exactly the floats
+    they were computed on."""
     folder.mkdir(parents=True, exist_ok=True)
+    existing: dict[tuple[str, str], Path] = {}
+    for old in sorted(folder.glob("*.json")):
+        stem, _, tail = old.stem.rpartition("-")
+        if stem in clusters and len(tail) == 8 and (d := _file_digest(old)) is not None:
+            existing.setdefault((stem, d), old)
     out: dict[str, Variant] = {}
     for stem, (cl, gpus, comp, link) in clusters.items():
         inst = Instance(g, cl, source)
-        blob = json.dumps(jsonable(instance_to_native(inst)), sort_keys=True, allow_nan=False)
-        path = folder / f"{stem}-{hashlib.sha1(blob.encode()).hexdigest()[:8]}.json"
+        digest = content_digest(instance_to_native(inst))
+        path = existing.get((stem, digest), folder / f"{stem}-{digest}.json")
         if not path.exists():
             save_instance(inst, path)
         out[stem] = Variant(stem, path, g.n, gpus, comp, link)
