@@ -23,6 +23,8 @@ A merged node (views folded into their producer) costs the sum of its ATen nodes
 optimizer ``apply`` node moves ``(3 + 2 s) * param_bytes`` (read parameter, gradient and
 ``s`` state tensors, write parameter and states). All times are in milliseconds; the
 model's :meth:`CostModel.describe` lands in ``graph.meta["cost"]``.
+
+The FLOPs and bytes the models start from are :mod:`dnnplace.graphs.capture.work`'s.
 """
 
 from __future__ import annotations
@@ -39,19 +41,16 @@ import numpy as np
 
 from dnnplace.graphs.capture.op_table import Captured
 from dnnplace.graphs.capture.ops import (
-    OPTIMIZER_STATE,
     apply_update,
     is_view,
-    op_name,
     require_torch,
     steady_malloc,
-    storage_bytes,
-    value_bytes,
 )
+from dnnplace.graphs.capture.work import Work, node_work, per_node_times
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["DeviceSpec", "SPECS", "CostModel", "Roofline", "Measured", "Calibrated", "cost_model",
-           "node_work", "cache_path"]
+           "cache_path"]
 
 
 @dataclass(frozen=True)
@@ -79,68 +78,6 @@ SPECS = {
     "cpu": DeviceSpec("cpu", {"float32": 1e12}, 100e9, launch=2e-6),
 }
 """Device figures by name (lower case)."""
-
-
-# ---------------------------------------------------------------------------- work
-@dataclass
-class Work:
-    """Per traced fx node (in graph order): its merged node, FLOPs, bytes moved, dtype."""
-
-    names: list[str]
-    node: np.ndarray
-    flops: np.ndarray
-    bytes: np.ndarray
-    dtype: list[str]
-    op: list[str]
-    apply_bytes: dict[int, float] = field(default_factory=dict)
-
-
-def _flop_registry() -> dict:
-    from torch.utils.flop_counter import FlopCounterMode
-    return FlopCounterMode(display=False).flop_registry
-
-
-def node_work(cap: Captured) -> Work:
-    """FLOPs and bytes moved of every ATen node of a captured graph (views: zero)."""
-    torch = require_torch()
-    from torch.fx.node import map_arg
-    reg = _flop_registry()
-    names, node, flops, nbytes, dtypes, ops = [], [], [], [], [], []
-    for nd in cap.gm.graph.nodes:
-        if nd.op != "call_function" or cap.rep.get(nd.name, -1) < 0 or is_view(nd):
-            continue
-        val = nd.meta.get("val")
-        args = map_arg(nd.args, lambda a: a.meta.get("val"))
-        kwargs = map_arg(nd.kwargs, lambda a: a.meta.get("val"))
-        f = 0.0
-        packet = getattr(nd.target, "overloadpacket", None)
-        if packet in reg:
-            f = float(reg[packet](*args, **kwargs, out_val=val))
-        seen, moved = set(), value_bytes(val)
-        for a in nd.all_input_nodes:
-            if a.name not in seen:
-                seen.add(a.name)
-                moved += storage_bytes(a.meta.get("val"))
-        first = val[0] if isinstance(val, (tuple, list)) and val else val
-        dt = str(first.dtype).replace("torch.", "") if isinstance(first, torch.Tensor) else "float32"
-        names.append(nd.name)
-        node.append(cap.rep[nd.name])
-        flops.append(f)
-        nbytes.append(moved)
-        dtypes.append(dt)
-        ops.append(op_name(nd))
-    state = OPTIMIZER_STATE.get(cap.meta.get("optimizer") or "sgd", 0)
-    apply_bytes = {a: (3 + 2 * state) * float(cap.persistent_bytes[p]) for p, a in cap.apply_of.items()}
-    return Work(names, np.array(node, dtype=np.int64), np.array(flops), np.array(nbytes, dtype=np.float64),
-                dtypes, ops, apply_bytes)
-
-
-def _per_node(cap: Captured, work: Work, fx_ms: np.ndarray, apply_ms: dict[int, float]) -> np.ndarray:
-    out = np.bincount(work.node, weights=fx_ms, minlength=cap.n).astype(np.float64) if len(work.node) \
-        else np.zeros(cap.n)
-    for a, t in apply_ms.items():
-        out[a] += t
-    return out
 
 
 # ---------------------------------------------------------------------------- models
@@ -173,7 +110,7 @@ class Roofline(CostModel):
     def times(self, cap, *, model=None, inputs=(), key="model"):
         work = node_work(cap)
         cap.meta["flops"] = float(work.flops.sum())
-        return _per_node(cap, work, self.fx_times(work), self.apply_times(work))
+        return per_node_times(cap, work, self.fx_times(work), self.apply_times(work))
 
     def describe(self):
         s = self.spec
@@ -324,7 +261,7 @@ class Measured(CostModel):
         ms = self.profile(cap, key)
         fx = np.array([ms.get(nm, 0.0) for nm in work.names])
         apply = {a: ms.get(f"apply:{cap.ids[a]}", 0.0) for a in cap.apply_of.values()}
-        return _per_node(cap, work, fx, apply)
+        return per_node_times(cap, work, fx, apply)
 
     def describe(self):
         return {"model": "measured", "device": self.device, "device_name": self._device_name(),
@@ -365,7 +302,7 @@ class Calibrated(CostModel):
         self.efficiency = {"overall": overall, **eff}
         fx = target.fx_times(work) * np.array([eff[o] for o in work.op]) if len(work.op) else np.zeros(0)
         apply = {a: t * overall for a, t in target.apply_times(work).items()}
-        return _per_node(cap, work, fx, apply)
+        return per_node_times(cap, work, fx, apply)
 
     def describe(self):
         return {"model": f"calibrated:{self.target.name}", "local_spec": self._local().name,
