@@ -50,6 +50,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dnnplace.graphs.capture.named_losses import LOSSES, loss_by_name, sum_loss, with_article
 from dnnplace.graphs.capture.ops import require_torch
 from dnnplace.graphs.errors import InputError
 
@@ -62,67 +63,6 @@ and ``int`` are accepted as aliases)."""
 _ALIASES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32"}
 _SEED = 0
 _counter = itertools.count()
-
-
-# ---------------------------------------------------------------------------- losses
-def _floating(output: Any) -> list:
-    """Every floating point tensor of a model output (a tensor, or tuples, lists and dicts of them)."""
-    torch = require_torch()
-    if isinstance(output, torch.Tensor):
-        return [output] if output.is_floating_point() else []
-    if isinstance(output, dict):
-        output = list(output.values())
-    if isinstance(output, (tuple, list)):
-        return [t for item in output for t in _floating(item)]
-    return []
-
-
-def _total(name: str, terms: list) -> Any:
-    if not terms:
-        raise InputError(f"loss {name!r}: the model's output holds no floating point tensor")
-    total = terms[0]
-    for t in terms[1:]:
-        total = total + t
-    return total
-
-
-def sum_loss(output: Any, *inputs: Any) -> Any:
-    """``sum``: the sum of the output (of every floating tensor's sum for a tuple, list or
-    dict output): a scalar whose gradient reaches every parameter the output depends on."""
-    return _total("sum", [t.sum() for t in _floating(output)])
-
-
-def mse_loss(output: Any, *inputs: Any) -> Any:
-    """``mse``: mean squared error of the output against zeros of its shape (summed over
-    the floating tensors of a tuple, list or dict output)."""
-    import torch.nn.functional as F
-    return _total("mse", [F.mse_loss(t, t.new_zeros(t.shape)) for t in _floating(output)])
-
-
-def cross_entropy_loss(output: Any, *inputs: Any) -> Any:
-    """``cross_entropy``: a ``[N, C]`` output against class 0 for every row (labels do not
-    change the graph or its costs); any other output is an :class:`InputError`."""
-    torch = require_torch()
-    if not isinstance(output, torch.Tensor):
-        raise InputError(f"loss 'cross_entropy' needs one [N, C] output tensor, the model returns "
-                         f"{_a(output)}; use --loss sum or mse, or a factory returning (model, inputs, "
-                         "loss_fn)")
-    if output.dim() != 2 or not output.is_floating_point():
-        raise InputError(f"loss 'cross_entropy' needs a 2-D floating [N, C] output, the model's is "
-                         f"{list(output.shape)} {str(output.dtype).removeprefix('torch.')}; use --loss sum or mse")
-    labels = torch.zeros(output.shape[0], dtype=torch.long, device=output.device)
-    return torch.nn.functional.cross_entropy(output, labels)
-
-
-LOSSES: dict[str, Callable[..., Any]] = {"sum": sum_loss, "mse": mse_loss, "cross_entropy": cross_entropy_loss}
-"""The named losses of ``--loss``; each is ``loss_fn(output, *inputs) -> scalar``."""
-
-
-def _loss(name: str) -> Callable[..., Any]:
-    try:
-        return LOSSES[name]
-    except (KeyError, TypeError):
-        raise InputError(f"unknown loss {name!r}; use one of: {', '.join(LOSSES)}") from None
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -244,12 +184,6 @@ def _import_module(module_name: str, spec: str):
                          f"{_first(exc)}") from exc
 
 
-def _a(obj: Any) -> str:
-    """``"an int"``, ``"a str"``: the type of ``obj`` with its article."""
-    name = type(obj).__name__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
-
-
 def _first(exc: BaseException) -> str:
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     return lines[0] if lines else type(exc).__name__
@@ -265,7 +199,7 @@ def _factory(module: Any, attr: str, spec: str, where: str) -> Callable[..., Any
             raise InputError(f"{spec}: {where} has no factory {attr!r}{known}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise InputError(f"{spec}: {attr!r} in {where} is {_a(obj)}, not a callable factory")
+        raise InputError(f"{spec}: {attr!r} in {where} is {with_article(obj)}, not a callable factory")
     return obj
 
 
@@ -295,18 +229,18 @@ def _unpack(out: Any, spec: str) -> tuple[Any, tuple | None, Any]:
     if isinstance(out, torch.nn.Module):
         return out, None, None
     if not isinstance(out, (tuple, list)) or len(out) not in (2, 3):
-        raise InputError(f"{spec}: the factory returned {_a(out)}; it must return an nn.Module or a "
+        raise InputError(f"{spec}: the factory returned {with_article(out)}; it must return an nn.Module or a "
                          "tuple (model, inputs[, loss_fn])")
     model, inputs, loss = (*out, None)[:3]
     if not isinstance(model, torch.nn.Module):
-        raise InputError(f"{spec}: the factory's model is {_a(model)}, not a torch.nn.Module")
+        raise InputError(f"{spec}: the factory's model is {with_article(model)}, not a torch.nn.Module")
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
     if not isinstance(inputs, (tuple, list)) or not all(isinstance(x, torch.Tensor) for x in inputs):
         raise InputError(f"{spec}: the factory's inputs must be a tensor or a tuple of tensors, got "
                          f"{type(inputs).__name__}")
     if loss is not None and not callable(loss) and not isinstance(loss, str):
-        raise InputError(f"{spec}: the factory's loss_fn is {_a(loss)}, not a callable or a loss name")
+        raise InputError(f"{spec}: the factory's loss_fn is {with_article(loss)}, not a callable or a loss name")
     return model, tuple(inputs), loss
 
 
@@ -349,7 +283,7 @@ def load_model(spec: str, *, inputs: Sequence[str] = (), loss: str | None = None
         inputs = (inputs,)
     params = dict(params or {})
     if loss is not None:
-        loss_fn = _loss(loss)
+        loss_fn = loss_by_name(loss)
     if not isinstance(spec, str) or not spec.strip():
         raise InputError(f"model spec {spec!r}: give a zoo name, FILE.py:FACTORY or package.module:FACTORY")
     spec = spec.strip()
@@ -403,7 +337,7 @@ def load_model(spec: str, *, inputs: Sequence[str] = (), loss: str | None = None
         if drop is not None:
             sys.modules.pop(drop, None)
     if loss is None:
-        loss_fn = _loss(own_loss) if isinstance(own_loss, str) else (own_loss or sum_loss)
+        loss_fn = loss_by_name(own_loss) if isinstance(own_loss, str) else (own_loss or sum_loss)
     return model.train(), xs, loss_fn
 
 
