@@ -288,21 +288,36 @@ def load_model(spec: str, *, inputs: Sequence[str] = (), loss: str | None = None
         raise InputError(f"model spec {spec!r}: give a zoo name, FILE.py:FACTORY or package.module:FACTORY")
     spec = spec.strip()
     if not is_user_spec(spec):
-        from dnnplace.graphs.capture import zoo
-        if spec not in zoo.ZOO:
-            try:
-                zoo.entry(spec)
-            except InputError as exc:
-                raise InputError(f"{exc}; or give your own model as FILE.py:FACTORY or package.module:FACTORY") \
-                    from None
-        for text in inputs:
-            _spec_parts(text)
-        model, own_inputs, own_loss = zoo.build(spec, batch=batch, seq=seq, device=device, **params) \
-            if str(device) == "meta" else _seeded(lambda: zoo.build(spec, batch=batch, seq=seq, device=device,
-                                                                    **params))
-        xs = _inputs(inputs, device) if inputs else own_inputs
+        model, xs, own_loss = _zoo_model(spec, inputs, batch, seq, device, params)
         return model, xs, (loss_fn if loss is not None else own_loss)
+    model, xs, own_loss = _user_model(spec, inputs, batch, seq, device, params)
+    if loss is None:
+        loss_fn = loss_by_name(own_loss) if isinstance(own_loss, str) else (own_loss or sum_loss)
+    return model.train(), xs, loss_fn
 
+
+def _zoo_model(spec: str, inputs: Sequence[str], batch: int | None, seq: int | None, device: str,
+               params: dict) -> tuple[Any, tuple, Any]:
+    """A zoo model, its inputs (``inputs`` override the zoo's) and the zoo's loss."""
+    from dnnplace.graphs.capture import zoo
+    if spec not in zoo.ZOO:
+        try:
+            zoo.entry(spec)
+        except InputError as exc:
+            raise InputError(f"{exc}; or give your own model as FILE.py:FACTORY or package.module:FACTORY") \
+                from None
+    for text in inputs:
+        _spec_parts(text)
+    model, own_inputs, own_loss = zoo.build(spec, batch=batch, seq=seq, device=device, **params) \
+        if str(device) == "meta" else _seeded(lambda: zoo.build(spec, batch=batch, seq=seq, device=device,
+                                                                **params))
+    return model, (_inputs(inputs, device) if inputs else own_inputs), own_loss
+
+
+def _user_model(spec: str, inputs: Sequence[str], batch: int | None, seq: int | None, device: str,
+                params: dict) -> tuple[Any, tuple, Any]:
+    """A user's ``FILE.py:FACTORY`` or ``package.module:FACTORY`` model, its inputs and its
+    own loss (None, a name or a callable); a file's module is dropped again afterwards."""
     where_text, sep, attr = spec.rpartition(":")
     if not sep:  # a bare FILE.py
         raise InputError(f"{spec}: name the factory that builds the model, as {spec}:FACTORY (a class or function)")
@@ -336,9 +351,7 @@ def load_model(spec: str, *, inputs: Sequence[str] = (), loss: str | None = None
     finally:
         if drop is not None:
             sys.modules.pop(drop, None)
-    if loss is None:
-        loss_fn = loss_by_name(own_loss) if isinstance(own_loss, str) else (own_loss or sum_loss)
-    return model.train(), xs, loss_fn
+    return model, xs, own_loss
 
 
 def _seeded(build: Callable[[], Any]) -> Any:
