@@ -11,8 +11,15 @@ cluster is ``K`` V100-class GPUs of 32 GB on one link type (the DGX-2's NVSwitch
 
 Every number is a registered method's result re-scored by :func:`dnnplace.registry.solve`:
 the makespan is the simulator's ``fifo`` schedule with link congestion (TensorFlow's
-executor); each record is appended to ``<out>/<name>/runs.jsonl`` (without its placement,
-to keep the file small; rerun a cell with ``dnnplace solve`` to get it back). The
+executor); each record is appended to ``<out>/<name>/runs.jsonl`` as the run ends (without
+its placement, to keep the file small; rerun a cell with ``dnnplace solve`` to get it back)
+under a run key (:class:`~dnnplace.config.RunSpec` of the model, GPU count, batch, method
+and options, and a digest of the instance's content), so a rerun resumes: a key already
+recorded is read back, not run (the file contract of :mod:`dnnplace.runner`: one line per
+key, a sweep lock, ``--fresh`` starts over keeping the old file and tables as timestamped
+``.bak``). The runs go through :func:`dnnplace.registry.solve` on in-memory instances, not
+through :func:`dnnplace.runner.execute`, whose instance files and pre-solve feasibility
+check would refuse the statically infeasible batches Table 4 measures. The
 memory verdicts are the evaluator's under both models (``memory_feasible``): PARDNN is
 judged on its dynamic peak, the clustering baselines on the static sum, and a table marks
 an OOM under each model. ``--quick`` runs the small models only.
@@ -20,18 +27,24 @@ an OOM under each model. ``--quick`` runs the small models only.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dnnplace.config import RunSpec
 from dnnplace.experiments import verdicts as V
 from dnnplace.experiments.config import REQUIRED, Key, Reproduction, Schema, load
+from dnnplace.experiments.runs import content_digest
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators import generate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io import jsonable
+from dnnplace.graphs.io.native import instance_to_native
 from dnnplace.graphs.stats import average_parallelism
 from dnnplace.registry import SolveRequest, SolverOptions, solve
 from dnnplace.tables import Column, fixed, percent, write_table
@@ -134,19 +147,74 @@ def _cluster(cfg: Reproduction, k: int) -> Cluster:
     return Cluster.single_host(k, **{"interconnect": "nvlink", "with_cpu": False, "gpu_memory": 32e9, **cfg.cluster})
 
 
-def _run(inst: Instance, method: str, runs: Path, cell: dict, *, time_limit: float | None = None,
-         params: dict | None = None) -> dict:
+class _Records:
+    """``runs.jsonl`` of one reproduction: the records found (by run key) and the runs
+    executed by this invocation; see :func:`_run`."""
+
+    def __init__(self, path: Path, name: str, *, fresh: bool) -> None:
+        from dnnplace.runner import _backup_name, _fresh_start, environment, git_revision, read_runs
+
+        self.path, self.name, self.executed, self.read = path, name, 0, 0
+        if fresh:
+            moved = _fresh_start(path)
+            if moved:
+                print(f"{name}: starting over; the previous results are kept in {path.parent}/ as "
+                      f"{', '.join(m.name for m in moved)}", file=sys.stderr, flush=True)
+        elif _legacy(path):  # records of before run keys: kept aside, nothing to resume from
+            stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+            dest = _backup_name(path, stamp)
+            path.replace(dest)
+            print(f"{name}: {path} holds records without run keys (made before runs resumed); kept as {dest.name}, "
+                  "its runs are made again", file=sys.stderr, flush=True)
+        self.done = {r["run_key"]: r for r in read_runs(path, repair=True)}
+        self.rev, self.env = git_revision(), environment()
+
+
+def _legacy(path: Path) -> bool:
+    """Whether ``path``'s first record has no run key (the format before resume)."""
+    if not path.exists():
+        return False
+    with path.open() as fh:
+        for line in fh:
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    return False
+                return isinstance(rec, dict) and "run_key" not in rec
+    return False
+
+
+def _instance_label(inst: Instance, cell: dict) -> str:
+    """The run key's graph: model, GPUs, batch (Table 4) and the instance's content digest."""
+    batch = f"-b{cell['batch']}" if "batch" in cell else ""
+    return f"{cell['model']}/gpus{cell['gpus']}{batch}-{content_digest(instance_to_native(inst))}"
+
+
+def _run(inst: Instance, method: str, runs: _Records, cell: dict, *, time_limit: float | None = None,
+         params: dict | None = None, label: str | None = None) -> dict:
     """One registered run, re-scored by the registry; its record (without the placement)
-    is appended to ``runs``."""
+    is appended to ``runs`` under its run key, or read back where the key is recorded.
+    ``label``: the instance's part of the key (:func:`_instance_label` of it by default)."""
+    spec = RunSpec(graph="", graph_label=label or _instance_label(inst, cell), problem="makespan", method=method,
+                   solver={} if time_limit is None else {"time_limit": time_limit}, params=dict(params or {}))
+    if spec.key in runs.done:
+        runs.read += 1
+        return runs.done[spec.key]
     req = SolveRequest(problem="makespan", params=params or {}, solver=SolverOptions(time_limit=time_limit))
     rec = solve(inst, method, req).to_dict()
     for key in ("placement", "start", "link_priorities"):
         rec.pop(key, None)
     ev = rec.get("evaluation") or {}
     ev.pop("nodes", None)
-    rec["cell"] = cell
-    with runs.open("a") as f:
-        f.write(json.dumps(rec) + "\n")
+    rec = {"run_key": spec.key, "config": runs.name, "run": spec.identity(), **jsonable(rec), "cell": cell,
+           "git_revision": runs.rev, "environment": runs.env,
+           "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+    from dnnplace.runner import _append
+
+    _append(runs.path, rec)
+    runs.done[spec.key] = rec
+    runs.executed += 1
     return rec
 
 
@@ -166,12 +234,10 @@ def _pardnn_ccr(g: OpGraph, cl: Cluster) -> float:
 
 
 # ---------------------------------------------------------------------------- Fig. 3 / Sec. 5.5
-def _speedup(cfg: Reproduction, out: Path, quick: bool, progress: bool) -> Path:
+def _speedup(cfg: Reproduction, out: Path, quick: bool, progress: bool, runs: _Records) -> Path:
     models, gpus = _models(cfg), cfg.gpus
     if cfg.max_nodes is not None:
         models = [m for m in models if m.nodes <= cfg.max_nodes]
-    runs = out / "runs.jsonl"
-    runs.unlink(missing_ok=True)
     rows = []
     for m in models:
         g, source = model_graph(m)
@@ -179,17 +245,20 @@ def _speedup(cfg: Reproduction, out: Path, quick: bool, progress: bool) -> Path:
         for k in gpus:
             cl = _cluster(cfg, k)
             inst = Instance(g, cl, f"{m.name} ({g.n} nodes)")
+            where = _instance_label(inst, {"model": m.name, "gpus": k})
             recs = {}
             for label, spec in cfg.methods.items():
                 meth, params, limit = spec.method, dict(spec.params), spec.time_limit
                 if meth == "lc-glb":
                     params["max_nodes"] = g.n
-                t0 = time.perf_counter()
+                t0, before = time.perf_counter(), runs.executed
                 recs[label] = _run(inst, meth, runs, {"model": m.name, "gpus": k, "label": label},
-                                   time_limit=limit, params=params)
+                                   time_limit=limit, params=params, label=where)
                 if progress:
+                    how = (f"in {time.perf_counter() - t0:.1f} s" if runs.executed > before
+                           else f"recorded in {runs.path}")
                     print(f"[pardnn-speedup] {m.name} K={k} {label}: {recs[label]['objective']:.1f} "
-                          f"{recs[label]['unit']} in {time.perf_counter() - t0:.1f} s", flush=True)
+                          f"{recs[label]['unit']} {how}", flush=True)
             p = recs[cfg.reference]["objective"]
             row = {"model": m.name, "source": source, "nodes": g.n, "edges": g.m, "dop": dop,
                    "ccr": _pardnn_ccr(g, cl), "paper_dop": m.paper.get("dop"), "paper_ccr": m.paper.get("ccr"),
@@ -265,14 +334,12 @@ def memory_verdict(row: dict) -> str:
     if row.get("gpus") == 1:
         return ""
     return V.with_cause(V.judge(row.get("paper_x_dp"), row.get("x_dp"), abs_tol=0.05, neutral=1.0), MEMORY_CAUSE)
-def _memory(cfg: Reproduction, out: Path, quick: bool, progress: bool) -> Path:
+def _memory(cfg: Reproduction, out: Path, quick: bool, progress: bool, runs: _Records) -> Path:
     from dnnplace.graphs.batch_model import BatchModel
 
     models, gpus = _models(cfg), cfg.gpus
     if cfg.only is not None:
         models = [m for m in models if m.name in cfg.only]
-    runs = out / "runs.jsonl"
-    runs.unlink(missing_ok=True)
     rows = []
     for m in models:
         g, source = model_graph(m)
@@ -358,10 +425,21 @@ SCHEMA = Schema(kinds=tuple(_RUNNERS), out_dir="results/pardnn", options={
 
 def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None, fresh: bool = False,
               progress: bool = True) -> Path:
-    """Run ``experiments/<name>.toml`` and write ``<out>/<kind>[-quick]/table.md`` (every
-    cell is recomputed; ``fresh`` is accepted for the common interface)."""
+    """Run (or resume) ``experiments/<name>.toml`` and write ``<out>/<kind>[-quick]/table.md``:
+    runs whose key ``runs.jsonl`` holds are read back, the others run and are appended as
+    they end; ``fresh`` starts over (the old ``runs.jsonl`` and tables kept as timestamped
+    ``.bak`` files, as :func:`dnnplace.runner.execute` does)."""
+    from dnnplace.runner import sweep_lock
+
     cfg = load(name, quick=quick, module="pardnn")
     base = Path(out_dir) if out_dir is not None else Path(cfg.out_dir)
     out = base / (cfg.kind + ("-quick" if quick else ""))
     out.mkdir(parents=True, exist_ok=True)
-    return _RUNNERS[cfg.kind](cfg, out, quick, progress)
+    path = out / "runs.jsonl"
+    with sweep_lock(path, out.name):
+        runs = _Records(path, out.name, fresh=fresh)
+        md = _RUNNERS[cfg.kind](cfg, out, quick, progress, runs)
+    if progress:
+        print(f"{out.name}: {runs.executed} runs made, {runs.read} read back from {path}",
+              file=sys.stderr, flush=True)
+    return md

@@ -424,3 +424,91 @@ def test_reproduction_reads_its_configs():
         models = _models(load(name))
         assert [m.nodes for m in models] == [10578, 22748, 55756, 187742, 204792]
         assert all(m.paper["nodes"] == m.nodes for m in models)
+
+
+_TINY = '''
+reproduction = "pardnn"
+name = "tiny-{kind}"
+kind = "{kind}"
+cluster = {{ gpu_memory = 4e6, interconnect = "nvlink" }}
+gpus = [1, 2, 4]
+quick_gpus = [{gpus}]
+reference = "PARDNN I"
+max_batch = 8
+
+[methods]
+"PARDNN I" = "pardnn"
+CP = "cp-mayer"
+
+[[models]]
+name = "tiny-pardnn-{kind}"
+nodes = 30
+batch = 4
+paper = {{ nodes = 30, dop = 2.0, ccr = 1.0, max_batch = [1, 2, 4, 8, 16], x_dp = [1, 1, 1, 1, 1] }}
+generator = {{ family = "random-dag", n = 30, seed = 3, training = true, kinds = ["gpu"] }}
+'''
+
+
+@pytest.mark.parametrize("kind, gpus, runs", [("speedup", "2, 4", 4), ("memory", "1, 2", None)])
+def test_reproduction_resumes_from_its_records(kind, gpus, runs, tmp_path, monkeypatch):
+    """A rerun reads every run back from ``runs.jsonl`` (none executed, the file and table
+    unchanged); ``fresh`` runs them all again and keeps the old file and table as backups."""
+    import json
+
+    from dnnplace.experiments import pardnn as P
+
+    calls: list[str] = []
+
+    def counting(inst, method, req):
+        calls.append(method)
+        return solve(inst, method, req)
+
+    monkeypatch.setattr(P, "solve", counting)
+    cfg = tmp_path / f"tiny-{kind}.toml"
+    cfg.write_text(_TINY.format(kind=kind, gpus=gpus))
+    md = P.reproduce(str(cfg), quick=True, out_dir=tmp_path / "out", progress=False)
+    path = md.parent / "runs.jsonl"
+    first, table = path.read_text(), md.read_text()
+    recs = [json.loads(line) for line in first.splitlines()]
+    n = len(calls)
+    assert n == len(recs) > 0 and len({r["run_key"] for r in recs}) == n
+    if runs is not None:
+        assert n == runs  # 2 methods x 2 GPU counts
+    else:  # 1 and 2 GPUs, batches 1..8 until the first dynamic OOM
+        assert {r["cell"]["gpus"] for r in recs} == {1, 2}
+    assert all("placement" not in r and r["config"] == md.parent.name for r in recs)
+
+    P.reproduce(str(cfg), quick=True, out_dir=tmp_path / "out", progress=False)
+    assert len(calls) == n  # nothing executed again
+    assert path.read_text() == first
+    assert _without_timestamp(md.read_text()) == _without_timestamp(table)
+
+    P.reproduce(str(cfg), quick=True, out_dir=tmp_path / "out", progress=False, fresh=True)
+    assert len(calls) == 2 * n
+    backups = sorted(p.name for p in md.parent.glob("*.bak"))
+    assert len(backups) == 3 and any(b.startswith("runs.jsonl.") for b in backups)
+    (old,) = md.parent.glob("runs.jsonl.*.bak")
+    assert old.read_text() == first
+    assert len(path.read_text().splitlines()) == n
+
+
+def _without_timestamp(text: str) -> str:
+    import re
+
+    return re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d)?( UTC)?", "", text)
+
+
+def test_records_without_run_keys_are_kept_aside(tmp_path):
+    """A ``runs.jsonl`` of before run keys (nothing to resume from) is kept as a backup, not appended to."""
+    from dnnplace.experiments import pardnn as P
+
+    cfg = tmp_path / "tiny-speedup.toml"
+    cfg.write_text(_TINY.format(kind="speedup", gpus="2"))
+    out = tmp_path / "out" / "speedup-quick"
+    out.mkdir(parents=True)
+    legacy = '{"problem": "makespan", "method": "pardnn", "cell": {"model": "x", "gpus": 2}}\n'
+    (out / "runs.jsonl").write_text(legacy)
+    P.reproduce(str(cfg), quick=True, out_dir=tmp_path / "out", progress=False)
+    (old,) = out.glob("runs.jsonl.*.bak")
+    assert old.read_text() == legacy
+    assert all("run_key" in line for line in (out / "runs.jsonl").read_text().splitlines())
