@@ -72,7 +72,7 @@ def test_doctests(name):
     module = _import(name)
     if module is None:
         pytest.skip(f"{name} imports torch, which is not installed (the torch extra)")
-    if not REQUIRE_TORCH and not _have_torch() and _examples_use_torch(module):
+    if not REQUIRE_TORCH and _examples_use_torch(module) and not _have_torch():
         pytest.skip(f"the examples of {name} use torch, which is not installed (the torch extra)")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
     assert result.failed == 0, f"{result.failed} of {result.attempted} doctest examples failed in {name}"
