@@ -16,8 +16,10 @@ the bundled workload file a ``graph`` string names (``"captured/rnnlm-2x2048.jso
 :func:`~dnnplace.experiments.runs.experiment_graph`), and the
 cluster variants it needs (GPU counts; compute and link speeds scaled by
 :func:`~dnnplace.experiments.runs.scaled_cluster`), writes each variant as a native instance
-file under ``<out>/<name>/instances/`` (the file name ends in a digest of its content,
-so a changed config or generator never resumes from runs of another instance), and runs every
+file under ``<out>/<name>/instances/`` (the file name ends in a digest of its content with
+floats to 12 significant digits, :func:`~dnnplace.experiments.runs.content_digest`, so a
+changed config or generator never resumes from runs of another instance, while last-bit
+noise of a regenerated graph keeps the file already there and its runs), and runs every
 measured placement as an ordinary file-based :class:`~dnnplace.config.RunSpec` of a
 registered method through the one sweep driver, :func:`dnnplace.runner.execute`: each
 run goes through :func:`dnnplace.registry.solve` (re-scored by the independent
