@@ -185,6 +185,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     g.add_argument("--solver-option", action="append", default=[], metavar="KEY=VALUE",
                    help="backend-specific option, repeatable (checked against the HiGHS/Gurobi option list)")
     g.add_argument("--warm-start", metavar="METHOD_OR_FILE", help="a method name or a placement file")
+    g.add_argument("--bound-time-limit", type=float, metavar="S",
+                   help="makespan: also spend S seconds on the comm-aware relaxation bound (CP-SAT; default off)")
     g = p.add_argument_group("model")
     from dnnplace.graphs.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
     g.add_argument("--objective", choices=MAXLOAD_OBJECTIVES, help="max-load variant (default pipedream)")

@@ -347,6 +347,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.split and not Path(args.split).is_file():
         raise InputError(f"--split {args.split}: no such file")
     res, placed = run_method(inst, method, req)
+    if getattr(args, "bound_time_limit", None):  # opt-in: the comm-aware relaxation bound (issue 26)
+        from dnnplace.registry import relaxed_lower_bound
+
+        relaxed_lower_bound(inst, res, args.bound_time_limit)
     if res.status == "error" and res.termination == "licensingProblems":
         # the model is too large for the installed licence: bad input for this backend, not a result
         from dnnplace.formulations.solvers.options import SolverLicenceError, licence_message
@@ -397,7 +401,10 @@ def _bound_source(res) -> str:
     tol = 1e-9 * max(1.0, abs(res.lower_bound))
     if res.bound is not None and abs(res.bound - res.lower_bound) <= tol:
         return "the method's own bound" if res.solver in (None, "none") else f"proved by {res.solver}"
-    what = {"makespan": "critical path of least times, busiest device's work share",
+    rb = (res.extra or {}).get("relaxation_bound")
+    if rb and abs(rb["bound"] - res.lower_bound) <= tol and rb["bound"] > (rb.get("combinatorial") or 0.0):
+        return f"the comm-aware relaxation bound ({rb['seconds']:.1f} s of CP-SAT)"
+    what = {"makespan": "critical path of least times, heads-and-tails work windows",
             "maxload": "busiest device's work share", "latency": "critical path of least times"}.get(res.problem, "")
     return f"the graph's lower bound: {what}" + ("" if res.bound is None else f"; the method's own: "
                                                                                f"{fmt_num(res.bound)}")

@@ -32,7 +32,8 @@ from dnnplace.results import Result, relative_gap
 __all__ = ["SolveRequest", "SolverOptions", "Method", "MethodOutput", "EvaluationMismatch", "all_methods",
            "get_method", "methods_for", "method_options", "method_limits", "solve", "run_method",
            "warm_start_placement",
-           "evaluation_options", "instance_lower_bound", "cluster_record", "infer_problem"]
+           "evaluation_options", "instance_lower_bound", "cluster_record", "infer_problem",
+           "relaxed_lower_bound"]
 
 
 class EvaluationMismatch(AssertionError):
@@ -292,6 +293,32 @@ def _lower_bound(instance: Instance, problem: str, res: Result) -> float | None:
     if res.bound is not None and np.isfinite(res.bound):
         lb = max(lb, float(res.bound))
     return lb
+
+
+def relaxed_lower_bound(instance: Instance, res: Result, time_limit: float, *, threads: int = 1) -> Result:
+    """Raise ``res.lower_bound`` of a makespan answer with the comm-aware subgraph relaxation
+    (:func:`~dnnplace.formulations.makespan_relaxation.makespan_relaxation_bound`, CP-SAT,
+    ``time_limit`` seconds; opt-in: ``dnnplace solve --bound-time-limit S``). Its static
+    memory constraint is kept only for answers judged under the static model, and a
+    feasible answer's makespan serves as the horizon. Other answers are left as they are;
+    ``res.extra["relaxation_bound"]`` records what the relaxation proved."""
+    if (res.problem != "makespan" or res.transform is not None or instance.cluster is None or instance.graph.n == 0
+            or time_limit <= 0):
+        return res
+    from dnnplace.formulations.makespan_relaxation import makespan_relaxation_bound
+
+    feasible = bool((res.evaluation or {}).get("feasible")) and res.objective is not None
+    rb = makespan_relaxation_bound(instance.graph, instance.cluster, time_limit=time_limit, threads=threads,
+                                   memory=res.memory_model == "static",
+                                   horizon=res.objective if feasible else None)
+    res.extra["relaxation_bound"] = {"bound": rb.bound, "combinatorial": rb.combinatorial,
+                                     "seconds": round(rb.seconds, 3), "sets": rb.sets}
+    if feasible and rb.bound > res.objective * (1 + 1e-6) + 1e-9:
+        raise EvaluationMismatch(f"{res.method} on {res.instance}: objective {res.objective!r} is below the "
+                                 f"relaxation's lower bound {rb.bound!r}")
+    if res.lower_bound is None or rb.bound > res.lower_bound:
+        res.lower_bound = rb.bound
+    return res
 
 
 def _only_memory(p: Placement, ev) -> bool:

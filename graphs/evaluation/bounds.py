@@ -37,10 +37,14 @@ import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.levels import blevel
+from dnnplace.graphs.levels import blevel, tlevel
 
 __all__ = ["makespan_lower_bound", "latency_lower_bound", "work_lower_bound", "maxload_lower_bound",
-           "critical_path_lower_bound"]
+           "critical_path_lower_bound", "heads_tails_lower_bound", "heads_and_tails", "capable_devices"]
+
+#: The heads-and-tails bound tries at most this many thresholds per axis (quantiles of the
+#: heads and of the tails when there are more distinct values; any choice is valid).
+HT_LEVELS = 1024
 
 
 def _min_times(graph: OpGraph, cluster: Cluster) -> np.ndarray:
@@ -50,19 +54,29 @@ def _min_times(graph: OpGraph, cluster: Cluster) -> np.ndarray:
     return np.where(np.isfinite(w), w, 0.0)
 
 
+def capable_devices(graph: OpGraph, cluster: Cluster) -> int:
+    """How many devices of ``cluster`` can run some node of ``graph`` (a CPU beside GPUs,
+    for a graph with GPU times only, runs none and takes no share of the work)."""
+    return int(np.count_nonzero(np.isfinite(cluster.compute_matrix(graph)).any(axis=0)))
+
+
 def work_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
-    """The busiest device's share of the total work, :math:`\\tfrac{1}{|D|}\\sum_v
-    \\underline w(v)`: no makespan, max-load or pipeline stage time beats it, and it
+    """The busiest device's share of the total work, :math:`\\tfrac{1}{m}\\sum_v
+    \\underline w(v)` over the :math:`m` devices that can run some node
+    (:func:`capable_devices`): no makespan, max-load or pipeline stage time beats it, and it
     also holds for answers on a graph whose operators were split or replicated over the
     batch (the parts of an operator together never do less work than it).
 
     >>> g = OpGraph(ids=list("ab"), kinds=["gpu"], compute=[[3.0], [1.0]], memory=[0, 0], src=[0], dst=[1])
     >>> work_lower_bound(g, Cluster.single_host(2, with_cpu=False))
     2.0
+    >>> work_lower_bound(g, Cluster.single_host(2))  # the host CPU runs no node of a GPU-only graph
+    2.0
     """
-    if graph.n == 0:
+    m = capable_devices(graph, cluster) if graph.n else 0
+    if m == 0:
         return 0.0
-    return float(_min_times(graph, cluster).sum()) / cluster.size
+    return float(_min_times(graph, cluster).sum()) / m
 
 
 def critical_path_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
@@ -82,17 +96,91 @@ def maxload_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     return work_lower_bound(graph, cluster)
 
 
+def heads_and_tails(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(w, r, q)``: each node's least time :math:`\\underline w(v)` over the devices that
+    can run it, its *head* :math:`r_v` (the longest path of least times from a source
+    to :math:`v`, :math:`v` excluded: no schedule starts :math:`v` earlier) and its
+    *tail* :math:`q_v = \\operatorname{blevel}_{\\underline w}(v) - \\underline w(v)`
+    (no schedule ends later than :math:`T - q_v` when its makespan is :math:`T`).
+    Transfers are left out, so both hold for every placement."""
+    w = _min_times(graph, cluster)
+    r = tlevel(graph, kind=w, comm=0.0)
+    q = blevel(graph, kind=w, comm=0.0) - w
+    return w, r, np.maximum(q, 0.0)
+
+
+def _thresholds(x: np.ndarray, levels: int) -> np.ndarray:
+    """Candidate thresholds, ascending: the distinct values of ``x``, or ``levels`` of
+    its quantiles (values of ``x``) when it has more; always its minimum."""
+    u = np.unique(x)
+    if u.shape[0] <= levels:
+        return u
+    return np.unique(np.quantile(x, np.linspace(0.0, 1.0, levels), method="inverted_cdf"))
+
+
+def heads_tails_lower_bound(graph: OpGraph, cluster: Cluster, levels: int = HT_LEVELS) -> float:
+    """The heads-and-tails bound of parallel-machine scheduling (see
+    :func:`makespan_lower_bound`): :math:`\\max_{a,b}\\, a + b + W(S(a,b))/m` over
+    thresholds ``a`` among the heads and ``b`` among the tails (at most ``levels`` of
+    each: all distinct values, else quantiles), where
+    :math:`S(a,b) = \\{v : r_v \\ge a,\\ q_v \\ge b\\} \\ne \\emptyset` and ``m`` counts the devices
+    that can run some node. O(n log n + levels^2): nodes are binned by their largest
+    threshold at or below their head and tail, and :math:`W` is a suffix sum over both
+    axes of the bins.
+
+    >>> g = OpGraph(ids=list("abcd"), kinds=["gpu"], compute=[[1.0], [1.0], [1.0], [1.0]], memory=[0] * 4,
+    ...             src=[0, 0, 0], dst=[1, 2, 3])
+    >>> heads_tails_lower_bound(g, Cluster.single_host(2, with_cpu=False))  # a = 1: b, c, d after a, 3 / 2
+    2.5
+    """
+    if graph.n == 0:
+        return 0.0
+    w, r, q = heads_and_tails(graph, cluster)
+    m = capable_devices(graph, cluster)
+    if m == 0:
+        return 0.0
+    A, B = _thresholds(r, levels), _thresholds(q, levels)
+    ia = np.searchsorted(A, r, side="right") - 1  # the largest threshold <= r_v (A[0] = min r)
+    ib = np.searchsorted(B, q, side="right") - 1
+    cell, size = ia * B.shape[0] + ib, A.shape[0] * B.shape[0]
+
+    def suffix(x: np.ndarray) -> np.ndarray:  # [i, j] = the sum over bins (>= i, >= j)
+        return x.reshape(A.shape[0], -1)[::-1, ::-1].cumsum(axis=0).cumsum(axis=1)[::-1, ::-1]
+
+    W = suffix(np.bincount(cell, weights=w, minlength=size))  # W[i, j] = W(S(A[i], B[j]))
+    val = np.where(suffix(np.bincount(cell, minlength=size)) > 0, A[:, None] + B[None, :] + W / m, -np.inf)
+    return float(val.max())
+
+
 def makespan_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     """A makespan no schedule of ``graph`` on ``cluster`` beats (docs/semantics.md 2.1: any placement,
-    device order and link order, with or without congestion): with :math:`\\underline w(v)`
-    the node's least compute time over the devices that can run it, the longer of the
-    critical path of :math:`\\underline w` and the busiest device's share of the total work,
+    device order and link order, with or without congestion, either transfer mode, static
+    or dynamic memory): with :math:`\\underline w(v)` the node's least compute time over
+    the devices that can run it (overhead included), the critical path of
+    :math:`\\underline w` and the heads-and-tails bound,
 
     .. math::  \\max\\Big(\\max_v \\operatorname{blevel}_{\\underline w}(v),\\;
-               \\tfrac{1}{|D|} \\sum_v \\underline w(v)\\Big).
+               \\max_{a, b}\\; a + b + \\tfrac{1}{m} \\sum_{v \\in S(a,b)} \\underline w(v)\\Big),
+               \\qquad S(a,b) = \\{v : r_v \\ge a,\\ q_v \\ge b\\},
 
-    Transfers are left out (a placement may avoid every one). O(V + E). The evaluator
-    reports it with every makespan (``lower_bound``).
+    with heads :math:`r_v` and tails :math:`q_v` of :func:`heads_and_tails` and :math:`m`
+    the number of devices that can run some node. Why it holds: in a schedule of
+    makespan :math:`T` every node starts at or after :math:`r_v` (its predecessors on any
+    path before it each take at least their least time, and a transfer only delays) and
+    ends at or before :math:`T - q_v` (likewise for its successors); so every node of
+    :math:`S(a,b)` runs inside :math:`[a, T - b]`, where the :math:`m` devices, one
+    node at a time each, do at most :math:`m (T - a - b)` of work, while the nodes of
+    :math:`S(a,b)` need at least :math:`\\sum_{v \\in S(a,b)} \\underline w(v)`
+    (:math:`S(a,b)` not empty: an empty set puts no node in the window, and is skipped).
+    :math:`a = b = 0` gives the busiest device's share of the total work,
+    :math:`\\tfrac{1}{m}\\sum_v \\underline w(v)` (:func:`work_lower_bound`; devices that can
+    run no node, such as a host CPU beside the GPUs of a GPU-only graph, take no share);
+    the thresholds tried are those of :func:`heads_tails_lower_bound` (a subset of all
+    pairs is still valid).
+
+    Transfers and memory are left out (a placement may avoid every transfer);
+    :func:`dnnplace.formulations.makespan_relaxation.makespan_relaxation_bound` adds them, at a
+    solver's cost. O(n log n + E). The evaluator reports it with every makespan (``lower_bound``).
 
     >>> g = OpGraph(ids=list("abc"), kinds=["gpu"], compute=[[2.0], [1.0], [1.0]], memory=[0, 0, 0],
     ...             src=[0], dst=[1])
@@ -101,7 +189,8 @@ def makespan_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     """
     if graph.n == 0:
         return 0.0
-    return max(critical_path_lower_bound(graph, cluster), work_lower_bound(graph, cluster))
+    return max(critical_path_lower_bound(graph, cluster), work_lower_bound(graph, cluster),
+               heads_tails_lower_bound(graph, cluster))
 
 
 def _heaviest_path(graph: OpGraph, w: np.ndarray) -> tuple[list[int], list[int]]:
