@@ -86,11 +86,10 @@ def merge(gm: Any, kinds: list[str], names: list[str], outs: Any, *, training: b
             loss = rep_of(flat_outs[0])
         ph_of_node = {rep[nd.name]: nd.name for nd in ph}
         apply_of, group_root = _add_apply_nodes(t, param_nodes, pgrads, ph_of_node, optimizer, src, dst, eb, roots)
-        roots = group_root  # as before the split: the edge outputs below pair edge j with node j's group root
-        grouped = np.bincount(roots, minlength=len(t.ids)) > 1
-        codes = np.unique(roots[grouped[roots]])
+        grouped = np.bincount(group_root, minlength=len(t.ids)) > 1
+        codes = np.unique(group_root[grouped[group_root]])
         code_of = {int(r): j for j, r in enumerate(codes)}
-        coloc = np.array([code_of.get(int(r), -1) for r in roots], dtype=np.int64)
+        coloc = np.array([code_of.get(int(r), -1) for r in group_root], dtype=np.int64)
         if block:
             it_g, it_gx = iter(gout_nodes), iter(igrads)
             gx = [next(it_gx) if w else None for w in wrt]
