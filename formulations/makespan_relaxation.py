@@ -12,13 +12,15 @@ either transfer mode; memory as below).
 The relaxed problem
 -------------------
 With :math:`\underline w`, heads :math:`r_v` and tails :math:`q_v` of
-:func:`~dnnplace.graphs.evaluation.bounds.heads_and_tails` (least times, no transfers),
+:func:`~dnnplace.graphs.evaluation.bounds.heads_and_tails` (least times, and the transfers
+a node's inputs or outputs cannot all avoid), made stronger per kept node by the work
+of its ancestors and descendants (:func:`energy_heads_tails`),
 :math:`p_{vd}` the time of :math:`v` on device :math:`d` (overhead included) and
 :math:`t_{e,ab}` the link time of edge :math:`e`'s tensor from device :math:`a` to
 :math:`b \ne a` (the evaluator's, ``Cluster.transfer_time``):
 
 - every :math:`v \in S` gets one device :math:`d` that can run it (and colocated kept
-  nodes the same one) and a start :math:`s_v \ge r_v`; it ends at
+  nodes the same one) and a start :math:`s_v \ge \max(r_v, \rho_v)`; it ends at
   :math:`e_v = s_v + p_{vd}`; kept nodes on one device do not overlap;
 - a direct edge :math:`e = (u, v)` with both ends kept: :math:`s_v \ge e_u`, and
   :math:`s_v \ge e_u + t_{e,ab}` when :math:`u` is on :math:`a` and :math:`v` on
@@ -28,15 +30,22 @@ With :math:`\underline w`, heads :math:`r_v` and tails :math:`q_v` of
   :math:`\underline w` over the inner nodes of such a path;
 - with ``memory=True`` (answers judged under the static memory model), the kept nodes'
   static memory on each device fits its capacity;
-- minimise :math:`\max_{v \in S} e_v + q_v`.
+- kept :math:`u, v` with :math:`v` a descendant of :math:`u`: :math:`s_v \ge e_u +
+  W(D_u \cap A_v)/m`, the work of the nodes between them shared by the :math:`m` devices
+  that can run some node (they all run after :math:`u` ends and before :math:`v` starts);
+  joined through dropped nodes only, on two different devices: :math:`s_v \ge e_u +
+  \ell_{uv} + c_{uv}`, with :math:`c_{uv}` the least transfer over the edges of the
+  path giving :math:`\ell_{uv}` (one of its edges joins two devices);
+- minimise :math:`\max_{v \in S} e_v + \max(q_v, \tau_v)`.
 
 Why its optimum (and any lower bound of it) bounds the full instance
 --------------------------------------------------------------------
 Take any feasible schedule of the full instance, of makespan :math:`T`, and keep the
 placement and the start of the nodes of :math:`S`. Each relaxed constraint holds:
 
-1. *Heads*: :math:`v` starts after each predecessor on any path ends, so after the sum of
-   their least times (transfers and waiting only add): :math:`s_v \ge r_v`.
+1. *Heads*: every schedule starts :math:`v` at or after :math:`r_v`
+   (:func:`~dnnplace.graphs.evaluation.bounds.comm_heads_and_tails` proves it) and after
+   :math:`\rho_v` (:func:`energy_heads_tails`).
 2. *Devices*: the full schedule runs one node at a time per device; dropping nodes keeps
    that true for the kept ones, and their durations are the same :math:`p_{vd}`.
 3. *Direct edges*: a consumer starts after its input arrived; on another device the
@@ -46,11 +55,14 @@ placement and the start of the nodes of :math:`S`. Each relaxed constraint holds
    Dropping congestion (link and port orders) is therefore a relaxation.
 4. *Paths through dropped nodes*: each inner node starts after its predecessor on the
    path ends and takes at least its least time; dropping the transfers between them only
-   shortens the lag.
+   shortens the lag, except one on the path when its ends are apart (some edge of the
+   path joins two devices, and its transfer lasts at least the least one on the path).
+   *Work between*: the nodes both after :math:`u` and before :math:`v` run inside
+   :math:`[e_u, s_v]` on at most :math:`m` devices, one node at a time each.
 5. *Memory*: the static footprints of all nodes on a device fit its capacity, so those of
    the kept ones do (dropping the others' memory only loosens the constraint).
-6. *Objective*: :math:`v` ends at :math:`e_v` and each successor on a path to a sink
-   takes at least its least time after it, so :math:`T \ge e_v + q_v`.
+6. *Objective*: every schedule leaves at least :math:`q_v` and :math:`\tau_v` after
+   :math:`v` ends (the same two functions), so :math:`T \ge e_v + \max(q_v, \tau_v)`.
 
 So the restricted schedule is feasible for the relaxation with objective at most
 :math:`T`; the relaxation's optimum, and every lower bound CP-SAT proves for it, is at most
@@ -343,11 +355,30 @@ def subgraph_relaxation(graph: OpGraph, cluster: Cluster, keep, *, time_limit: f
     return max(0.0, float(solver.BestObjectiveBound()) / scale), name
 
 
+def _spine_scores(graph: OpGraph, w: np.ndarray, m: int, max_nodes: int = 8000) -> np.ndarray | None:
+    """Per node, how far it can lift a bound by being comparable to most of the graph:
+    :math:`(m - 1)\\,\\underline w(v) - W(I_v)`, :math:`I_v` the nodes neither ancestors nor
+    descendants of :math:`v` (with nothing beside it, :math:`v` runs alone on one device
+    while the others idle). ``None`` above ``max_nodes`` nodes (an n x n reachability)."""
+    n = graph.n
+    if n > max_nodes:
+        return None
+    desc = np.zeros((n, n), dtype=bool)
+    ptr, nbr = graph.out_ptr, graph.out_nbr
+    for v in graph.topo_order[::-1].tolist():
+        for s in nbr[ptr[v]:ptr[v + 1]].tolist():
+            desc[v] |= desc[s]
+            desc[v, s] = True
+    related = desc.astype(np.float64) @ w + desc.T.astype(np.float64) @ w  # work of descendants + ancestors
+    return (m - 1) * w - (w.sum() - w - related)
+
+
 def candidate_sets(graph: OpGraph, cluster: Cluster, size: int = 80,
                    _pre: tuple | None = None) -> dict[str, np.ndarray]:
     """A few kept sets of at most ``size`` nodes (name -> node indices): ``path``, the
     nodes of largest :math:`r_v + \\underline w(v) + q_v` (on and around the longest
-    paths); ``comm``, the ends of the edges with the dearest least transfer, then path
+    paths); ``spine``, the nodes of largest :func:`_spine_scores` (heavy nodes related to
+    most others); ``comm``, the ends of the edges with the dearest least transfer, then path
     nodes; ``path+comm``, half of each; ``heavy``, the nodes of largest least time."""
     w, r, q, tt = _pre if _pre is not None else (*heads_and_tails(graph, cluster), edge_transfer_matrix(graph, cluster))
     size = min(size, graph.n)
@@ -372,7 +403,9 @@ def candidate_sets(graph: OpGraph, cluster: Cluster, size: int = 80,
         ends = np.stack([graph.src[by_comm], graph.dst[by_comm]], axis=1).ravel()
     else:
         ends = np.zeros(0, dtype=np.int64)
-    sets = {"path": fill(by_path, by_path, size),
+    score = _spine_scores(graph, w, _machines(graph, cluster))
+    sets = {"spine": fill(np.argsort(-score, kind="stable"), by_path, size)} if score is not None else {}
+    sets |= {"path": fill(by_path, by_path, size),
             "comm": fill(ends, by_path, size),
             "path+comm": fill(np.concatenate([by_path[: size // 2], ends]), by_path, size),
             "heavy": fill(np.argsort(-w, kind="stable"), by_path, size)}
@@ -393,13 +426,15 @@ def makespan_relaxation_bound(graph: OpGraph, cluster: Cluster, *, time_limit: f
     ``horizon``: a makespan a feasible schedule reaches, if known.
 
     >>> from dnnplace.graphs.cluster import Device
-    >>> g = OpGraph(ids=list("abc"), kinds=["gpu"], compute=[[1.0], [2.0], [2.0]], memory=[0, 0, 0],
+    >>> g = OpGraph(ids=list("abc"), kinds=["gpu"], compute=[[1.0], [2.0], [2.0]], memory=[1, 2, 2],
     ...             src=[0, 0], dst=[1, 2], edge_bytes=[1.0, 1.0])
-    >>> cl = Cluster((Device("g0", "gpu"), Device("g1", "gpu")), np.zeros((2, 2)), np.full((2, 2), 3.0),
-    ...              np.ones((2, 2)))
-    >>> rb = makespan_relaxation_bound(g, cl, time_limit=5)  # b, c: on one GPU after a, or one waits 3 for its input
-    >>> makespan_lower_bound(g, cl), rb.bound
-    (3.0, 5.0)
+    >>> cl = Cluster((Device("g0", "gpu", 3.0), Device("g1", "gpu", 3.0)), np.zeros((2, 2)),
+    ...              np.full((2, 2), 3.0), np.ones((2, 2)))  # 3 B per GPU; any tensor takes 3 to cross
+    >>> makespan_lower_bound(g, cl)  # b and c on a's GPU (5), or one of them waits 3 for its input
+    5.0
+    >>> rb = makespan_relaxation_bound(g, cl, time_limit=5)  # memory keeps b and c apart: 1 + 3 + 2
+    >>> rb.bound, makespan_relaxation_bound(g, cl, time_limit=5, memory=False).bound
+    (6.0, 5.0)
     """
     t0 = time.perf_counter()
     base = makespan_lower_bound(graph, cluster)

@@ -40,7 +40,8 @@ from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.levels import blevel, tlevel
 
 __all__ = ["makespan_lower_bound", "latency_lower_bound", "work_lower_bound", "maxload_lower_bound",
-           "critical_path_lower_bound", "heads_tails_lower_bound", "heads_and_tails", "capable_devices"]
+           "critical_path_lower_bound", "heads_tails_lower_bound", "heads_and_tails", "comm_heads_and_tails",
+           "capable_devices"]
 
 #: The heads-and-tails bound tries at most this many thresholds per axis (quantiles of the
 #: heads and of the tails when there are more distinct values; any choice is valid).
@@ -96,17 +97,110 @@ def maxload_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     return work_lower_bound(graph, cluster)
 
 
-def heads_and_tails(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def heads_and_tails(graph: OpGraph, cluster: Cluster, comm: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(w, r, q)``: each node's least time :math:`\\underline w(v)` over the devices that
-    can run it, its *head* :math:`r_v` (the longest path of least times from a source
-    to :math:`v`, :math:`v` excluded: no schedule starts :math:`v` earlier) and its
-    *tail* :math:`q_v = \\operatorname{blevel}_{\\underline w}(v) - \\underline w(v)`
-    (no schedule ends later than :math:`T - q_v` when its makespan is :math:`T`).
-    Transfers are left out, so both hold for every placement."""
+    can run it, its *head* :math:`r_v` (no schedule starts :math:`v` earlier) and its
+    *tail* :math:`q_v` (no schedule of makespan :math:`T` ends :math:`v` later than
+    :math:`T - q_v`). ``comm=False``: the longest path of least times from a source to
+    :math:`v` (:math:`v` excluded) and :math:`\\operatorname{blevel}_{\\underline w}(v) -
+    \\underline w(v)`, transfers left out; ``comm=True`` (default): those of
+    :func:`comm_heads_and_tails`, at least as large, which count the transfers a node's
+    inputs (outputs) cannot all avoid. Both hold for every placement."""
+    if comm:
+        return comm_heads_and_tails(graph, cluster)
     w = _min_times(graph, cluster)
     r = tlevel(graph, kind=w, comm=0.0)
     q = blevel(graph, kind=w, comm=0.0) - w
     return w, r, np.maximum(q, 0.0)
+
+
+def _edge_least_transfer(graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    """Each edge's least link time between two distinct devices that can run some node
+    (0 with fewer than two such devices): what a consumer placed apart from its producer
+    waits at least, after the producer ends, for this edge's tensor."""
+    cap = np.flatnonzero(np.isfinite(cluster.compute_matrix(graph)).any(axis=0))
+    if cap.size < 2 or graph.m == 0:
+        return np.zeros(graph.m)
+    best = np.full(graph.m, np.inf)
+    for a in cap.tolist():
+        for b in cap.tolist():
+            if a != b:
+                t = cluster.transfer_time(np.full(graph.m, a), np.full(graph.m, b), graph.edge_bytes, graph.edge_cost)
+                best = np.minimum(best, t)
+    return np.maximum(best, 0.0)
+
+
+def _one_device(release: list[float], work: list[float]) -> float:
+    """When the last of jobs with these releases and works ends at the earliest on one
+    device: earliest release first, :math:`\\max_k \\rho_{(k)} + \\sum_{i \\ge k} w_{(i)}`."""
+    t = 0.0
+    for rel, p in sorted(zip(release, work, strict=True)):
+        t = max(t, rel) + p
+    return t
+
+
+def _side(ends: list[float], lat: list[float], work: list[float], cap: int = 256) -> float:
+    """:math:`\\min_j \\max(\\kappa_j, L(B_j))` of :func:`comm_heads_and_tails`: the
+    neighbours sorted by ``ends[u] + lat[u]`` (:math:`\\kappa`) decreasing, :math:`B_j` the
+    first :math:`j - 1` of them, :math:`L` :func:`_one_device` of their ``ends - work``
+    (releases) and ``work``; after ``cap`` prefixes the rest counts as :math:`L(B_{cap})`."""
+    order = sorted(range(len(ends)), key=lambda u: -(ends[u] + lat[u]))
+    best = float("inf")
+    rel, wk = [], []
+    for j, u in enumerate(order):
+        if j >= cap:
+            return min(best, _one_device(rel, wk))
+        best = min(best, max(ends[u] + lat[u], _one_device(rel, wk)))
+        rel.append(ends[u] - work[u])
+        wk.append(work[u])
+    return min(best, _one_device(rel, wk))
+
+
+def comm_heads_and_tails(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(w, r, q)`` as :func:`heads_and_tails`, with heads and tails that count transfers
+    where a placement cannot avoid them all. Head of ``v`` with predecessors ``P``, each
+    ``u`` with head :math:`r_u`, least time :math:`w_u` and least transfer
+    :math:`t_{uv}` of its edges into ``v`` (:func:`_edge_least_transfer`; the largest over
+    parallel edges): in any schedule let :math:`A \\subseteq P` be the predecessors on
+    ``v``'s device. Those outside :math:`A` deliver after their end plus a transfer, so
+    :math:`s_v \\ge r_u + w_u + t_{uv}` for :math:`u \\notin A`; those in :math:`A` run one
+    at a time on one device before :math:`s_v`, each from its head on, so
+    :math:`s_v \\ge L(A)`, the earliest end of :math:`A` on one device (:func:`_one_device`).
+    Sorting :math:`P` by :math:`\\kappa_u = r_u + w_u + t_{uv}` decreasing and taking
+    :math:`j` the first position not in :math:`A` (:math:`j = |P| + 1` when all are,
+    :math:`\\kappa = 0` there), :math:`B_j`, the first :math:`j - 1`, lie in :math:`A` and
+    :math:`L` only grows with the job set, so
+
+    .. math::  s_v \\ge \\min_{j} \\max(\\kappa_j, L(B_j)) =: r_v,
+
+    at least the path head (each term is at least :math:`\\max_u r_u + w_u`). Tails are
+    the mirror image over successors (their tails as delivery times). Transfers are
+    taken at their least link time and without queueing, so both hold under any
+    congestion, transfer mode and placement. O(E log E)."""
+    w = _min_times(graph, cluster)
+    t = _edge_least_transfer(graph, cluster)
+    n = graph.n
+    r, q = np.zeros(n), np.zeros(n)
+    wl = w.tolist()
+    for forward, out in ((True, r), (False, q)):
+        ptr, nbr, eid = (graph.in_ptr, graph.in_nbr, graph.in_eid) if forward else \
+            (graph.out_ptr, graph.out_nbr, graph.out_eid)
+        order = graph.topo_order if forward else graph.topo_order[::-1]
+        for v in order.tolist():
+            lo, hi = int(ptr[v]), int(ptr[v + 1])
+            if hi == lo:
+                continue
+            lat: dict[int, float] = {}
+            for u, e in zip(nbr[lo:hi].tolist(), eid[lo:hi].tolist(), strict=True):
+                lat[u] = max(lat.get(u, 0.0), float(t[e]))
+            us = list(lat)
+            if len(us) == 1:
+                u = us[0]
+                out[v] = out[u] + wl[u]
+                continue
+            ends = [out[u] + wl[u] for u in us]
+            out[v] = _side(ends, [lat[u] for u in us], [wl[u] for u in us])
+    return w, r, q
 
 
 def _thresholds(x: np.ndarray, levels: int) -> np.ndarray:
@@ -124,9 +218,10 @@ def heads_tails_lower_bound(graph: OpGraph, cluster: Cluster, levels: int = HT_L
     thresholds ``a`` among the heads and ``b`` among the tails (at most ``levels`` of
     each: all distinct values, else quantiles), where
     :math:`S(a,b) = \\{v : r_v \\ge a,\\ q_v \\ge b\\} \\ne \\emptyset` and ``m`` counts the devices
-    that can run some node. O(n log n + levels^2): nodes are binned by their largest
-    threshold at or below their head and tail, and :math:`W` is a suffix sum over both
-    axes of the bins.
+    that can run some node, and at least the longest :math:`r_v + \\underline w(v) + q_v`
+    (heads and tails of :func:`heads_and_tails`). O(n log n + levels^2) after the heads
+    and tails: nodes are binned by their largest threshold at or below their head and
+    tail, and :math:`W` is a suffix sum over both axes of the bins.
 
     >>> g = OpGraph(ids=list("abcd"), kinds=["gpu"], compute=[[1.0], [1.0], [1.0], [1.0]], memory=[0] * 4,
     ...             src=[0, 0, 0], dst=[1, 2, 3])
@@ -139,6 +234,7 @@ def heads_tails_lower_bound(graph: OpGraph, cluster: Cluster, levels: int = HT_L
     m = capable_devices(graph, cluster)
     if m == 0:
         return 0.0
+    through = float((r + w + q).max())  # a node's head, its own time and its tail
     A, B = _thresholds(r, levels), _thresholds(q, levels)
     ia = np.searchsorted(A, r, side="right") - 1  # the largest threshold <= r_v (A[0] = min r)
     ib = np.searchsorted(B, q, side="right") - 1
@@ -149,38 +245,40 @@ def heads_tails_lower_bound(graph: OpGraph, cluster: Cluster, levels: int = HT_L
 
     W = suffix(np.bincount(cell, weights=w, minlength=size))  # W[i, j] = W(S(A[i], B[j]))
     val = np.where(suffix(np.bincount(cell, minlength=size)) > 0, A[:, None] + B[None, :] + W / m, -np.inf)
-    return float(val.max())
+    return max(through, float(val.max()))
 
 
 def makespan_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     """A makespan no schedule of ``graph`` on ``cluster`` beats (docs/semantics.md 2.1: any placement,
     device order and link order, with or without congestion, either transfer mode, static
     or dynamic memory): with :math:`\\underline w(v)` the node's least compute time over
-    the devices that can run it (overhead included), the critical path of
-    :math:`\\underline w` and the heads-and-tails bound,
+    the devices that can run it (overhead included), heads :math:`r_v` and tails
+    :math:`q_v` of :func:`heads_and_tails` (which count the transfers a node's inputs or
+    outputs cannot all avoid, :func:`comm_heads_and_tails`) and :math:`m` the number of
+    devices that can run some node, the larger of the critical path of
+    :math:`\\underline w`, the longest head-node-tail and the heads-and-tails bound:
 
     .. math::  \\max\\Big(\\max_v \\operatorname{blevel}_{\\underline w}(v),\\;
+               \\max_v r_v + \\underline w(v) + q_v,\\;
                \\max_{a, b}\\; a + b + \\tfrac{1}{m} \\sum_{v \\in S(a,b)} \\underline w(v)\\Big),
-               \\qquad S(a,b) = \\{v : r_v \\ge a,\\ q_v \\ge b\\},
+               \\qquad S(a,b) = \\{v : r_v \\ge a,\\ q_v \\ge b\\}.
 
-    with heads :math:`r_v` and tails :math:`q_v` of :func:`heads_and_tails` and :math:`m`
-    the number of devices that can run some node. Why it holds: in a schedule of
-    makespan :math:`T` every node starts at or after :math:`r_v` (its predecessors on any
-    path before it each take at least their least time, and a transfer only delays) and
-    ends at or before :math:`T - q_v` (likewise for its successors); so every node of
-    :math:`S(a,b)` runs inside :math:`[a, T - b]`, where the :math:`m` devices, one
-    node at a time each, do at most :math:`m (T - a - b)` of work, while the nodes of
-    :math:`S(a,b)` need at least :math:`\\sum_{v \\in S(a,b)} \\underline w(v)`
-    (:math:`S(a,b)` not empty: an empty set puts no node in the window, and is skipped).
-    :math:`a = b = 0` gives the busiest device's share of the total work,
-    :math:`\\tfrac{1}{m}\\sum_v \\underline w(v)` (:func:`work_lower_bound`; devices that can
-    run no node, such as a host CPU beside the GPUs of a GPU-only graph, take no share);
-    the thresholds tried are those of :func:`heads_tails_lower_bound` (a subset of all
-    pairs is still valid).
+    Why it holds: in a schedule of makespan :math:`T` every node starts at or after
+    :math:`r_v`, takes at least :math:`\\underline w(v)` and ends at or before
+    :math:`T - q_v`; so every node of :math:`S(a,b)` runs inside :math:`[a, T - b]`,
+    where the :math:`m` devices, one node at a time each, do at most :math:`m (T - a - b)`
+    of work, while the nodes of :math:`S(a,b)` need at least
+    :math:`\\sum_{v \\in S(a,b)} \\underline w(v)` (:math:`S(a,b)` not empty: an empty set
+    puts no node in the window, and is skipped). :math:`a = b = 0` gives the busiest
+    device's share of the total work, :math:`\\tfrac{1}{m}\\sum_v \\underline w(v)`
+    (:func:`work_lower_bound`; devices that can run no node, such as a host CPU beside the
+    GPUs of a GPU-only graph, take no share); the thresholds tried are those of
+    :func:`heads_tails_lower_bound` (a subset of all pairs is still valid).
 
-    Transfers and memory are left out (a placement may avoid every transfer);
-    :func:`dnnplace.formulations.makespan_relaxation.makespan_relaxation_bound` adds them, at a
-    solver's cost. O(n log n + E). The evaluator reports it with every makespan (``lower_bound``).
+    Memory is left out, and transfers count only where heads and tails see them;
+    :func:`dnnplace.formulations.makespan_relaxation.makespan_relaxation_bound` adds placement,
+    transfers and memory on a kept subgraph, at a solver's cost. O(E log E + n log n). The
+    evaluator reports it with every makespan (``lower_bound``).
 
     >>> g = OpGraph(ids=list("abc"), kinds=["gpu"], compute=[[2.0], [1.0], [1.0]], memory=[0, 0, 0],
     ...             src=[0], dst=[1])
