@@ -82,10 +82,10 @@ domain cuts off no restricted optimal schedule.
 Which nodes to keep
 -------------------
 The bound holds for any :math:`S`; :func:`makespan_relaxation_bound` tries a few
-(:func:`candidate_sets`: the nodes on and around the longest paths of least times, the
-ends of the edges with the dearest transfers, half of each, the heaviest nodes) and keeps
-the largest bound, together with the
-combinatorial one.
+(:func:`candidate_sets`: heavy nodes related to most others, the nodes on and around
+the longest paths, the ends of the edges with the dearest transfers, half of each, the
+heaviest nodes, the nodes with the most memory) and keeps the largest bound, together
+with the combinatorial one.
 """
 
 from __future__ import annotations
@@ -379,7 +379,8 @@ def candidate_sets(graph: OpGraph, cluster: Cluster, size: int = 80,
     nodes of largest :math:`r_v + \\underline w(v) + q_v` (on and around the longest
     paths); ``spine``, the nodes of largest :func:`_spine_scores` (heavy nodes related to
     most others); ``comm``, the ends of the edges with the dearest least transfer, then path
-    nodes; ``path+comm``, half of each; ``heavy``, the nodes of largest least time."""
+    nodes; ``path+comm``, half of each; ``heavy``, the nodes of largest least time; ``memory``,
+    the nodes of largest static memory."""
     w, r, q, tt = _pre if _pre is not None else (*heads_and_tails(graph, cluster), edge_transfer_matrix(graph, cluster))
     size = min(size, graph.n)
     through = r + w + q
@@ -408,7 +409,8 @@ def candidate_sets(graph: OpGraph, cluster: Cluster, size: int = 80,
     sets |= {"path": fill(by_path, by_path, size),
             "comm": fill(ends, by_path, size),
             "path+comm": fill(np.concatenate([by_path[: size // 2], ends]), by_path, size),
-            "heavy": fill(np.argsort(-w, kind="stable"), by_path, size)}
+            "heavy": fill(np.argsort(-w, kind="stable"), by_path, size),
+            "memory": fill(np.argsort(-graph.memory, kind="stable"), by_path, size)}
     out: dict[str, np.ndarray] = {}
     for k, v in sets.items():
         if not any(np.array_equal(v, o) for o in out.values()):
