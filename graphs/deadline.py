@@ -82,6 +82,10 @@ class Deadline:
         return "Deadline(none)" if left is None else f"Deadline({left:.3f} s left)"
 
 
+REFIRE = 0.25
+"""Seconds between a guard's deliveries of :class:`TimeLimitReached` while its block runs on."""
+
+
 class _Guard:
     """:meth:`Deadline.guard`."""
 
@@ -94,11 +98,17 @@ class _Guard:
         self._tid = 0
 
     def _fire(self) -> None:
+        """Raise in the guarded thread, and again every :data:`REFIRE` seconds while the block
+        still runs: an exception delivered inside a weakref callback or a ``__del__`` is
+        printed and dropped by Python ("Exception ignored ..."), and the block would run on."""
         with self._lock:
             if self._done:
                 return
             self._fired = True
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._tid), ctypes.py_object(TimeLimitReached))
+            self._timer = threading.Timer(REFIRE, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
 
     def __enter__(self) -> _Guard:
         self.deadline.check(self.what)
@@ -115,8 +125,8 @@ class _Guard:
             self._done = True
             if self._fired:  # an exception raised but not delivered yet must not escape the block
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._tid), None)
-        if self._timer is not None:
-            self._timer.cancel()
+            if self._timer is not None:
+                self._timer.cancel()
         if exc_type is TimeLimitReached and not (exc is not None and exc.args):
             raise TimeLimitReached(f"time limit reached during {self.what}") from None
         return False
