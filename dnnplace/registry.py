@@ -91,8 +91,9 @@ def infer_problem(method: str | Method) -> str:
 
 def instance_lower_bound(graph: OpGraph, cluster, problem: str) -> float:
     """A value no answer to ``problem`` on the instance beats, whatever the method:
-    makespan, the critical path of least times and the busiest device's work share
-    (:func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound`); max-load, the work share
+    makespan, the critical path, comm-aware heads and tails, and work windows
+    (:func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound`; the comm-aware relaxation
+    only on request, :func:`relaxed_lower_bound`); max-load, the work share
     (:func:`~dnnplace.graphs.evaluation.bounds.maxload_lower_bound`); latency, the critical path
     (:func:`~dnnplace.graphs.evaluation.bounds.critical_path_lower_bound`)."""
     from dnnplace.graphs.evaluation import bounds
