@@ -50,17 +50,17 @@ def test_rankings_directions_bounds_and_causes():
 
 
 def test_fastt_rows_carry_their_verdicts():
-    from dnnplace.experiments import fastt as fx
+    from dnnplace.experiments import fastt_tables as fx
 
     # Table 3 rows: the same OOM cells within 25 % / the same OOM cells off by more / a fit where the paper's OOM
-    assert fx._memory_verdict([0.17, 0.13, 0.13], [0.19, 0.14, 0.12]) == V.REPRODUCED
-    assert fx._memory_verdict(["OOM", "OOM", 0.39], ["OOM", "OOM", 0.29]) == V.TREND
-    assert fx._memory_verdict([0.2, 0.1, 0.1], ["OOM", 0.1, 0.1]).startswith("not reproduced: fits where")
+    assert fx.memory_verdict([0.17, 0.13, 0.13], [0.19, 0.14, 0.12]) == V.REPRODUCED
+    assert fx.memory_verdict(["OOM", "OOM", 0.39], ["OOM", "OOM", 0.29]) == V.TREND
+    assert fx.memory_verdict([0.2, 0.1, 0.1], ["OOM", 0.1, 0.1]).startswith("not reproduced: fits where")
     # Tables 1-2: per GPU count FastT/DP - 1, per model the speedup with the cause measured in its rows
     rows = [["strong", "m", 1, 100.0, 100.0, 100.0, 100.0, 1.0, 50.0, 50.0, 1.0, ""],
             ["strong", "m", 2, 190.0, 190.0, 150.0, 140.0, 1.0, 60.0, 80.0, 80 / 60, ""],
             ["strong", "m: generated; paper: M", "speedup", None, None, None, None, 0.0, None, None, 0.6, ""]]
-    fx._scaling_verdicts(rows)
+    fx.scaling_verdicts(rows)
     assert rows[0][-1] == ""
     assert rows[1][-1] == "not reproduced: OS-DPOS's own schedule (strict replay) differs from DP's throughput by -21%"
     assert rows[2][-1].startswith("not reproduced: OS-DPOS's own schedule (strict replay) differs from DP's "
