@@ -459,7 +459,8 @@ def bench_guided(sizes, time_limit: float, out: Path) -> None:
     import os
     import platform
 
-    from dnnplace.formulations.multilevel.pesto import PipelineOptions, _guided_start, pesto
+    from dnnplace.formulations.multilevel.pesto import PipelineOptions, pesto
+    from dnnplace.formulations.multilevel.stages import guided_start
 
     g = generate("lstm", layers=4, steps=20, hidden=1024, batch=128, vocab=10000, training=True, kinds=["gpu"])
     cl = Cluster.single_host(2, with_cpu=False)
@@ -469,7 +470,7 @@ def bench_guided(sizes, time_limit: float, out: Path) -> None:
     rows = []
     for size in sizes:
         c = coarsen(g, cl, target=size, guide=dev)
-        cdev, pr = _guided_start(c.graph, cl, c.labels, c.meta["guide"], ls.priorities, True)
+        cdev, pr = guided_start(c.graph, cl, c.labels, c.meta["guide"], ls.priorities, True)
         guided_coarse = simulate(Placement(c.graph, cl, cdev), policy="order", priorities=pr).makespan
         list_coarse = best_list_schedule(c.graph, cl)[1]
         row = {"bench": "guided", "target": size, "guided_nodes": c.graph.n, "guide_on_coarse": guided_coarse,

@@ -16,7 +16,8 @@ from conftest import tarnawski_root
 from instances import pesto_tiny_instance
 
 from dnnplace.cli import main
-from dnnplace.formulations.multilevel.pesto import PipelineOptions, _too_big, pesto
+from dnnplace.formulations.multilevel.exact import too_big
+from dnnplace.formulations.multilevel.pesto import PipelineOptions, pesto
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.deadline import Deadline, TimeLimitReached, capped
 from dnnplace.graphs.io import prepare_instance
@@ -98,11 +99,11 @@ def test_pesto_does_not_start_a_model_it_cannot_build_in_time():
     from dnnplace.graphs.generators import generate
 
     wide = generate("random-dag", n=3000, seed=0)
-    why = _too_big(wide, Deadline(1.0))
+    why = too_big(wide, Deadline(1.0))
     assert why is not None and "device-order pairs" in why
-    assert _too_big(wide, Deadline(None)) is None
+    assert too_big(wide, Deadline(None)) is None
     g, _ = pesto_tiny_instance(4)
-    assert _too_big(g, Deadline(1.0)) is None
+    assert too_big(g, Deadline(1.0)) is None
 
 
 def test_the_ip_past_its_deadline_returns_a_feasible_split():
