@@ -134,7 +134,8 @@ def _safe_horizon(graph: OpGraph, comp: np.ndarray, tt: np.ndarray) -> float:
     """Every node's longest time plus every edge's dearest transfer: no schedule whose
     activities each start at a release or at another's end is longer."""
     p = np.where(np.isfinite(comp), comp, 0.0).max(axis=1) if graph.n else np.zeros(0)
-    return float(p.sum() + (tt.reshape(graph.m, -1).max(axis=1).sum() if graph.m else 0.0))
+    finite = np.where(np.isfinite(tt), tt, 0.0)  # a schedule that needs an endless link bounds nothing
+    return float(p.sum() + (finite.reshape(graph.m, -1).max(axis=1).sum() if graph.m else 0.0))
 
 
 def _lags(graph: OpGraph, keep: np.ndarray, w: np.ndarray,
@@ -306,6 +307,9 @@ def subgraph_relaxation(graph: OpGraph, cluster: Cluster, keep, *, time_limit: f
         for a in range(D):
             for b in range(D):
                 if a == b or (u, a) not in x or (v, b) not in x:
+                    continue
+                if not math.isfinite(tt[ed, a, b]):
+                    m.AddBoolOr([x[u, a].Not(), x[v, b].Not()])  # no link: never apart this way
                     continue
                 t = fl(tt[ed, a, b])
                 if t > 0:
