@@ -17,7 +17,8 @@ import pytest
 
 torch = pytest.importorskip("torch") if not os.environ.get("DNNPLACE_REQUIRE_TORCH") else __import__("torch")
 
-from dnnplace.execution.pipeline import build_stages, loss_kind, run_pipeline, stage_order  # noqa: E402
+from dnnplace.execution.pipeline import loss_kind, run_pipeline  # noqa: E402
+from dnnplace.execution.pipeline_stages import build_stages, stage_order  # noqa: E402
 from dnnplace.execution.worker import ModelSpec, load  # noqa: E402
 from dnnplace.graphs.capture.fx import trace  # noqa: E402
 from dnnplace.graphs.errors import InputError  # noqa: E402

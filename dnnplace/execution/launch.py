@@ -29,8 +29,8 @@ import numpy as np
 from dnnplace.execution.worker import ModelSpec, WorkerPlan, load, run_worker, trace_step
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["ExecutionError", "Measured", "Plan", "execute", "device_orders", "eager_reference", "check_reference",
-           "torch_optimizer", "run_processes"]
+__all__ = ["ExecutionError", "Measured", "Plan", "ReferenceCompared", "execute", "device_orders", "eager_reference",
+           "check_reference", "torch_optimizer", "run_processes"]
 
 
 _RANDOM_OPS = ("dropout", "bernoulli", "rand", "normal", "uniform", "multinomial")
@@ -41,12 +41,12 @@ class ExecutionError(RuntimeError):
     """A worker failed or the step did not finish before the deadline."""
 
 
-@dataclass
-class Measured:
-    """What :func:`execute` measured (times in ms)."""
+@dataclass(kw_only=True)
+class ReferenceCompared:
+    """How measured steps compared with eager single-process steps of the same model and
+    inputs (part of :class:`Measured` and of the pipeline's
+    :class:`~dnnplace.execution.pipeline.PipelineMeasured`; times in ms)."""
 
-    step_ms: list[float]
-    ops: list[dict]                 # median step: {node, device, start_ms, end_ms}
     matches_reference: bool         # every step's loss and step 0's gradients equal the eager steps'
     max_abs_grad_diff: float
     loss: float
@@ -54,6 +54,21 @@ class Measured:
     n_grads_checked: int
     n_losses_checked: int
     eager_step_ms: float
+
+    def reference_dict(self) -> dict:
+        """The comparison's entries of a measurement's record (``eager_step_ms`` aside: each
+        record puts it beside its own timings)."""
+        return {"matches_reference": self.matches_reference, "max_abs_grad_diff": self.max_abs_grad_diff,
+                "loss": self.loss, "reference_loss": self.reference_loss, "grads_checked": self.n_grads_checked,
+                "losses_checked": self.n_losses_checked}
+
+
+@dataclass
+class Measured(ReferenceCompared):
+    """What :func:`execute` measured (times in ms)."""
+
+    step_ms: list[float]
+    ops: list[dict]                 # median step: {node, device, start_ms, end_ms}
     devices: list[str]
     peak_rss_bytes: dict[str, int]
     transfers: int
@@ -63,11 +78,8 @@ class Measured:
         s = self.step_ms
         return {"measured_step_ms": statistics.median(s), "measured_min_ms": min(s), "measured_max_ms": max(s),
                 "measured_steps_ms": s, "eager_step_ms": self.eager_step_ms,
-                "matches_reference": self.matches_reference, "max_abs_grad_diff": self.max_abs_grad_diff,
-                "loss": self.loss, "reference_loss": self.reference_loss, "grads_checked": self.n_grads_checked,
-                "losses_checked": self.n_losses_checked,
-                "devices": self.devices, "peak_rss_bytes": self.peak_rss_bytes, "transfers": self.transfers,
-                "transfer_bytes": self.transfer_bytes, "ops": self.ops}
+                **self.reference_dict(), "devices": self.devices, "peak_rss_bytes": self.peak_rss_bytes,
+                "transfers": self.transfers, "transfer_bytes": self.transfer_bytes, "ops": self.ops}
 
 
 def device_orders(ids: Sequence[str], device: np.ndarray, n_dev: int,

@@ -1,6 +1,6 @@
 """The operations a pipeline stage module adds at its boundaries, and the tracer that keeps them.
 
-:mod:`~dnnplace.execution.pipeline` builds each stage's ``torch.fx`` graph from the
+:mod:`~dnnplace.execution.pipeline_stages` builds each stage's ``torch.fx`` graph from the
 model's ATen forward graph plus three boundary operations (below). A stage module
 reaches its process through ``torch.save``; ``torch.fx`` rebuilds a pickled
 ``GraphModule`` by re-tracing its code with the graph's tracer class, so the graphs are
