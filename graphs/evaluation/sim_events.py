@@ -132,6 +132,23 @@ def run_events(placement: Placement, dur: np.ndarray, tx: Transfers, by_rank: np
             np.asarray(xs, dtype=np.float64), np.asarray(xf[:X], dtype=np.float64))
 
 
+def _serve(x: int, a: int, b: int, t: float, xdur: list, link_free: list, xs: list, xf: list) -> float:
+    """Transfer ``x`` on its resources ``a`` and ``b`` from the later of ``t`` and when both are
+    free: record its start and finish in ``xs``/``xf``, hold both resources until it finishes;
+    return the finish."""
+    s = link_free[a]
+    if link_free[b] > s:
+        s = link_free[b]
+    if s < t:
+        s = t
+    f = s + xdur[x]
+    xs[x] = s
+    xf[x] = f
+    link_free[a] = f
+    link_free[b] = f
+    return f
+
+
 def _loop(n: int, D: int, X: int, n_res: int, lists: tuple, seq: list[list[int]], nxt: list[int],
           strict: bool, fifo: bool, congestion: bool, links: tuple | None = None) -> tuple[list, list, list, list, int]:
     """The event loop proper, on Python lists (the hot path); advances ``nxt`` (and, with
@@ -176,14 +193,7 @@ def _loop(n: int, D: int, X: int, n_res: int, lists: tuple, seq: list[list[int]]
                             pb = lnxt[b]
                             if not xrel[y] or pa == len(sa) or sa[pa] != y or pb == len(sb) or sb[pb] != y:
                                 continue  # not released, or an earlier transfer of a resource is not
-                            s = link_free[a]
-                            if link_free[b] > s:
-                                s = link_free[b]
-                            if s < t:
-                                s = t
-                            f = s + xdur[y]
-                            xs[y] = s
-                            xf[y] = f
+                            f = _serve(y, a, b, t, xdur, link_free, xs, xf)
                             for k in range(d_ptr[y], d_ptr[y + 1]):
                                 v = d_nodes[k]
                                 if rt[v] < f:
@@ -192,8 +202,6 @@ def _loop(n: int, D: int, X: int, n_res: int, lists: tuple, seq: list[list[int]]
                                 cnt[v] = c
                                 if c == 0:
                                     heappush(heap, (rt[v], n + tp[v]))
-                            link_free[a] = f
-                            link_free[b] = f
                             lnxt[a] = pa + 1
                             if b != a:
                                 lnxt[b] = pb + 1
@@ -203,18 +211,7 @@ def _loop(n: int, D: int, X: int, n_res: int, lists: tuple, seq: list[list[int]]
                                 todo.append(sa[pa + 1])
                 elif congestion:  # FCFS: each transfer as soon as its resources are free
                     for x in range(x_ptr[u], x_ptr[u + 1]):
-                        a = xres1[x]
-                        b = xres2[x]
-                        s = link_free[a]
-                        if link_free[b] > s:
-                            s = link_free[b]
-                        if s < t:
-                            s = t
-                        f = s + xdur[x]
-                        link_free[a] = f
-                        link_free[b] = f
-                        xs[x] = s
-                        xf[x] = f
+                        _serve(x, xres1[x], xres2[x], t, xdur, link_free, xs, xf)
                 else:  # transfers overlap freely
                     for x in range(x_ptr[u], x_ptr[u + 1]):
                         xs[x] = t
