@@ -110,16 +110,50 @@ def build_stages(net: Any, inputs: Sequence[Any], placement: Mapping[str, str],
     >>> torch.allclose(st.modules[1](*st.modules[0](x))[0], net(x))
     True
     """
-    import torch
-    import torch.fx as fx
-
-    from dnnplace.execution.stage_fx import StageTracer, contiguous, grad_contiguous, restride
     from dnnplace.graphs.capture.fx import trace
-    from dnnplace.graphs.capture.ops import is_view
+
     cap = trace(net, tuple(inputs), training=False)
     ids = list(cap.ids)
     _check_placement(placement, ids, device_names)
     devices, stage_of = stage_order(ids, cap.src.tolist(), cap.dst.tolist(), placement, device_names)
+    cut = _cut(cap, stage_of, devices)
+    params = dict(net.named_parameters())
+    buffers = dict(net.named_buffers())
+    modules, stage_params, stage_nodes, recv_names, recv_bytes = [], [], [], [], []
+    for s in range(len(devices)):
+        mod, held, incoming, nbytes = _stage_module(s, cut, params, buffers)
+        modules.append(mod)
+        stage_params.append(held)
+        stage_nodes.append([v for i, v in enumerate(ids) if stage_of[i] == s])
+        recv_names.append([r.name for r in incoming])
+        recv_bytes.append(int(nbytes))
+    return Stages(devices=devices, modules=modules, params=stage_params, nodes=stage_nodes, recv=recv_names,
+                  recv_bytes=recv_bytes)
+
+
+@dataclass
+class _Cut:
+    """Where every value of the traced forward graph lives: each value that crosses as
+    itself (a root) has a home stage (``None``: a view or constant, replayed where read),
+    and ``carry_in[s]`` lists the roots stage ``s`` receives from the stage before it."""
+
+    gm: Any                            # the traced torch.fx.GraphModule
+    nodes: list[Any]                   # its nodes, in order
+    kind: dict[Any, str]               # placeholder -> "param", "buffer" or "input"
+    pname: dict[Any, str]              # placeholder -> the model's parameter or buffer name
+    home: dict[Any, int | None]
+    flat_out: list[Any]                # the graph's outputs, flattened
+    carry_in: list[list[Any]]
+    inputs_ph: list[Any]               # the model inputs' placeholders (stage 0 receives them)
+
+
+def _cut(cap: Any, stage_of: np.ndarray, devices: Sequence[str]) -> _Cut:
+    """The home stage of every value and what each stage receives; :class:`InputError`
+    when a value would flow backwards or a stage reads nothing from the ones before it."""
+    import torch.fx as fx
+
+    from dnnplace.graphs.capture.ops import is_view
+
     n_st = len(devices)
     gm = cap.gm
     nodes = list(gm.graph.nodes)
@@ -127,8 +161,6 @@ def build_stages(net: Any, inputs: Sequence[Any], placement: Mapping[str, str],
     phs = [nd for nd in nodes if nd.op == "placeholder"]
     kind = {nd: k for nd, k in zip(phs, cap.arg_kinds)}
     pname = {nd: (a[6:] if a.startswith("model.") else a) for nd, a in zip(phs, cap.arg_names)}
-    params = dict(net.named_parameters())
-    buffers = dict(net.named_buffers())
 
     # home stage of every value that crosses as itself (a root); None: replayed where read
     home: dict[Any, int | None] = {}
@@ -176,76 +208,83 @@ def build_stages(net: Any, inputs: Sequence[Any], placement: Mapping[str, str],
             raise InputError(f"stage {s} ({devices[s]}) reads nothing from stages 0..{s - 1}: the split is not a "
                              "pipeline (stage 0 on its own would not reach the loss)")
 
-    modules, stage_params, stage_nodes, recv_names, recv_bytes = [], [], [], [], []
     inputs_ph = [nd for nd in phs if kind[nd] == "input"]
-    for s in range(n_st):
-        g = fx.Graph(tracer_cls=StageTracer)   # so a pickled stage module is rebuilt with its boundary ops
-        root = torch.nn.Module()
-        env: dict[Any, Any] = {}
-        held: dict[str, str] = {}
-        incoming = inputs_ph if s == 0 else carry_in[s]
-        nbytes = 0
-        for k, r in enumerate(incoming):
-            p = g.placeholder(f"in{k}_{r.name}")
-            p.meta = dict(r.meta)
-            val = r.meta.get("val")
-            if s > 0 and isinstance(val, torch.Tensor):
-                nbytes += val.numel() * val.element_size()
-                if val.is_floating_point() or val.is_complex():
-                    p = g.call_function(grad_contiguous, (p,))
-                if val.dim() and not val.is_contiguous():
-                    p = g.call_function(restride, (p, tuple(val.stride())))
-            env[r] = p
+    return _Cut(gm=gm, nodes=nodes, kind=kind, pname=pname, home=home, flat_out=flat_out, carry_in=carry_in,
+                inputs_ph=inputs_ph)
 
-        def value(a: Any, g=g, env=env, root=root, held=held, s=s) -> Any:
-            if a in env:
-                return env[a]
-            if a.op == "placeholder":
-                if home[a] != s or kind[a] == "input":
-                    raise RuntimeError(f"stage {s}: value {a.name!r} is neither held nor received")
-                attr = f"p{len(root._parameters)}" if kind[a] == "param" else f"b{len(root._buffers)}"
-                tensor = params.get(pname[a]) if kind[a] == "param" else buffers.get(pname[a])
-                if tensor is None:
-                    raise InputError(f"the model has no parameter or buffer {pname[a]!r} of the forward graph")
-                if kind[a] == "param":
-                    root.register_parameter(attr, tensor)
-                    held[attr] = pname[a]
-                else:
-                    root.register_buffer(attr, tensor)
-                env[a] = g.get_attr(attr)
-            elif a.op == "get_attr":
-                obj = getattr(gm, a.target)
-                name = f"c_{a.target.replace('.', '_')}"
-                setattr(root, name, obj)
-                env[a] = g.get_attr(name)
-            else:   # a replayed view, or a node of this stage reached through one
-                if home[a] is not None and home[a] != s:
-                    raise RuntimeError(f"stage {s}: value {a.name!r} of stage {home[a]} was not received")
-                env[a] = g.node_copy(a, lambda b: value(b))
+
+def _stage_module(s: int, cut: _Cut, params: dict[str, Any], buffers: dict[str, Any]) -> tuple[Any, dict, list, int]:
+    """Stage ``s``'s ``torch.fx.GraphModule``, the parameters it holds (``{attribute: model
+    parameter name}``), the values it receives and their bytes per micro-batch."""
+    import torch
+    import torch.fx as fx
+
+    from dnnplace.execution.stage_fx import StageTracer, contiguous, grad_contiguous, restride
+
+    gm, nodes, kind, pname, home = cut.gm, cut.nodes, cut.kind, cut.pname, cut.home
+    n_st = len(cut.carry_in)
+
+    g = fx.Graph(tracer_cls=StageTracer)   # so a pickled stage module is rebuilt with its boundary ops
+    root = torch.nn.Module()
+    env: dict[Any, Any] = {}
+    held: dict[str, str] = {}
+    incoming = cut.inputs_ph if s == 0 else cut.carry_in[s]
+    nbytes = 0
+    for k, r in enumerate(incoming):
+        p = g.placeholder(f"in{k}_{r.name}")
+        p.meta = dict(r.meta)
+        val = r.meta.get("val")
+        if s > 0 and isinstance(val, torch.Tensor):
+            nbytes += val.numel() * val.element_size()
+            if val.is_floating_point() or val.is_complex():
+                p = g.call_function(grad_contiguous, (p,))
+            if val.dim() and not val.is_contiguous():
+                p = g.call_function(restride, (p, tuple(val.stride())))
+        env[r] = p
+
+    def value(a: Any, g=g, env=env, root=root, held=held, s=s) -> Any:
+        if a in env:
             return env[a]
+        if a.op == "placeholder":
+            if home[a] != s or kind[a] == "input":
+                raise RuntimeError(f"stage {s}: value {a.name!r} is neither held nor received")
+            attr = f"p{len(root._parameters)}" if kind[a] == "param" else f"b{len(root._buffers)}"
+            tensor = params.get(pname[a]) if kind[a] == "param" else buffers.get(pname[a])
+            if tensor is None:
+                raise InputError(f"the model has no parameter or buffer {pname[a]!r} of the forward graph")
+            if kind[a] == "param":
+                root.register_parameter(attr, tensor)
+                held[attr] = pname[a]
+            else:
+                root.register_buffer(attr, tensor)
+            env[a] = g.get_attr(attr)
+        elif a.op == "get_attr":
+            obj = getattr(gm, a.target)
+            name = f"c_{a.target.replace('.', '_')}"
+            setattr(root, name, obj)
+            env[a] = g.get_attr(name)
+        else:   # a replayed view, or a node of this stage reached through one
+            if home[a] is not None and home[a] != s:
+                raise RuntimeError(f"stage {s}: value {a.name!r} of stage {home[a]} was not received")
+            env[a] = g.node_copy(a, lambda b: value(b))
+        return env[a]
 
-        mine = [nd for nd in nodes if nd.op == "call_function" and home[nd] == s]
-        for nd in mine:
-            value(nd)
-        if s == n_st - 1:
-            outs = [value(a) if isinstance(a, fx.Node) else a for a in flat_out]
-        else:
-            outs = []
-            for r in carry_in[s + 1]:
-                # every sent tensor made contiguous at run time: the real strides can differ
-                # from the trace's (a CPU convolution's output, say); a no-op when they agree
-                v = value(r)
-                val = r.meta.get("val")
-                outs.append(g.call_function(contiguous, (v,)) if isinstance(val, torch.Tensor) else v)
-        g.output(tuple(outs))
-        g.lint()
-        mod = fx.GraphModule(root, g, class_name=f"Stage{s}")
-        modules.append(mod)
-        stage_params.append(held)
-        stage_nodes.append([v for i, v in enumerate(ids) if stage_of[i] == s])
-        recv_names.append([r.name for r in incoming])
-        recv_bytes.append(int(nbytes))
-    return Stages(devices=devices, modules=modules, params=stage_params, nodes=stage_nodes, recv=recv_names,
-                  recv_bytes=recv_bytes)
+    mine = [nd for nd in nodes if nd.op == "call_function" and home[nd] == s]
+    for nd in mine:
+        value(nd)
+    if s == n_st - 1:
+        outs = [value(a) if isinstance(a, fx.Node) else a for a in cut.flat_out]
+    else:
+        outs = []
+        for r in cut.carry_in[s + 1]:
+            # every sent tensor made contiguous at run time: the real strides can differ
+            # from the trace's (a CPU convolution's output, say); a no-op when they agree
+            v = value(r)
+            val = r.meta.get("val")
+            outs.append(g.call_function(contiguous, (v,)) if isinstance(val, torch.Tensor) else v)
+    g.output(tuple(outs))
+    g.lint()
+    mod = fx.GraphModule(root, g, class_name=f"Stage{s}")
+    return mod, held, incoming, nbytes
 
 
