@@ -40,9 +40,7 @@ At the end of a config, ``table.md`` and ``table.csv`` summarise its runs.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import json
 import os
 import platform
 import subprocess
@@ -54,10 +52,23 @@ from typing import Any
 from dnnplace.config import REPO_ROOT, ExperimentConfig, RunSpec, load_config
 from dnnplace.executors import DEFAULT_MARGIN, Executor, Inline, Task, hang_deadline
 from dnnplace.graphs.io import jsonable
+from dnnplace.runs_file import (
+    append_record,
+    backup_name,
+    compact,
+    fresh_start,
+    read_runs,
+    replace_record,
+    sweep_lock,
+    warn,
+)
 from dnnplace.tables import Column, fixed, percent, write_table
 
 __all__ = ["execute", "run_config", "read_runs", "sweep_lock", "git_revision", "environment", "write_tables",
            "progress_enabled"]
+
+# experiments/pardnn.py imports these under their former private names from here
+_append, _backup_name, _fresh_start = append_record, backup_name, fresh_start
 
 # ---------------------------------------------------------------------------- provenance
 def git_revision(path: str | os.PathLike = REPO_ROOT) -> str | None:
@@ -90,214 +101,6 @@ def environment() -> dict[str, Any]:
 _SOLVER_PACKAGES = {"highs": "highspy", "appsi_highs": "highspy", "gurobi": "gurobipy", "gurobi_direct": "gurobipy",
                     "gurobi_persistent": "gurobipy", "appsi_gurobi": "gurobipy", "scip": "pyscipopt",
                     "scip_direct": "pyscipopt", "scip_persistent": "pyscipopt"}
-
-
-# ---------------------------------------------------------------------------- runs.jsonl
-def _warn(text: str) -> None:
-    print(f"dnnplace: warning: {text}", file=sys.stderr, flush=True)
-
-
-def read_runs(path: str | os.PathLike, *, repair: bool = False) -> list[dict]:
-    """The records of a ``runs.jsonl`` file (missing file: ``[]``), in file order (a key
-    may repeat in files of older versions: the last record of a key is the newest).
-
-    A last line cut short by a crash is ignored; with ``repair=True`` it is also cut
-    off the file (one warning on stderr says which line and how many bytes), so that the
-    next append starts on a fresh line. A complete JSON record that only lacks its final
-    newline is kept (``repair`` adds the newline).
-    """
-    p = Path(path)
-    if not p.exists():
-        return []
-    data = p.read_bytes()
-    end = data.rfind(b"\n") + 1
-    tail = data[end:]
-    if tail:
-        whole = None
-        try:
-            whole = json.loads(tail)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            pass
-        if isinstance(whole, dict) and "run_key" in whole:  # complete, only the newline is missing
-            if repair:
-                with open(p, "ab") as fh:
-                    fh.write(b"\n")
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            end = len(data)
-            data += b"\n"
-        elif repair:
-            with open(p, "r+b") as fh:
-                fh.truncate(end)
-                fh.flush()
-                os.fsync(fh.fileno())
-            if tail.strip():
-                line_no = data[:end].count(b"\n") + 1
-                _warn(f"{p}: cut off a half-written last line (line {line_no}, {len(tail)} bytes) left by an "
-                      "interrupted write; its run will be run again")
-    out = []
-    for i, line in enumerate(data[:end].decode(errors="replace").splitlines()):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            _warn(f"{p}:{i + 1}: skipping a line that is not JSON")
-            continue
-        if isinstance(rec, dict) and "run_key" in rec:
-            out.append(rec)
-    return out
-
-
-def _dumps(record: dict) -> str:
-    return json.dumps(record, allow_nan=False, default=str) + "\n"
-
-
-def _append(path: Path, record: dict) -> None:
-    line = _dumps(record)
-    with open(path, "a") as fh:
-        fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _rewrite(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` atomically (temporary file, fsync, rename)."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # the rename itself, on disk
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
-
-def _key_of(line: str) -> str | None:
-    try:
-        rec = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    return rec.get("run_key") if isinstance(rec, dict) else None
-
-
-def _replace(path: Path, record: dict) -> None:
-    """Write ``record`` in place of the line(s) of its key (atomic rewrite): one line per key."""
-    key = record["run_key"]
-    new = _dumps(record)
-    out: list[str] = []
-    placed = False
-    for line in path.read_text().splitlines(keepends=True):
-        if line.strip() and _key_of(line) == key:
-            if not placed:
-                out.append(new)
-                placed = True
-            continue
-        out.append(line if line.endswith("\n") else line + "\n")
-    if not placed:
-        out.append(new)
-    _rewrite(path, "".join(out))
-
-
-def _compact(path: Path, records: list[dict]) -> None:
-    """Older files may repeat a key (retries used to append): keep its newest record only."""
-    newest: dict[str, int] = {}
-    for i, r in enumerate(records):
-        newest[r["run_key"]] = i
-    dropped = len(records) - len(newest)
-    if not dropped:
-        return
-    keep = sorted(newest.values())
-    _rewrite(path, "".join(_dumps(records[i]) for i in keep))
-    _warn(f"{path}: dropped {dropped} older record(s) of keys recorded twice (the newest record of each key "
-          "is kept; one line per run key)")
-
-
-@contextlib.contextmanager
-def sweep_lock(runs_path: Path, name: str = "sweep"):
-    """One sweep at a time on ``runs_path``: an exclusive ``flock`` on
-    ``<runs.jsonl>.lock`` beside it, held from before the file is read until the sweep
-    ends, when the lock file is removed (the operating system drops the lock when the
-    process dies, so a killed sweep leaves no stale lock, only the file). A second sweep
-    on the same file says whom it waits for on stderr and waits; it then reads the
-    records the first one wrote and runs only what is left, so two sweeps never run one
-    key twice. Ctrl-C while waiting exits as usual (130). Where ``fcntl`` does not exist
-    (Windows) there is no lock."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    import socket
-
-    lock = runs_path.with_name(runs_path.name + ".lock")
-    said = False
-    while True:
-        fh = open(lock, "a+")
-        try:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if not said:
-                    fh.seek(0)
-                    holder = fh.read().strip() or "another process"
-                    print(f"{name}: waiting for the sweep that is writing {runs_path} ({holder}); its records are "
-                          "kept and not run again", file=sys.stderr, flush=True)
-                    said = True
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:  # the holder removed the file on its way out: lock the file that is there now
-                same = os.stat(lock).st_ino == os.fstat(fh.fileno()).st_ino
-            except FileNotFoundError:
-                same = False
-        except BaseException:
-            fh.close()
-            raise
-        if same:
-            break
-        fh.close()
-    try:
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
-        fh.flush()
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(lock)  # still holding the lock: a waiter then finds its file gone and retries
-        fh.close()
-
-
-def _backup_name(path: Path, stamp: str) -> Path:
-    """``runs.jsonl`` -> ``runs.jsonl.<stamp>.bak``, never the name of an existing file."""
-    cand = path.with_name(f"{path.name}.{stamp}.bak")
-    n = 2
-    while cand.exists():
-        cand = path.with_name(f"{path.name}.{stamp}-{n}.bak")
-        n += 1
-    return cand
-
-
-def _fresh_start(runs_path: Path) -> list[Path]:
-    """Move ``runs.jsonl`` and the tables beside it to timestamped backups; return them."""
-    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    moved = []
-    for p in (runs_path, runs_path.with_name("table.md"), runs_path.with_name("table.csv")):
-        if p.exists():
-            dest = _backup_name(p, stamp)
-            os.replace(p, dest)
-            moved.append(dest)
-    return moved
 
 
 def _execute(spec: RunSpec) -> dict:
@@ -367,12 +170,12 @@ def _execute_locked(specs: list[RunSpec], runs_path: Path, *, name: str, fresh: 
                     retry_errors: bool, executor: Executor | None, margin: float) -> dict[str, dict]:
     """:func:`execute` while this process holds the sweep lock of ``runs_path``."""
     if fresh:
-        moved = _fresh_start(runs_path)
+        moved = fresh_start(runs_path)
         if moved:
             print(f"{name}: starting over; the previous results are kept in {runs_path.parent}/ as "
                   f"{', '.join(m.name for m in moved)}", file=sys.stderr, flush=True)
     found = read_runs(runs_path, repair=True)
-    _compact(runs_path, found)
+    compact(runs_path, found)
     done = {r["run_key"]: r for r in found}
     unique = list({s.key: s for s in specs}.values())
     todo = [s for s in unique if s.key not in done or (retry_errors and done[s.key].get("status") == "error")]
@@ -385,7 +188,7 @@ def _execute_locked(specs: list[RunSpec], runs_path: Path, *, name: str, fresh: 
     show_bar = progress_enabled(progress)
     log = bool(progress) and not show_bar  # not a terminal: one line per run instead of a bar
     if executor.parallel and todo:
-        _warn(f"{name}: {len(todo)} runs on {executor.kind} executor {executor.describe()}: runs side by side "
+        warn(f"{name}: {len(todo)} runs on {executor.kind} executor {executor.describe()}: runs side by side "
               "perturb each other's measured solve times (and a time-limited MIP's incumbent); use --jobs 1 for "
               "timing tables")
     bar = tqdm(total=total, initial=total - len(todo), desc=name, unit="run", disable=not show_bar,
@@ -402,7 +205,7 @@ def _execute_locked(specs: list[RunSpec], runs_path: Path, *, name: str, fresh: 
             spec = fin.task.payload
             if fin.outcome == "died":
                 lost.append(spec)
-                _warn(f"{name}: {spec.key}: {fin.message}; not recorded, the same command runs it again")
+                warn(f"{name}: {spec.key}: {fin.message}; not recorded, the same command runs it again")
                 continue
             if fin.outcome == "done":
                 rec = fin.value
@@ -418,9 +221,9 @@ def _execute_locked(specs: list[RunSpec], runs_path: Path, *, name: str, fresh: 
                    else None, "environment": env, "host": fin.host, "executor": where,
                    "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
             if spec.key in done:  # a retried error: the new record replaces its line
-                _replace(runs_path, rec)
+                replace_record(runs_path, rec)
             else:
-                _append(runs_path, rec)
+                append_record(runs_path, rec)
             done[spec.key] = rec
             count += 1
             bar.set_postfix_str(f"{Path(spec.graph_label).stem} {spec.problem} {spec.method}", refresh=False)
@@ -435,7 +238,7 @@ def _execute_locked(specs: list[RunSpec], runs_path: Path, *, name: str, fresh: 
     finally:
         bar.close()
     if lost:
-        _warn(f"{name}: {len(lost)} run(s) not recorded because their worker died; run the same command again to "
+        warn(f"{name}: {len(lost)} run(s) not recorded because their worker died; run the same command again to "
               "run them")
     return done
 
