@@ -176,7 +176,8 @@ def comm_heads_and_tails(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, 
     at least the path head (each term is at least :math:`\\max_u r_u + w_u`). Tails are
     the mirror image over successors (their tails as delivery times). Transfers are
     taken at their least link time and without queueing, so both hold under any
-    congestion, transfer mode and placement. O(E log E)."""
+    congestion, transfer mode and placement. O(sum over nodes of deg^2 log deg), the
+    prefixes capped at 256 per node (:func:`_side`)."""
     w = _min_times(graph, cluster)
     t = _edge_least_transfer(graph, cluster)
     n = graph.n
@@ -277,7 +278,8 @@ def makespan_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
 
     Memory is left out, and transfers count only where heads and tails see them;
     :func:`dnnplace.formulations.makespan_relaxation.makespan_relaxation_bound` adds placement,
-    transfers and memory on a kept subgraph, at a solver's cost. O(E log E + n log n). The
+    transfers and memory on a kept subgraph, at a solver's cost. Near-linear in practice
+    (:func:`comm_heads_and_tails`, then O(n log n + levels^2)): 0.25 s on 4k nodes. The
     evaluator reports it with every makespan (``lower_bound``).
 
     >>> g = OpGraph(ids=list("abc"), kinds=["gpu"], compute=[[2.0], [1.0], [1.0]], memory=[0, 0, 0],
