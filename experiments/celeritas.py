@@ -33,7 +33,6 @@ its own simulator within 0.1-11.3 % of hardware, docs/heuristics.md 5.7).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,15 @@ from typing import Any
 import numpy as np
 
 from dnnplace.experiments import verdicts as V
+from dnnplace.experiments.celeritas_tables import (
+    FIG6_RULE,
+    TABLE3_RULE,
+    bar_chart,
+    c12,
+    fig6_verdicts,
+    table3_verdicts,
+    table4_verdict,
+)
 from dnnplace.experiments.config import REQUIRED, Key, Reproduction, Schema, load
 from dnnplace.experiments.runs import Variant, makespan_of, run_spec, write_variants
 from dnnplace.graphs.cluster import Cluster
@@ -263,6 +271,15 @@ def _source_note(variants: dict) -> list[str]:
     return [f"- {m}: {src}" for m, (_, src) in variants.items()]
 
 
+def _plotted(out: Path, stem: str, title: str, cols: list, rows: list, pre: list, variants, plot: dict,
+             figure: str) -> Path:
+    """Write ``<out>/<stem>`` (table) and ``<out>/<stem>.png``: the step times of ``plot`` relative to Celeritas'."""
+    md = write_table(out / stem, title, cols, rows, preamble=pre, footer=["Sources:", *_source_note(variants)])
+    bar_chart(out / f"{stem}.png", plot, f"{figure} (simulation): step time relative to Celeritas; "
+              "no bar = OOM or not run", ref="Celeritas")
+    return md
+
+
 def _table2(out: Path, variants, recs, models) -> Path:
     rows = []
     for m, (v, src) in variants.items():
@@ -298,12 +315,6 @@ def _table2(out: Path, variants, recs, models) -> Path:
                        preamble=pre, footer=["Sources:", *_source_note(variants)])
 
 
-def _c12(t3: dict) -> float | None:
-    """The paper's speed-up (decision C12): over the best of Metis, m-TOPO, m-ETF, m-SCT and HRL."""
-    base = [t3[k] for k in ("Metis", "m-TOPO", "m-ETF", "m-SCT", "HRL") if isinstance(t3.get(k), float)]
-    return (min(base) - t3["Celeritas"]) / min(base) if base else None
-
-
 def _table3(out: Path, variants, recs, models) -> Path:
     rows, plot = [], {}
     methods = list(next(iter(recs.values())))
@@ -325,7 +336,7 @@ def _table3(out: Path, variants, recs, models) -> Path:
         ce = feasible.get("Celeritas")
         rows.append({"model": m, "method": "speed up (C12)", "paper": models[m].paper["speedup"],
                      "ours": f"{(min(base) - ce) / min(base) * 100:.1f}%" if base and ce else "n/a",
-                     "note": f"paper's numbers recomputed: {_c12(p) * 100:.1f}%"})
+                     "note": f"paper's numbers recomputed: {c12(p) * 100:.1f}%"})
         rank = sorted(feasible, key=feasible.get)
         rows.append({"model": m, "method": "ranking (feasible)", "ours": " < ".join(rank),
                      "paper": " < ".join(sorted((k for k, x in p.items() if isinstance(x, float)), key=p.get))})
@@ -336,11 +347,8 @@ def _table3(out: Path, variants, recs, models) -> Path:
     pre = [_SIM, "Speed up (decision C12): (best baseline - Celeritas) / best baseline, baselines Metis, m-TOPO, "
                  "m-ETF, m-SCT (and HRL in the paper); Order-Place excluded. The CSV also holds the list "
                  "schedulers' makespan in their own order (own_order).", TABLE3_RULE]
-    md = write_table(out / "table3", "Celeritas Table 3: single-step time on 4 GPUs (simulation)", cols, rows,
-                     preamble=pre, footer=["Sources:", *_source_note(variants)])
-    _bars(out / "table3.png", plot, "Celeritas Table 3 (simulation): step time relative to Celeritas; "
-          "no bar = OOM or not run", ref="Celeritas")
-    return md
+    return _plotted(out, "table3", "Celeritas Table 3: single-step time on 4 GPUs (simulation)", cols, rows, pre,
+                    variants, plot, "Celeritas Table 3")
 
 
 def _table4(out: Path, variants, recs, models) -> Path:
@@ -356,7 +364,7 @@ def _table4(out: Path, variants, recs, models) -> Path:
                 note = f"fusion {ex['fusion_seconds']:.2f} s + placement {ex['placement_seconds']:.2f} s"
             rows.append({"model": m, "nodes": v.n, "method": col, "paper": p.get(col), "ours": ours, "note": note})
     for r in rows:
-        r["verdict"] = _table4_verdict(r["paper"], r["ours"])
+        r["verdict"] = table4_verdict(r["paper"], r["ours"])
     cols = [Column("model"), Column("nodes", numeric=True), Column("method"), Column("paper", "paper (s)", _fmt),
             Column("ours", "ours (s, CPU)", _fmt), Column("note"), Column("verdict")]
     pre = ["Placement-generation time: the method's wall time in our runs (Python with numpy/numba on a 2-core "
@@ -389,107 +397,5 @@ def _fig6(out: Path, variants, recs, models) -> Path:
     pre = [_SIM, "The sequential fill is Order-Place without fusion (R = 1): nodes in the order fill GPU 0 to its "
                  "memory, then the next. The paper reports the Standard Evaluation's wall time (running the "
                  "large-batch model under that placement), which the step time of the placement drives.", FIG6_RULE]
-    md = write_table(out / "fig6", "Celeritas Fig. 6: sequential fill under each order (simulation)", cols, rows,
-                     preamble=pre, footer=["Sources:", *_source_note(variants)])
-    _bars(out / "fig6.png", plot, "Celeritas Fig. 6 (simulation): step time relative to Celeritas; "
-          "no bar = OOM or not run", ref="Celeritas")
-    return md
-
-
-# ---------------------------------------------------------------------------- verdicts
-TIE = 0.01  # Table 3: step times within 1 % of each other count as tied in a ranking
-FIG6_TIE = 0.05  # Fig. 6: the paper's "6 s longer" (Celeritas vs DFS-TOPO on Inception, 2 %) is a tie
-TABLE3_RULE = (V.tolerance_note(abs_tol=1, unit=" percentage point") + f" Judged: the speed up (C12) per model; the "
-               f"ranking of the methods both ran (ties within {TIE:.0%}); an OOM cell against the paper's OOM. "
-               "Times are not judged one by one: ours are simulated, the paper's hardware seconds.")
-FIG6_RULE = (V.TOLERANCE + f" Judged per model on its Celeritas row: the ranking of the placements the paper gives a "
-             f"time for (OOM last; `DFS-TOPO + 6 s` is DFS-TOPO's time plus 6 s; ties within {FIG6_TIE:.0%}).")
-# the measured causes of Table 3 rows not reproduced (README status table, Celeritas row; issue 25)
-MEASURED_CAUSE = {
-    "Tensor Holography": "our stand-in is a random layered DAG 120 wide (the paper's model is a 30-layer convolution "
-                         "chain), on which Celeritas' fill sends 117.5 GB against Metis' 15.4 GB (issue 25, README)",
-    "Transformer": "our captured graph is a chain: every placement runs near its 10092 ms of serial compute (issue 25, "
-                   "README), and Metis, OOM in the paper, fits here",
-}
-OOM_CAUSE = ("fits here: a GPU holds gpu_share of the model's static memory (experiments/celeritas-models.toml, one "
-             "share for every model) and this placement's static memory stays within it")
-
-
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
-def table3_verdicts(rows: list[dict]) -> None:
-    """Set ``verdict`` on the rows of Table 3: OOM cells against the paper's OOM, the speed up (C12) per model
-    and the ranking of the feasible methods per model (the causes of :data:`MEASURED_CAUSE`)."""
-    for m in dict.fromkeys(r["model"] for r in rows):
-        mine = [r for r in rows if r["model"] == m]
-        paper = {r["method"]: _num(r["paper"]) for r in mine if _num(r.get("paper")) is not None}
-        ours = {r["method"]: _num(r["ours"]) for r in mine if _num(r.get("ours")) is not None}
-        base = [ours[k] for k in ("Metis", "m-TOPO", "m-ETF", "m-SCT") if k in ours]
-        c12 = (min(base) - ours["Celeritas"]) / min(base) if base and "Celeritas" in ours else None
-        cause = MEASURED_CAUSE.get(m)
-        for r in mine:
-            if r["method"] == "speed up (C12)":
-                r["verdict"] = V.with_cause(V.judge(_c12(paper), c12, abs_tol=0.01, neutral=0.0), cause)
-            elif r["method"] == "ranking (feasible)":
-                r["verdict"] = V.with_cause(V.judge_ranking(paper, ours, tie=TIE), cause)
-            elif r.get("paper") == "OOM":
-                r["verdict"] = V.REPRODUCED if r.get("ours") == "OOM" else V.with_cause(V.NOT_REPRODUCED, OOM_CAUSE)
-            elif r["method"] in paper and r.get("ours") == "OOM":
-                r["verdict"] = V.with_cause(V.NOT_REPRODUCED, "OOM under our GPU memory share, ran in the paper")
-            else:
-                r["verdict"] = ""
-
-
-def _fig6_minutes(x: Any, dfs: float | None) -> float | None:
-    """The paper's Fig. 6 time in minutes: ``"6.0 min"``, ``"OOM"`` (last), ``"DFS-TOPO + 6 s"``; else ``None``."""
-    text = str(x or "").split(";")[0].strip()
-    if text == "OOM":
-        return float("inf")
-    if text.endswith(" min"):
-        return float(text[:-4])
-    if text.startswith("DFS-TOPO + ") and text.endswith(" s") and dfs is not None:
-        return dfs + float(text[len("DFS-TOPO + "):-2]) / 60
-    return None
-
-
-def fig6_verdicts(rows: list[dict]) -> None:
-    """Set ``verdict`` on the Celeritas row of every model of Fig. 6: the ranking of its placements."""
-    for m in dict.fromkeys(r["model"] for r in rows):
-        mine = {r["placement"].removeprefix("sequential fill, "): r for r in rows if r["model"] == m}
-        dfs = _fig6_minutes(mine["DFS-TOPO"]["paper"], None) if "DFS-TOPO" in mine else None
-        paper = {k: t for k, r in mine.items() if (t := _fig6_minutes(r["paper"], dfs)) is not None}
-        ours = {k: v for k, r in mine.items() if (v := _num(r["ours"])) is not None}
-        for k, r in mine.items():
-            r["verdict"] = V.judge_ranking(paper, ours, tie=FIG6_TIE) if k == "Celeritas" else ""
-
-
-def _table4_verdict(paper: Any, ours: Any) -> str:
-    return V.judge_at_most(_num(paper), _num(ours))
-
-
-def _bars(path: Path, data: dict[str, dict[str, float | None]], title: str, *, ref: str) -> None:
-    """Grouped bars: per model, every column's value over ``ref``'s."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    models = list(data)
-    cols = list(next(iter(data.values()))) if data else []
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(models) * max(1, len(cols)) / 4, 4.0))
-    width = 0.8 / max(1, len(cols))
-    for k, col in enumerate(cols):
-        ys = []
-        for m in models:
-            x, r = data[m].get(col), data[m].get(ref)
-            ys.append(x / r if x is not None and r else math.nan)
-        ax.bar(np.arange(len(models)) + (k - (len(cols) - 1) / 2) * width, ys, width, label=col)
-    ax.axhline(1.0, color="black", lw=0.6)
-    ax.set_xticks(np.arange(len(models)), models)
-    ax.set_ylabel(f"step time / {ref}")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, ncol=len(cols), loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return _plotted(out, "fig6", "Celeritas Fig. 6: sequential fill under each order (simulation)", cols, rows, pre,
+                    variants, plot, "Celeritas Fig. 6")

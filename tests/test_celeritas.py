@@ -294,10 +294,11 @@ def test_colocation_groups_end_on_one_device():
 # ---------------------------------------------------------------------------- reproduction
 def test_c12_speed_up_arithmetic_reproduces_the_paper():
     """Table 3's speed-up column: (best of Metis, m-TOPO, m-ETF, m-SCT, HRL - Celeritas) / best."""
-    from dnnplace.experiments.celeritas import Config, _c12
+    from dnnplace.experiments.celeritas import Config
+    from dnnplace.experiments.celeritas_tables import c12
 
     cfg = Config.load("celeritas-table3")
-    got = {m.name: round(_c12(m.paper["t3"]) * 100, 1) for m in cfg.models}
+    got = {m.name: round(c12(m.paper["t3"]) * 100, 1) for m in cfg.models}
     assert got == {"Inception_V3": 7.8, "NMT": 11.0, "Transformer": 22.3, "Tensor Holography": 34.2}
     assert all(m.paper["speedup"] == f">{got[m.name]}%" for m in cfg.models)
 

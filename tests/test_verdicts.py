@@ -69,7 +69,7 @@ def test_fastt_rows_carry_their_verdicts():
 
 
 def test_celeritas_rows_carry_their_verdicts():
-    from dnnplace.experiments import celeritas as ce
+    from dnnplace.experiments import celeritas_tables as ce
 
     rows = [{"model": "Tensor Holography", "method": k, "paper": p, "ours": o}
             for k, p, o in (("Metis", 6.591, 963.0), ("m-TOPO", 2.22, "OOM"), ("Order-Place", 1.52, 9219.0),
