@@ -76,6 +76,7 @@ def test_pardnn_run_keys_are_the_same_in_two_builds(name, tmp_path, monkeypatch)
     """PARDNN makes its runs one by one on in-memory instances: the key of its first run
     (model captured afresh each time) is the same in two builds."""
     from dnnplace.experiments import pardnn as P
+    from dnnplace.experiments import pardnn_models as PM
 
     def first_key(sub: str) -> str:
         got: list[RunSpec] = []
@@ -89,8 +90,8 @@ def test_pardnn_run_keys_are_the_same_in_two_builds(name, tmp_path, monkeypatch)
 
         monkeypatch.setattr(P, "RunSpec", record)
         monkeypatch.setattr(P, "solve", solve)
-        monkeypatch.setattr(P, "_CACHE", {})
-        monkeypatch.setattr(P, "_PROFILES", {})
+        monkeypatch.setattr(PM, "_CACHE", {})
+        monkeypatch.setattr(PM, "_PROFILES", {})
         with pytest.raises(_Stop):
             P.reproduce(name, quick=True, out_dir=tmp_path / sub, progress=False)
         assert len(got) == 1
