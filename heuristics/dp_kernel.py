@@ -56,6 +56,28 @@ def _toggle(x, add, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr,
 
 
 @cached_njit
+def _sums(sign, acc, cpu, mm, ww, bad, cbad, x, acc_c, cpu_c, mem, wgt, acc_ok_node, cpu_ok_node):
+    """The walk's running sums with DP node ``x`` added (``sign`` 1) or taken away (-1):
+    accelerator and CPU time, memory, weights, and the counts of nodes that cannot run on
+    an accelerator / a CPU."""
+    if sign > 0:
+        acc += acc_c[x]
+        cpu += cpu_c[x]
+        mm += mem[x]
+        ww += wgt[x]
+    else:
+        acc -= acc_c[x]
+        cpu -= cpu_c[x]
+        mm -= mem[x]
+        ww -= wgt[x]
+    if not acc_ok_node[x]:
+        bad += sign
+    if not cpu_ok_node[x]:
+        cbad += sign
+    return acc, cpu, mm, ww, bad, cbad
+
+
+@cached_njit
 def _bw_contiguous(path, depth, bmask, desc, anc, words):
     """Is the set of backward original nodes carried by the DP nodes on the path
     contiguous in the backward graph (no outside node both below and above it)?"""
@@ -155,14 +177,8 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
                     continue
                 stamp[j] = src
                 x = cover_node[p]
-                acc += acc_c[x]
-                cpu += cpu_c[x]
-                mm += mem[x]
-                ww += wgt[x]
-                if not acc_ok_node[x]:
-                    bad += 1
-                if not cpu_ok_node[x]:
-                    cbad += 1
+                acc, cpu, mm, ww, bad, cbad = _sums(1, acc, cpu, mm, ww, bad, cbad, x, acc_c, cpu_c, mem, wgt,
+                                                    acc_ok_node, cpu_ok_node)
                 comm += _toggle(x, True, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr, tgt_term)
                 acc_feasible = bad == 0 and mm <= mem_cap
                 acc_lb = acc / rmax if acc_feasible else inf
@@ -170,14 +186,8 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
                 if acc_lb > ub and cpu_load > ub:
                     comm += _toggle(x, False, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr,
                                     tgt_term)
-                    acc -= acc_c[x]
-                    cpu -= cpu_c[x]
-                    mm -= mem[x]
-                    ww -= wgt[x]
-                    if not acc_ok_node[x]:
-                        bad -= 1
-                    if not cpu_ok_node[x]:
-                        cbad -= 1
+                    acc, cpu, mm, ww, bad, cbad = _sums(-1, acc, cpu, mm, ww, bad, cbad, x, acc_c, cpu_c, mem, wgt,
+                                                    acc_ok_node, cpu_ok_node)
                     continue
                 visited += 1
                 depth += 1
@@ -260,14 +270,8 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
                     x = path[depth]
                     comm += _toggle(x, False, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr,
                                     tgt_term)
-                    acc -= acc_c[x]
-                    cpu -= cpu_c[x]
-                    mm -= mem[x]
-                    ww -= wgt[x]
-                    if not acc_ok_node[x]:
-                        bad -= 1
-                    if not cpu_ok_node[x]:
-                        cbad -= 1
+                    acc, cpu, mm, ww, bad, cbad = _sums(-1, acc, cpu, mm, ww, bad, cbad, x, acc_c, cpu_c, mem, wgt,
+                                                    acc_ok_node, cpu_ok_node)
                 depth -= 1
     return visited, src + 1
 
