@@ -20,6 +20,7 @@ of :func:`random_inference`, seed 90 of :func:`pesto_tiny_instance`) depend on t
 
 from __future__ import annotations
 
+import graphlib
 import importlib.util
 import itertools
 import math
@@ -326,3 +327,18 @@ def gurobi_is_size_limited(n: int) -> bool:
                 return True
             raise
     return False
+
+
+def quotient_is_acyclic(parts: dict, pairs) -> bool:
+    """Whether the quotient graph on ``parts`` (devices, servers) with arcs ``pairs`` (a, b),
+    self-loops ignored, has no cycle: what a pipeline can run."""
+    preds: dict = {p: set() for p in parts}
+    for a, b in pairs:
+        if a != b:
+            preds[b].add(a)
+    try:
+        tuple(graphlib.TopologicalSorter(preds).static_order())
+    except graphlib.CycleError:
+        return False
+    return True
+
