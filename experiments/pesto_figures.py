@@ -378,11 +378,12 @@ def _plot_coarsening(rows: list[dict], cfg: Config, g: OpGraph, path: Path) -> N
     for n_gpu in cfg.gpus:
         rs = [r for r in rows if r["gpus"] == n_gpu]
         xs = [val(r["coarse_nodes"]) for r in rs]
-        axes[0].plot(xs, [val(r["ilp_s"]) for r in rs], "o-", label=f"{n_gpu} GPUs")
+        axes[0].plot(xs, [np.nan if r.get("no_ilp") else val(r["ilp_s"]) for r in rs], "o-", label=f"{n_gpu} GPUs")
         axes[1].plot(xs, [val(r["ilp_gap"], 100) for r in rs], "o-", label=f"{n_gpu} GPUs")
-        axes[2].plot(xs, [val(r["pesto"]) for r in rs], "o-", label=f"Pesto, {n_gpu} GPUs")
+        (line,) = axes[2].plot(xs, [val(r["pesto"]) for r in rs], "o-", label=f"Pesto, {n_gpu} GPUs")
         if rs and rs[0]["best_list"] is not None:
-            axes[2].axhline(rs[0]["best_list"], ls="--", lw=0.8, label=f"best list sched., {n_gpu} GPUs")
+            axes[2].axhline(rs[0]["best_list"], ls="--", lw=0.8, color=line.get_color(),
+                            label=f"best list sched., {n_gpu} GPUs")
     axes[0].set_ylabel("ILP solve time (s)")
     axes[1].set_ylabel("certified gap of the coarse ILP (%)")
     axes[2].set_ylabel(f"simulated makespan ({g.unit})")
