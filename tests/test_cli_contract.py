@@ -133,7 +133,7 @@ def test_ctrl_c_stops_solve_without_writing_its_json(tmp_path):
     out = tmp_path / "r.json"
     # a limit long enough that the MIP is still running when the signal comes, on a busy machine
     # too (the limit counts from the process start: imports and the warm start come out of it)
-    proc = _start_and_interrupt(["solve", GNMT, "--method", "ip", "--time-limit", 30, "--threads", 1,
+    proc = _start_and_interrupt(["solve", GNMT, "--method", "ip", "--time-limit", 60, "--threads", 1,
                                  "--solver-option", "log_file=highs.log", "--out", out], tmp_path)
     assert proc.returncode == 130, (proc.returncode, proc.stderr[-3000:])
     assert proc.stderr.rstrip().endswith("dnnplace: interrupted")
