@@ -79,7 +79,9 @@ DEADLINE: contextvars.ContextVar = contextvars.ContextVar("dnnplace_solve_deadli
 and the solver's time limit is cut to what it leaves."""
 
 
-def _common_config(options: SolverOptions) -> dict[str, Any]:
+def _common_config(options: SolverOptions, seed_option: str | None = None) -> dict[str, Any]:
+    """The ``solve`` keywords every backend shares; ``seed_option``: the engine's own name of
+    the random seed, set from ``options.seed`` unless the user's solver options give it."""
     cfg: dict[str, Any] = dict(load_solutions=False, raise_exception_on_nonoptimal_result=False,
                                tee=bool(options.tee))
     limit = capped(options.time_limit, DEADLINE.get())  # the limit, or what the deadline leaves of it
@@ -89,6 +91,11 @@ def _common_config(options: SolverOptions) -> dict[str, Any]:
         cfg["rel_gap"] = float(options.rel_gap)
     if options.threads is not None:
         cfg["threads"] = int(options.threads)
+    sopts = dict(options.solver_options)
+    if seed_option is not None and options.seed is not None:
+        sopts.setdefault(seed_option, int(options.seed))
+    if sopts:
+        cfg["solver_options"] = sopts
     return cfg
 
 
@@ -166,12 +173,7 @@ def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
         idx = np.array([i for i, _ in items], dtype=np.int32)
         vals = np.array([x for _, x in items], dtype=np.float64)
         h.setSolution(len(items), idx, vals)
-    cfg = _common_config(options)
-    sopts = dict(options.solver_options)
-    if options.seed is not None:
-        sopts.setdefault("random_seed", int(options.seed))
-    if sopts:
-        cfg["solver_options"] = sopts
+    cfg = _common_config(options, "random_seed")
     _highs_threads(options.threads)
     guard = InterruptGuard()
 
@@ -224,13 +226,8 @@ def solve_gurobi(model, solver, options, warm_start, base) -> SolveOutcome:
             v.set_value(None, skip_validation=True)
         for v, val in warm_start.items():
             v.set_value(val, skip_validation=True)
-    cfg = _common_config(options)
+    cfg = _common_config(options, "Seed")
     cfg["warmstart_discrete_vars"] = bool(warm_start)
-    sopts = dict(options.solver_options)
-    if options.seed is not None:
-        sopts.setdefault("Seed", int(options.seed))
-    if sopts:
-        cfg["solver_options"] = sopts
     t0 = time.perf_counter()
     try:
         deadline = DEADLINE.get()
@@ -315,12 +312,7 @@ def solve_scip(model, solver, options, warm_start, base) -> SolveOutcome:
             if val is not None and v in cmap:
                 scip.setSolVal(sol, cmap[v], float(val))
         scip.addSol(sol)
-    cfg = _common_config(options)
-    sopts = dict(options.solver_options)
-    if options.seed is not None:
-        sopts.setdefault("randomization/randomseedshift", int(options.seed))
-    if sopts:
-        cfg["solver_options"] = sopts
+    cfg = _common_config(options, "randomization/randomseedshift")
     t0 = time.perf_counter()
     with InterruptGuard():
         res = solver.solve(model, **cfg)
@@ -346,8 +338,6 @@ def _ver(solver: Any) -> str | None:
 def solve_contrib(model, solver, name, options, base) -> SolveOutcome:
     """Solve with another ``pyomo.contrib.solver`` interface (no trace, no warm start)."""
     cfg = _common_config(options)
-    if options.solver_options:
-        cfg["solver_options"] = dict(options.solver_options)
     t0 = time.perf_counter()
     try:
         with InterruptGuard():
