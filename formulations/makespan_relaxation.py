@@ -100,6 +100,7 @@ import numpy as np
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluation.bounds import capable_devices, heads_and_tails, makespan_lower_bound
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.reach import reachability
 
 __all__ = ["RelaxationBound", "makespan_relaxation_bound", "subgraph_relaxation", "candidate_sets",
            "edge_transfer_matrix"]
@@ -364,15 +365,9 @@ def _spine_scores(graph: OpGraph, w: np.ndarray, m: int, max_nodes: int = 8000) 
     :math:`(m - 1)\\,\\underline w(v) - W(I_v)`, :math:`I_v` the nodes neither ancestors nor
     descendants of :math:`v` (with nothing beside it, :math:`v` runs alone on one device
     while the others idle). ``None`` above ``max_nodes`` nodes (an n x n reachability)."""
-    n = graph.n
-    if n > max_nodes:
+    if graph.n > max_nodes:
         return None
-    desc = np.zeros((n, n), dtype=bool)
-    ptr, nbr = graph.out_ptr, graph.out_nbr
-    for v in graph.topo_order[::-1].tolist():
-        for s in nbr[ptr[v]:ptr[v + 1]].tolist():
-            desc[v] |= desc[s]
-            desc[v, s] = True
+    desc = reachability(graph)
     related = desc.astype(np.float64) @ w + desc.T.astype(np.float64) @ w  # work of descendants + ancestors
     return (m - 1) * w - (w.sum() - w - related)
 
