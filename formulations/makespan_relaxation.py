@@ -90,15 +90,15 @@ with the combinatorial one.
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dnnplace.formulations.kept_subgraph import energy_heads_tails, machines, path_lags, reach_matrix
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.bounds import capable_devices, heads_and_tails, makespan_lower_bound
+from dnnplace.graphs.evaluation.bounds import heads_and_tails, makespan_lower_bound
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.reach import reachability
 
@@ -139,102 +139,6 @@ def _safe_horizon(graph: OpGraph, comp: np.ndarray, tt: np.ndarray) -> float:
     return float(p.sum() + (finite.reshape(graph.m, -1).max(axis=1).sum() if graph.m else 0.0))
 
 
-def _lags(graph: OpGraph, keep: np.ndarray, w: np.ndarray,
-          tmin: np.ndarray) -> dict[tuple[int, int], tuple[float, float]]:
-    """``(u, v) -> (l_uv, c_uv)`` for kept ``u, v`` joined by a path (of at least one edge)
-    whose inner nodes are all dropped: ``l_uv`` the largest sum of ``w`` over those inner
-    nodes, and ``c_uv`` the least ``tmin`` (an edge's cheapest transfer between two distinct
-    devices) over the edges of one path reaching ``l_uv``."""
-    kept = np.zeros(graph.n, dtype=bool)
-    kept[keep] = True
-    pos = graph.topo_position
-    ptr, nbr, eid = graph.out_ptr, graph.out_nbr, graph.out_eid
-    out: dict[tuple[int, int], tuple[float, float]] = {}
-    for u in keep.tolist():
-        dist: dict[int, tuple[float, float]] = {}  # x -> (dropped-path length before x, least transfer on it)
-        for k in range(ptr[u], ptr[u + 1]):
-            x, c = int(nbr[k]), float(tmin[eid[k]])
-            old = dist.get(x)
-            if old is None or old[1] < c:
-                dist[x] = (0.0, c)
-        heap = [(int(pos[x]), x) for x in dist]  # in topological order: every path into x is in before x
-        heapq.heapify(heap)
-        done: set[int] = set()
-        while heap:
-            _, x = heapq.heappop(heap)
-            if x in done:
-                continue
-            done.add(x)
-            if kept[x]:
-                out[u, x] = dist[x]
-                continue
-            dx, cx = dist[x][0] + float(w[x]), dist[x][1]
-            for k in range(ptr[x], ptr[x + 1]):
-                y = int(nbr[k])
-                cand = (dx, min(cx, float(tmin[eid[k]])))
-                if y not in dist or cand > dist[y]:
-                    dist[y] = cand
-                if y not in done:
-                    heapq.heappush(heap, (int(pos[y]), y))
-    return out
-
-
-def _reach_matrix(graph: OpGraph, keep: np.ndarray, forward: bool) -> np.ndarray:
-    """``(len(keep), n)`` booleans: the descendants (``forward``) or ancestors of each kept
-    node, itself excluded."""
-    ptr, nbr = (graph.out_ptr, graph.out_nbr) if forward else (graph.in_ptr, graph.in_nbr)
-    out = np.zeros((keep.shape[0], graph.n), dtype=bool)
-    for i, u in enumerate(keep.tolist()):
-        out[i, _reach(ptr, nbr, u, graph.n)] = True
-    return out
-
-
-def _reach(ptr: np.ndarray, nbr: np.ndarray, u: int, n: int) -> np.ndarray:
-    """The nodes reachable from ``u`` (``u`` excluded) along the CSR ``ptr``/``nbr``."""
-    seen = np.zeros(n, dtype=bool)
-    stack = nbr[ptr[u]:ptr[u + 1]].tolist()
-    while stack:
-        y = stack.pop()
-        if not seen[y]:
-            seen[y] = True
-            stack.extend(nbr[ptr[y]:ptr[y + 1]].tolist())
-    return np.flatnonzero(seen)
-
-
-def _energy(values: np.ndarray, work: np.ndarray, m: int) -> float:
-    """:math:`\\max_k x_{(k)} + W_k / m` over the ``values`` sorted in decreasing order,
-    :math:`W_k` the ``work`` of the first :math:`k` (0 when there are none)."""
-    if values.size == 0:
-        return 0.0
-    order = np.argsort(-values, kind="stable")
-    return float((values[order] + np.cumsum(work[order]) / m).max())
-
-
-def energy_heads_tails(graph: OpGraph, cluster: Cluster, keep: np.ndarray, w: np.ndarray, r: np.ndarray,
-                       q: np.ndarray, anc: np.ndarray | None = None,
-                       desc: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Stronger heads and tails of the kept nodes: :math:`\\rho_v = \\max(r_v, \\max_k
-    r_{(k)} + W_k/m)` over the ancestors of :math:`v` in decreasing head order (the
-    ancestors of heads at least :math:`r_{(k)}` all run in :math:`[r_{(k)}, s_v]` on the
-    :math:`m` devices that can run some node) and likewise :math:`\\tau_v` over the
-    descendants and their tails (they all run in :math:`[e_v, T - q_{(k)}]`). ``anc`` and
-    ``desc``: :func:`_reach_matrix` of ``keep``, if already computed."""
-    m = _machines(graph, cluster)
-    anc = _reach_matrix(graph, keep, False) if anc is None else anc
-    desc = _reach_matrix(graph, keep, True) if desc is None else desc
-    rho, tau = r[keep].astype(float).copy(), q[keep].astype(float).copy()
-    for i in range(keep.shape[0]):
-        a, d = anc[i], desc[i]
-        rho[i] = max(rho[i], _energy(r[a], w[a], m))
-        tau[i] = max(tau[i], _energy(q[d], w[d], m))
-    return rho, tau
-
-
-def _machines(graph: OpGraph, cluster: Cluster) -> int:
-    """The devices that can run some node of ``graph`` (at least 1)."""
-    return max(1, capable_devices(graph, cluster))
-
-
 def subgraph_relaxation(graph: OpGraph, cluster: Cluster, keep, *, time_limit: float = 10.0, memory: bool = True,
                         horizon: float | None = None, threads: int = 1, seed: int = 0,
                         _pre: tuple | None = None) -> tuple[float, str]:
@@ -261,7 +165,7 @@ def subgraph_relaxation(graph: OpGraph, cluster: Cluster, keep, *, time_limit: f
         return int(math.floor(x * scale + 1e-9))
 
     D = cluster.size
-    anc, desc = _reach_matrix(graph, keep, False), _reach_matrix(graph, keep, True)
+    anc, desc = reach_matrix(graph, keep, False), reach_matrix(graph, keep, True)
     rho, tau = energy_heads_tails(graph, cluster, keep, w, r, q, anc, desc)
     head = dict(zip(keep.tolist(), rho.tolist()))
     tail = dict(zip(keep.tolist(), tau.tolist()))
@@ -320,8 +224,8 @@ def subgraph_relaxation(graph: OpGraph, cluster: Cluster, keep, *, time_limit: f
     off = ~np.eye(D, dtype=bool)
     tmin = np.where(off[None], tt, np.inf).reshape(graph.m, -1).min(axis=1) if D > 1 else np.zeros(graph.m)
     tmin = np.where(np.isfinite(tmin), tmin, 0.0)
-    between = (desc * w[None, :]).astype(np.float64) @ anc.T.astype(np.float64) / _machines(graph, cluster)
-    lags = _lags(graph, keep, w, tmin)
+    between = (desc * w[None, :]).astype(np.float64) @ anc.T.astype(np.float64) / machines(graph, cluster)
+    lags = path_lags(graph, keep, w, tmin)
     pos = {v: i for i, v in enumerate(keep.tolist())}
     for (u, v), (lag, c) in lags.items():
         m.Add(s[v] >= e[u] + fl(max(lag, between[pos[u], pos[v]])))
@@ -403,7 +307,7 @@ def candidate_sets(graph: OpGraph, cluster: Cluster, size: int = 80,
         ends = np.stack([graph.src[by_comm], graph.dst[by_comm]], axis=1).ravel()
     else:
         ends = np.zeros(0, dtype=np.int64)
-    score = _spine_scores(graph, w, _machines(graph, cluster))
+    score = _spine_scores(graph, w, machines(graph, cluster))
     sets = {"spine": fill(np.argsort(-score, kind="stable"), by_path, size)} if score is not None else {}
     sets |= {"path": fill(by_path, by_path, size),
             "comm": fill(ends, by_path, size),
