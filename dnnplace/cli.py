@@ -35,7 +35,7 @@ import os
 import sys
 import traceback
 
-from dnnplace import commands
+from dnnplace import commands, solve_command
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["main", "build_parser"]
@@ -206,7 +206,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="method-specific parameter (value parsed as JSON if possible), repeatable")
     _add_cluster(p)
     p.add_argument("--out", metavar="RESULT.json", help="write the result JSON")
-    p.set_defaults(func=commands.cmd_solve)
+    p.set_defaults(func=solve_command.cmd_solve)
 
     p = sub.add_parser("methods", help="list the methods per problem, or one method's options")
     p.add_argument("name", nargs="?", metavar="NAME", help="a method: print its options with types and defaults")

@@ -177,7 +177,7 @@ def test_solve_expert_with_split_and_flags(capsys, tmp_path, bert, bert_expert, 
 
 def test_solve_request_from_flags():
     from dnnplace.cli import build_parser
-    from dnnplace.commands import build_request
+    from dnnplace.solve_command import build_request
 
     args = build_parser().parse_args(["solve", "g.json", "--method", "x", "--contiguous", "--subgraphs-per-device",
                                       "2", "--coarsen-to", "50", "--param", "alpha=0.5", "--param", "name=abc"])
@@ -319,8 +319,8 @@ def test_rel_gap_flag_and_its_old_name():
     """``--rel-gap`` sets ``rel_gap`` (the name of configs and records); ``--mip-gap``
     still does, and a message names the flag as typed."""
     from dnnplace.cli import build_parser
-    from dnnplace.commands import build_request
     from dnnplace.graphs.errors import InputError
+    from dnnplace.solve_command import build_request
 
     for flag in ("--rel-gap", "--mip-gap"):
         args = build_parser().parse_args(["solve", "g.json", "--method", "x", flag, "0.05"])
@@ -334,8 +334,8 @@ def test_coarsen_to_flag_is_the_param():
     """``--coarsen-to N`` (hidden, the old spelling) is ``--param coarsen_to=N``; both
     with different values is an error, not a silent choice."""
     from dnnplace.cli import build_parser
-    from dnnplace.commands import build_request
     from dnnplace.graphs.errors import InputError
+    from dnnplace.solve_command import build_request
 
     base = ["solve", "g.json", "--method", "x", "--coarsen-to", "5", "--param"]
     assert build_request(build_parser().parse_args(base + ["coarsen_to=5"])).params == {"coarsen_to": 5}
@@ -346,13 +346,13 @@ def test_coarsen_to_flag_is_the_param():
 
 def test_solver_layer_knows_no_flags():
     """The solver layer names settings by their field (``time_limit = -5``); the command
-    line re-words them with its flags (:data:`dnnplace.commands.SOLVER_FLAGS`), each one
+    line re-words them with its flags (:data:`dnnplace.command_args.SOLVER_FLAGS`), each one
     a flag of ``dnnplace solve``."""
     import argparse
     import dataclasses
 
     from dnnplace.cli import build_parser
-    from dnnplace.commands import SOLVER_FLAGS
+    from dnnplace.command_args import SOLVER_FLAGS
     from dnnplace.formulations.solvers.options import SettingError, SolverOptions, check_values
 
     with pytest.raises(SettingError, match=r"^time_limit = -5: must be a positive number") as exc:

@@ -136,7 +136,7 @@ def test_threads_are_capped_at_the_cores_with_a_warning(capsys):
 
 
 def test_cli_solve_counts_the_limit_from_the_process_start(tmp_path, capsys):
-    from dnnplace.commands import solve_deadline
+    from dnnplace.solve_command import solve_deadline
 
     d = solve_deadline(10.0)  # this test process started long ago: much less than 10 s is left
     assert d.remaining() < 10.0 - 0.7
