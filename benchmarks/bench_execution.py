@@ -10,6 +10,12 @@ executor then follows), run the plan with ``dnnplace execute``'s engine and comp
     .venv/bin/python -m benchmarks execution [--models mlp,cnn,...] [--devices 1,2]
         [--methods heft,dpos,celeritas,pesto] [--steps 7] [--out results/execution] [--fresh]
 
+With ``--cuda`` (a host with a CUDA GPU): the operators are timed on the GPU and on one CPU
+thread (``measured:cuda+measured:cpu``), the cluster is that GPU (``gpu0``) and one CPU
+process (``cpu0``) whose link is timed on the executor's own path (send/recv through host
+memory, ``gloo+host``), device count 1 is the whole step on the GPU and 2 the GPU plus the
+CPU process; rows go to ``results/execution/gpu`` by default.
+
 Rows are appended to ``OUT/runs.jsonl`` as each model finishes (a rerun skips the models
 already there unless ``--fresh``); ``OUT/predicted-vs-measured.md`` is rewritten from all
 rows each time. Summaries: median and worst |error|, whether the simulator and the
@@ -65,18 +71,40 @@ def plans_for(inst, methods: dict, time_limit: float):
     return out
 
 
-def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: int, time_limit: float) -> list[dict]:
+def gpu_cluster():
+    """The GPU ``gpu0`` and one CPU process ``cpu0``, linked as the executor sends between
+    them: through host memory (:func:`~dnnplace.graphs.capture.links.time_p2p_pairs` with
+    ``gloo+host``, one CPU thread per process)."""
+    from dnnplace.graphs.capture.links import cluster_from_fits, time_p2p_pairs
+    staged = time_p2p_pairs(2, backend="gloo+host", threads=1)[(0, 1)]
+    print(f"gpu0-cpu0 through host memory: beta0 {staged.fit.beta0 * 1e6:.1f} us, "
+          f"{1e-9 / staged.fit.beta1 if staged.fit.beta1 > 0 else float('inf'):.2f} GB/s", file=sys.stderr)
+    return cluster_from_fits(1, staged, staged, gpu_memory=0.9 * _gpu_memory(), name="gpu0+cpu0")
+
+
+def _gpu_memory() -> float:
+    import torch
+    return float(torch.cuda.get_device_properties(0).total_memory)
+
+
+def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: int, time_limit: float,
+              gpu=None) -> list[dict]:
+    """Rows of one model; ``gpu``: the cluster of :func:`gpu_cluster` (``--cuda``)."""
     from dnnplace.execution.launch import execute
     from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.io.native import cluster_to_dict
     from dnnplace.graphs.presets import cluster_preset
-    spec, graph = model_graph(name)
+    spec, graph = model_graph(name, cuda=gpu is not None)
     rows = []
     for n_dev in devices:
-        cluster = cluster_preset(f"local-cpu-{n_dev}", graph)
+        cluster = gpu if gpu is not None else cluster_preset(f"local-cpu-{n_dev}", graph)
         inst = Instance(graph, cluster, f"bench:{name}")
-        plans = plans_for(inst, methods if n_dev > 1 else {"heft": {}}, time_limit)
+        if gpu is not None and n_dev == 1:   # the whole step on the GPU
+            plans = [one_device_plan(inst, "gpu0")]
+        else:
+            plans = plans_for(inst, methods if n_dev > 1 else {"heft": {}}, time_limit)
         measured = execute(spec, [p for _, p, _, _ in plans], list(cluster.names), steps=steps, warmup=warmup,
-                           timeout_s=600)
+                           timeout_s=600, torch_devices={"gpu0": "cuda:0"} if gpu is not None else None)
         for (method, plan, sim, took), m in zip(plans, measured):
             d = m.to_dict()
             rows.append({"model": name, "devices": n_dev, "method": method if n_dev > 1 else "one device",
@@ -85,8 +113,11 @@ def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: 
                          "eager_ms": d["eager_step_ms"], "matches_reference": d["matches_reference"],
                          "transfers": d["transfers"], "transfer_bytes": d["transfer_bytes"],
                          "peak_rss_MB": {k: v / 2**20 for k, v in d["peak_rss_bytes"].items()},
-                         "cost_sum_ms": float(graph.compute.sum()), "solve_s": took,
-                         "plan": {"placement": dict(plan.placement), "start": dict(plan.start)}})
+                         "cost_sum_ms": float(graph.compute[:, graph.kind_index(cluster.kinds[0])].sum()),
+                         "solve_s": took, "plan": {"placement": dict(plan.placement), "start": dict(plan.start)},
+                         **({"cluster": cluster_to_dict(cluster),
+                             "peak_cuda_MB": {k: v / 2**20 for k, v in d["peak_cuda_bytes"].items() if v}}
+                            if gpu is not None else {})})
             r = rows[-1]
             print(f"{name:<12} {n_dev} {r['method']:<11} predicted {r['predicted_ms']:9.3f} measured "
                   f"{r['measured_ms']:9.3f} ms ({100 * (r['predicted_ms'] / r['measured_ms'] - 1):+6.1f} %)",
@@ -94,14 +125,26 @@ def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: 
     return rows
 
 
-def model_graph(name: str):
-    """The model's captured training graph with ``measured:cpu`` costs (cached profile)."""
+def one_device_plan(inst, device: str):
+    """``(method, Plan, predicted SimResult, 0)`` of the whole step on ``device``, in the
+    simulator's FIFO order."""
+    from dnnplace.execution.command import predict
+    from dnnplace.execution.launch import Plan
+    placement = {v: device for v in inst.graph.ids}
+    sim = predict(inst, placement, None)
+    return "one device", Plan(placement, dict(zip(inst.graph.ids, sim.schedule.start.tolist()))), sim, 0.0
+
+
+def model_graph(name: str, cuda: bool = False):
+    """The model's captured training graph with ``measured:cpu`` costs (cached profile), or
+    with ``cuda``: ``measured:cuda+measured:cpu`` (a GPU column and a CPU column)."""
     from dnnplace.execution.worker import ModelSpec, load
     from dnnplace.graphs.capture import capture
     factory, inputs, params = MODELS[name]
     spec = ModelSpec(spec=f"{MODELS_FILE}:{factory}", inputs=inputs, loss="cross_entropy", params=params)
     net, ins, loss_fn = load(spec)
-    return spec, capture(net, ins, loss_fn, cost="measured:cpu", name=name).graph
+    cost = "measured:cuda+measured:cpu" if cuda else "measured:cpu"
+    return spec, capture(net, ins, loss_fn, cost=cost, name=name).graph
 
 
 def repredict(rows: list[dict]) -> list[dict]:
@@ -110,13 +153,16 @@ def repredict(rows: list[dict]) -> list[dict]:
     and the cached operator profiles; the measurements stay."""
     from dnnplace.execution.command import predict
     from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.io.native import cluster_from_dict
     from dnnplace.graphs.presets import cluster_preset
     graphs = {}
     for r in rows:
-        if r["model"] not in graphs:
-            graphs[r["model"]] = model_graph(r["model"])[1]
-        g = graphs[r["model"]]
-        inst = Instance(g, cluster_preset(f"local-cpu-{r['devices']}", g), f"bench:{r['model']}")
+        cuda = "cluster" in r
+        if (r["model"], cuda) not in graphs:
+            graphs[r["model"], cuda] = model_graph(r["model"], cuda)[1]
+        g = graphs[r["model"], cuda]
+        cl = cluster_from_dict(r["cluster"]) if cuda else cluster_preset(f"local-cpu-{r['devices']}", g)
+        inst = Instance(g, cl, f"bench:{r['model']}")
         r["predicted_ms"] = float(predict(inst, r["plan"]["placement"], r["plan"]["start"]).makespan)
     return rows
 
@@ -155,12 +201,20 @@ def summary(rows: list[dict]) -> list[str]:
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
-    out = ["# Predicted vs measured training steps (CPU worker processes on this host)", "",
-           f"Command: `{meta['command']}`. Machine: {meta['machine']}. Each row: the simulator's step "
-           "(measured:cpu operator costs, local-cpu-N links) and the median of the measured steps "
-           "(min-max in brackets), one process per device, one thread each.", "",
-           "| model | nodes | devices | method | predicted ms | measured ms | error | transfers | peak RSS MB |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    if any("cluster" in r for r in rows):
+        head = ["# Predicted vs measured training steps (a GPU and a CPU worker process on this host)", "",
+                f"Command: `{meta['command']}`. Machine: {meta['machine']}. Each row: the simulator's step "
+                "(measured:cuda+measured:cpu operator costs; the gpu0-cpu0 link timed through host memory as "
+                "the executor sends) and the median of the measured steps (min-max in brackets); devices 1: the "
+                "whole step on the GPU, 2: the GPU and one CPU process (one thread). The GPU is synchronized "
+                "after every operator (each operator's own time, as the simulator charges it).", ""]
+    else:
+        head = ["# Predicted vs measured training steps (CPU worker processes on this host)", "",
+                f"Command: `{meta['command']}`. Machine: {meta['machine']}. Each row: the simulator's step "
+                "(measured:cpu operator costs, local-cpu-N links) and the median of the measured steps "
+                "(min-max in brackets), one process per device, one thread each.", ""]
+    out = head + ["| model | nodes | devices | method | predicted ms | measured ms | error | transfers | peak RSS MB |",
+                  "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         rss = "/".join(f"{v:.0f}" for v in r["peak_rss_MB"].values())
         out.append(f"| {r['model']} | {r['nodes']} | {r['devices']} | {r['method']} | {r['predicted_ms']:.2f} | "
@@ -176,6 +230,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--devices", default="1,2", help="device counts, comma-separated (default: %(default)s)")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--cuda", action="store_true",
+                        help="a CUDA GPU and a CPU process (see the docstring); OUT defaults to results/execution/gpu")
     parser.add_argument("--repredict", action="store_true",
                         help="no execution: recompute the stored rows' predictions (current simulator and preset)")
 
@@ -183,12 +239,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> None:
     import platform
     out = Path(args.out)
+    if args.cuda and out == ROOT / "results" / "execution":
+        out = out / "gpu"
     out.mkdir(parents=True, exist_ok=True)
     runs = out / "runs.jsonl"
     rows = read_jsonl(runs) if runs.exists() and not args.fresh else []
     if args.fresh and runs.exists():
         runs.unlink()
     meta = {"command": args.command_line, "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    gpu = None
+    if args.cuda and not args.repredict:
+        import torch
+        meta["machine"] += f", {torch.cuda.get_device_name(0)}"
+        gpu = gpu_cluster()
     if args.repredict:
         rows = repredict(rows)
         write_jsonl(runs, rows)
@@ -201,7 +264,7 @@ def run(args) -> None:
     for name in args.models:
         if name in done:
             continue
-        new = run_model(name, devices, methods, args.steps, args.warmup, args.time_limit)
+        new = run_model(name, devices, methods, args.steps, args.warmup, args.time_limit, gpu)
         with runs.open("a") as f:
             for r in new:
                 f.write(json.dumps(r) + "\n")

@@ -112,8 +112,10 @@ def cmd_capture(args: argparse.Namespace) -> int:
         made = g.meta.get("assembled") or g.meta["capture"]
         took = made["capture_s"] + made["assemble_s"] if args.tiled else made["trace_s"]
         print(f"{name}: {g.n} nodes, {g.m} edges, {int(g.backward.sum())} backward, "
-              f"{made.get('flops', 0) / 1e9:.2f} GFLOP, compute {g.compute.sum():.3f} ms "
-              f"({g.meta['cost'].get('model', args.cost)}), {'assembled' if args.tiled else 'traced'} in "
+              f"{made.get('flops', 0) / 1e9:.2f} GFLOP, compute "
+              f"{', '.join(f'{g.compute[:, i].sum():.3f} ms on {k}' for i, k in enumerate(g.kinds))} "
+              f"({args.cost if len(g.kinds) > 1 else g.meta['cost'].get('model', args.cost)}), "
+              f"{'assembled' if args.tiled else 'traced'} in "
               f"{took:.1f} s -> {out}")
     if args.batches:
         print(f"{len(batches)} batch profiles with the same nodes and edges: "
@@ -218,7 +220,9 @@ def add_parsers(sub) -> None:
                         "200k operators in seconds, equal to a direct capture")
     p.add_argument("--inference", action="store_true", help="forward graph only")
     p.add_argument("--cost", default="roofline:v100",
-                   help="roofline:<v100|a100|h100>, measured[:cpu|cuda] or calibrated:<gpu> (default roofline:v100)")
+                   help="roofline:<v100|a100|h100>, measured[:cpu|cuda] or calibrated:<gpu> (default roofline:v100); "
+                        "several joined by + give one compute column each (measured:cuda+measured:cpu: a GPU "
+                        "and a CPU column)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"])
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="zoo builder option (layers, hidden, ...) or a user factory's keyword argument, repeatable")

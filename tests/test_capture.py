@@ -186,6 +186,22 @@ def test_link_fit_recovers_known_parameters():
     assert checked == 3
 
 
+def test_two_cost_models_give_two_columns():
+    """``roofline:h100+measured:cpu``: one compute column per kind, each equal to
+    the single-model capture's column; the kinds must differ."""
+    from dnnplace.graphs.capture.costs import SPECS, Roofline, cost_models
+    m, x = tiny()
+    both = capture(m, x, loss_fn, cost="roofline:h100+measured:cpu", name="tiny").graph
+    assert both.kinds == ("gpu", "cpu") and both.compute.shape == (both.n, 2)
+    alone = capture(m, x, loss_fn, cost="roofline:h100", name="tiny").graph
+    assert np.array_equal(both.compute[:, 0], alone.compute[:, 0])
+    assert both.compute[both.index_of("convolution"), 1] > 0
+    assert set(both.meta["cost"]["columns"]) == {"gpu", "cpu"}
+    assert [c.kind for c in cost_models(Roofline(SPECS["h100"], kind="cpu"))] == ["cpu"]
+    with pytest.raises(InputError, match="two columns of kind 'gpu'"):
+        cost_models("roofline:v100+measured:cuda")
+
+
 def test_measured_costs_on_cpu(tmp_path):
     m, x = tiny()
     cm = Measured(device="cpu", repeats=2, cache_dir=str(tmp_path))

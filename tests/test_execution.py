@@ -186,6 +186,49 @@ def test_unknown_node_and_device_named():
         execute(ms, [Plan({**pl, "nope": "cpu0"})], DEVICES, steps=1)
 
 
+CUDA = torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", list(SPECS))
+def test_cuda_step_equals_eager_step(name):
+    """With ``cpu0`` on the GPU: the whole step there, and random placements over the GPU and
+    a CPU process (transfers through host memory), equal the eager step on the GPU."""
+    ms = spec(name)
+    cap = traced(ms)
+    rng = np.random.default_rng(len(name))
+    plans = [Plan({v: "cpu0" for v in cap.ids})] + [random_plan(cap, rng) for _ in range(2)]
+    measured = execute(ms, plans, DEVICES, steps=2, warmup=1, timeout_s=120, torch_devices={"cpu0": "cuda:0"})
+    assert len(measured) == 3
+    for k, m in enumerate(measured):
+        assert m.matches_reference, (name, k, m.max_abs_grad_diff, m.loss, m.reference_loss)
+        assert m.n_grads_checked == sum(1 for kd in cap.arg_kinds if kd == "param")
+        assert m.torch_devices["cpu0"] == "cuda:0" and m.peak_cuda_bytes["cpu0"] > 0
+    assert measured[0].transfers == 0 and measured[1].transfers + measured[2].transfers > 10
+    assert all(m.torch_devices.get("cpu1", "cpu") == "cpu" for m in measured)
+
+
+def test_gpu_requests_checked():
+    """A GPU the host lacks, a device name the cluster lacks, two devices on one GPU, a
+    device string that is no torch device, and --cuda on a cluster without GPUs: each named."""
+    from dnnplace.execution.command import gpu_map
+    from dnnplace.execution.launch import cuda_devices
+    have = torch.cuda.device_count() if CUDA else 0
+    assert cuda_devices(DEVICES, {}) == ["cpu", "cpu"]
+    with pytest.raises(InputError, match=f"'cpu1' is to run on cuda:{have}, but this host has {have}"):
+        cuda_devices(DEVICES, {"cpu1": f"cuda:{have}"})
+    with pytest.raises(InputError, match="'gpu3'"):
+        cuda_devices(DEVICES, {"gpu3": "cuda:0"})
+    with pytest.raises(InputError, match="'tpu:0' is neither"):
+        cuda_devices(DEVICES, {"cpu0": "tpu:0"})
+    if CUDA:
+        with pytest.raises(InputError, match="would share cuda:0"):
+            cuda_devices(DEVICES, {"cpu0": "cuda:0", "cpu1": "cuda:0"})
+    assert gpu_map(["gpu0", "gpu1", "cpu0"], ["gpu", "gpu", "cpu"]) == {"gpu0": "cuda:0", "gpu1": "cuda:1"}
+    with pytest.raises(InputError, match="no GPU devices"):
+        gpu_map(DEVICES, ["cpu", "cpu"])
+
+
 def test_cli_capture_solve_execute(tmp_path, capsys):
     """The researcher's path on this host: capture with measured:cpu costs, solve on
     local-cpu-2, execute with --out and --gantt; the run file has the promised fields."""

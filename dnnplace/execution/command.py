@@ -8,7 +8,7 @@ from typing import Any
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["cmd_execute", "add_parser", "predict", "model_spec"]
+__all__ = ["cmd_execute", "add_parser", "predict", "model_spec", "gpu_map"]
 
 
 def model_spec(args: argparse.Namespace):
@@ -34,6 +34,15 @@ def predict(inst: Any, placement: dict, start: dict | None) -> Any:
     return simulate(pl, policy="order", priorities=np.array([float(start[v]) for v in inst.graph.ids]))
 
 
+def gpu_map(names: list[str], kinds: list[str]) -> dict[str, str]:
+    """``--cuda``: the cluster's devices of a kind other than ``cpu``, in cluster order, on
+    ``cuda:0``, ``cuda:1``, ... (the launcher refuses more devices than GPUs)."""
+    accel = [d for d, k in zip(names, kinds) if k != "cpu"]
+    if not accel:
+        raise InputError(f"--cuda: the cluster has no GPU devices (devices: {', '.join(names)})")
+    return {d: f"cuda:{i}" for i, d in enumerate(accel)}
+
+
 def cmd_execute(args: argparse.Namespace) -> int:
     """Run the plan in RESULT.json across processes; print and write the measurement."""
     from dnnplace.execution.launch import Plan, execute
@@ -51,20 +60,25 @@ def cmd_execute(args: argparse.Namespace) -> int:
     if graph_path and Path(graph_path).is_file():
         inst = instance_for_placement(graph_path, args.cluster, doc, args.result)  # --cluster, else the result's
     if inst is not None and inst.cluster is not None:
-        names, note = list(inst.cluster.names), None
+        names, kinds, note = list(inst.cluster.names), list(inst.cluster.kinds), None
     elif args.cluster:
-        names, note = list(cluster_preset(args.cluster).names), "no graph with costs: give --graph GRAPH.json"
+        cl = cluster_preset(args.cluster)
+        names, kinds, note = list(cl.names), list(cl.kinds), "no graph with costs: give --graph GRAPH.json"
     else:
         names = sorted(set(placement.values()))
+        kinds = ["cpu" if d.startswith("cpu") else "gpu" for d in names]
         note = "no graph with costs and cluster: give --graph GRAPH.json and --cluster (e.g. local-cpu-2)"
     spec = model_spec(args)
     if args.pipeline:
+        if args.cuda:
+            raise InputError("--cuda runs placed steps; the pipeline (--pipeline) runs on CPU processes only")
         from dnnplace.execution.pipeline import cmd_pipeline
         return cmd_pipeline(args, spec, placement, names, inst)
     sim = predict(inst, placement, start) if note is None else None
     order = start or (dict(zip(inst.graph.ids, sim.schedule.start.tolist())) if sim is not None else None)
+    gpus = gpu_map(names, kinds) if args.cuda else {}
     m = execute(spec, [Plan(placement, order)], names, steps=args.steps, warmup=args.warmup,
-                timeout_s=args.timeout)[0]
+                timeout_s=args.timeout, torch_devices=gpus)[0]
     out = {"model": args.model, "result": args.result, **m.to_dict()}
     out["predicted_step_ms"] = float(sim.makespan) if sim is not None else None
     out["prediction"] = note or ("simulator, each device in the plan's order" if start else
@@ -73,8 +87,10 @@ def cmd_execute(args: argparse.Namespace) -> int:
     if sim is not None and out["measured_step_ms"] > 0:
         out["error_pct"] = 100.0 * (out["predicted_step_ms"] - out["measured_step_ms"]) / out["measured_step_ms"]
     say = print
+    on = ", ".join(f"{d} on {t}" for d, t in m.torch_devices.items() if t != "cpu")
     say(f"measured step: {out['measured_step_ms']:.3f} ms (median of {args.steps}; min "
-        f"{out['measured_min_ms']:.3f}, max {out['measured_max_ms']:.3f}) on {len(m.devices)} process(es)")
+        f"{out['measured_min_ms']:.3f}, max {out['measured_max_ms']:.3f}) on {len(m.devices)} process(es)"
+        f"{' (' + on + ')' if on else ''}")
     say(f"predicted: {'-' if sim is None else format(out['predicted_step_ms'], '.3f') + ' ' + inst.graph.unit} "
         f"({out['prediction']})")
     say(f"eager single-process step: {m.eager_step_ms:.3f} ms")
@@ -115,6 +131,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--steps", type=int, default=5, help="measured steps after the warm-up (default 5)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up steps (default 2)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds before a stuck step is stopped")
+    p.add_argument("--cuda", action="store_true",
+                   help="run the cluster's GPU devices on this host's CUDA GPUs (cuda:0, cuda:1, ... in cluster "
+                        "order; one GPU per device; transfers through host memory); default: every device a CPU "
+                        "process")
     p.add_argument("--pipeline", action="store_true",
                    help="run a contiguous max-load split of a forward model as a pipeline (torch.distributed."
                         "pipelining)")

@@ -7,9 +7,12 @@ temporary folder), waits for them under a deadline (a stuck step is killed and r
 never a hang), and compares step 0's loss and every gradient with an eager
 single-process ``loss.backward()`` of the same model and inputs.
 
-Devices are processes on this host whatever their kind in the plan: a plan made for
-GPUs runs its devices as CPU processes here (the measurement then says what this host
-does with that plan, and ``emulated`` lists those devices).
+Devices are processes on this host. By default every one computes on the CPU whatever
+its kind in the plan (the measurement then says what this host does with that plan);
+``torch_devices`` maps plan devices to CUDA GPUs of this host (``{"gpu0": "cuda:0"}``),
+one GPU per device, whose processes compute there and send through host memory
+(:mod:`~dnnplace.execution.worker`). The eager reference then runs on the first GPU, and
+gradients are compared at ``CUDA_TOLERANCE`` (another summation order than the CPU's).
 """
 
 from __future__ import annotations
@@ -30,11 +33,16 @@ from dnnplace.execution.worker import ModelSpec, WorkerPlan, load, run_worker, t
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["ExecutionError", "Measured", "Plan", "ReferenceCompared", "execute", "device_orders", "eager_reference",
-           "check_reference", "torch_optimizer", "run_processes"]
+           "check_reference", "torch_optimizer", "run_processes", "cuda_devices", "CUDA_TOLERANCE"]
 
 
 _RANDOM_OPS = ("dropout", "bernoulli", "rand", "normal", "uniform", "multinomial")
 """Substrings of ATen ops that draw random numbers."""
+
+
+CUDA_TOLERANCE = (1e-4, 1e-3)
+"""``(atol, rtol)`` of the gradient check of a plan that computes on a GPU: CUDA kernels sum
+in other orders than the CPU's and than each other (a mixed plan's CPU operators)."""
 
 
 class ExecutionError(RuntimeError):
@@ -71,6 +79,8 @@ class Measured(ReferenceCompared):
     ops: list[dict]                 # median step: {node, device, start_ms, end_ms}
     devices: list[str]
     peak_rss_bytes: dict[str, int]
+    torch_devices: dict[str, str]
+    peak_cuda_bytes: dict[str, int]
     transfers: int
     transfer_bytes: int
 
@@ -79,6 +89,7 @@ class Measured(ReferenceCompared):
         return {"measured_step_ms": statistics.median(s), "measured_min_ms": min(s), "measured_max_ms": max(s),
                 "measured_steps_ms": s, "eager_step_ms": self.eager_step_ms,
                 **self.reference_dict(), "devices": self.devices, "peak_rss_bytes": self.peak_rss_bytes,
+                "torch_devices": self.torch_devices, "peak_cuda_bytes": self.peak_cuda_bytes,
                 "transfers": self.transfers, "transfer_bytes": self.transfer_bytes, "ops": self.ops}
 
 
@@ -108,13 +119,14 @@ def torch_optimizer(kind: str, params: list, lr: float) -> Any:
             "adam": lambda: torch.optim.Adam(params, lr=lr)}[kind]()
 
 
-def eager_reference(model: ModelSpec, *, steps: int = 6, threads: int = 1,
-                    eval_mode: bool = False) -> tuple[list[float], dict, float]:
+def eager_reference(model: ModelSpec, *, steps: int = 6, threads: int = 1, eval_mode: bool = False,
+                    device: str = "cpu") -> tuple[list[float], dict, float]:
     """Eager training steps on ``threads`` threads from the model as built:
     ``loss_fn(model(*inputs), *inputs).backward()`` plus the ``torch.optim`` step, ``steps``
     times (at least 2). Returns every step's loss, step 0's gradients by parameter name and
     the median step time (ms) after the first. ``eval_mode``: the model in eval mode
-    (the pipeline runs the forward graph that ``--inference`` captures)."""
+    (the pipeline runs the forward graph that ``--inference`` captures). ``device``: where
+    the model computes (gradients come back on the CPU; a GPU is synchronized per step)."""
     import torch
 
     from dnnplace.graphs.capture.ops import steady_malloc
@@ -123,6 +135,12 @@ def eager_reference(model: ModelSpec, *, steps: int = 6, threads: int = 1,
     steady_malloc()   # as in the workers
     try:
         net, inputs, loss_fn = load(model)
+        cuda = device.startswith("cuda")
+        if cuda:
+            from dnnplace.execution.worker import exact_cuda_math
+            exact_cuda_math()
+            net = net.to(device)
+            inputs = tuple(x.to(device) for x in inputs)
         if eval_mode:
             net.eval()
         opt = torch_optimizer(model.optimizer, list(net.parameters()), model.lr)
@@ -134,9 +152,11 @@ def eager_reference(model: ModelSpec, *, steps: int = 6, threads: int = 1,
             loss = loss_fn(net(*inputs), *inputs)
             loss.backward()
             if i == 0:
-                grads = {k: p.grad.detach().clone() for k, p in net.named_parameters() if p.grad is not None}
+                grads = {k: p.grad.detach().cpu().clone() for k, p in net.named_parameters() if p.grad is not None}
             if opt is not None:
                 opt.step()
+            if cuda:
+                torch.cuda.synchronize(device)
             times.append((time.perf_counter() - t0) * 1e3)
             losses.append(float(loss.detach()))
         return losses[:max(steps, 1)], grads, statistics.median(times[1:])
@@ -154,13 +174,15 @@ class Plan:
 
 def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str], *, steps: int = 5,
             warmup: int = 2, timeout_s: float = 300.0, threads: int = 1, atol: float = 1e-5,
-            rtol: float = 1e-4) -> list[Measured]:
+            rtol: float = 1e-4, torch_devices: Mapping[str, str] | None = None) -> list[Measured]:
     """Run each plan (see the module docstring) and measure it; one :class:`Measured` per plan.
 
     Every plan maps each graph node id of the traced step to a name in ``device_names``;
     its ``start`` times give each device's order. The plans share one set of processes
     (as many as the largest plan uses), each plan starting from the model as built.
-    Gradients match when ``|ours - eager| <= atol + rtol * |eager|`` elementwise.
+    Gradients match when ``|ours - eager| <= atol + rtol * |eager|`` elementwise (at least
+    :data:`CUDA_TOLERANCE` when a device is a GPU). ``torch_devices``: device name -> the
+    torch device it computes on (default ``"cpu"``; see the module docstring).
     """
     import torch
     import torch.multiprocessing as mp
@@ -186,11 +208,17 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
         progs_of.append(build_programs(cap, rank, orders))  # bad orders / crossings refused here, once
         jobs.append((tuple(rank.tolist()), tuple(tuple(o) for o in orders)))
         used_of.append(used)
-    ref_losses, ref_grads, eager_ms = eager_reference(model, steps=warmup + steps, threads=threads)
+    on = cuda_devices(device_names, torch_devices or {})
+    gpus = sorted({on[d] for u in used_of for d in u if on[d] != "cpu"})
+    if gpus:
+        atol, rtol = max(atol, CUDA_TOLERANCE[0]), max(rtol, CUDA_TOLERANCE[1])
+    ref_losses, ref_grads, eager_ms = eager_reference(model, steps=warmup + steps, threads=threads,
+                                                      device=gpus[0] if gpus else "cpu")
     world = max(len(u) for u in used_of)
     with tempfile.TemporaryDirectory(prefix="dnnplace-exec-") as tmp:
         wp = WorkerPlan(model=model, ids=tuple(ids), jobs=tuple(jobs), steps=steps, warmup=warmup, out_dir=tmp,
-                        init_file=os.path.join(tmp, "rendezvous"), timeout_s=timeout_s, threads=threads)
+                        init_file=os.path.join(tmp, "rendezvous"), timeout_s=timeout_s, threads=threads,
+                        devices=tuple(tuple(on[d] for d in u) for u in used_of))
         print(f"executing {len(plans)} plan(s) on {world} process(es), "
               f"{max(sum(len(p.recvs) for p in pr) for pr in progs_of)} transfers per step at most",
               file=sys.stderr, flush=True)
@@ -203,6 +231,30 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
     return [_measured(j, ids, device_names, used_of[j], progs_of[j], [rec[j] for rec in records],
                       [o[j] for o in outs], ref_losses, ref_grads, eager_ms, steps, atol, rtol)
             for j in range(len(plans))]
+
+
+def cuda_devices(device_names: Sequence[str], torch_devices: Mapping[str, str]) -> list[str]:
+    """The torch device of every plan device (``"cpu"`` unless ``torch_devices`` names a GPU),
+    checked: known device names, GPUs this host has, one GPU per device."""
+    import torch
+    unknown = next((d for d in torch_devices if d not in device_names), None)
+    if unknown is not None:
+        raise InputError(f"a GPU is asked for device {unknown!r}, which the cluster does not have "
+                         f"(devices: {', '.join(device_names)})")
+    out = [str(torch_devices.get(d, "cpu")) for d in device_names]
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    seen: dict[str, str] = {}
+    for name, dev in zip(device_names, out):
+        if dev == "cpu":
+            continue
+        if not dev.startswith("cuda:") or not dev[5:].isdigit():
+            raise InputError(f"device {name!r}: torch device {dev!r} is neither 'cpu' nor 'cuda:N'")
+        if int(dev[5:]) >= have:
+            raise InputError(f"device {name!r} is to run on {dev}, but this host has {have} CUDA GPU(s)")
+        if dev in seen:
+            raise InputError(f"devices {seen[dev]!r} and {name!r} would share {dev}: each device needs its own GPU")
+        seen[dev] = name
+    return out
 
 
 def _ranks(placement: Mapping[str, str], ids: list[str], index: dict[str, int]) -> tuple[np.ndarray, list[int]]:
@@ -244,6 +296,9 @@ def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[in
                     n_losses_checked=min(len(losses), len(ref_losses)), eager_step_ms=eager_ms,
                     devices=[device_names[d] for d in used],
                     peak_rss_bytes={device_names[used[r]]: rec["peak_rss_bytes"] for r, rec in enumerate(records)},
+                    torch_devices={device_names[used[r]]: rec.get("device", "cpu") for r, rec in enumerate(records)},
+                    peak_cuda_bytes={device_names[used[r]]: rec.get("peak_cuda_bytes", 0)
+                                     for r, rec in enumerate(records)},
                     transfers=sum(len(p.recvs) for p in progs),
                     transfer_bytes=sum(t.nbytes for p in progs for t in p.recvs))
 

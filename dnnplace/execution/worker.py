@@ -11,6 +11,13 @@ launcher checks that the graph node ids equal the ones the plan places. Then, pe
    each of its values that another device consumes;
 3. wait for the sends; ``t_end``.
 
+A device may be a CUDA GPU (``WorkerPlan.devices``): its process holds the model's
+tensors there, runs its operators there (factory operators such as ``zeros`` and the
+traced constants are moved to it) and synchronizes the GPU after every operator, so that
+start and end times are the operator's own, as the simulator charges them. Transfers
+go through host memory (gloo moves CPU tensors): a copy to the host, the send, and a
+copy to the GPU on arrival, the path of GPUs without peer access.
+
 Step 0's loss and gradients (those this device computes) are saved for the launcher's
 comparison with an eager single-process step. Times are ``time.perf_counter()``
 (CLOCK_MONOTONIC: one clock for every process of this host).
@@ -29,7 +36,7 @@ from typing import Any
 
 from dnnplace.graphs.capture.ops import apply_update, steady_malloc
 
-__all__ = ["ModelSpec", "WorkerPlan", "run_worker", "load"]
+__all__ = ["ModelSpec", "WorkerPlan", "run_worker", "load", "exact_cuda_math"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,7 @@ class WorkerPlan:
     init_file: str
     timeout_s: float
     threads: int = 1
+    devices: tuple = ()    # per plan: the torch device of every rank ("cpu", "cuda:0", ...); empty: all "cpu"
 
 
 def load(model: ModelSpec, *, device: str = "cpu"):
@@ -84,9 +92,13 @@ def trace_step(model: ModelSpec, net: Any, inputs: tuple, loss_fn: Any):
 class _Step:
     """One device's executable step over a traced graph."""
 
-    def __init__(self, cap: Any, prog: Any, bound: dict[str, Any], rank_of_device: list[int], model: ModelSpec):
+    def __init__(self, cap: Any, prog: Any, bound: dict[str, Any], rank_of_device: list[int], model: ModelSpec,
+                 device: str = "cpu"):
         from dnnplace.execution.program import grad_values, step_outputs
         self.cap, self.prog, self.bound, self.model = cap, prog, bound, model
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.consts: dict[str, Any] = {}
         self.nodes = {nd.name: nd for nd in cap.gm.graph.nodes}
         self.body: dict[int, list[Any]] = {}
         from dnnplace.graphs.capture.ops import is_view
@@ -112,7 +124,10 @@ class _Step:
             return env[name]
         nd = self.nodes[name]
         if nd.op == "get_attr":
-            val = getattr(self.cap.gm, nd.target)
+            if name not in self.consts:   # a traced constant, moved to this device once
+                c = getattr(self.cap.gm, nd.target)
+                self.consts[name] = c.to(self.device) if self.cuda and hasattr(c, "to") else c
+            val = self.consts[name]
         elif nd.op == "call_function" and (self.is_view(nd) or self.cap.rep.get(name, -1) < 0):
             val = self._call(env, nd)
         else:
@@ -126,6 +141,8 @@ class _Step:
         import torch
         args = torch.fx.node.map_arg(nd.args, lambda a: self.get(env, a.name))
         kwargs = torch.fx.node.map_arg(nd.kwargs, lambda a: self.get(env, a.name))
+        if self.cuda and "device" in kwargs:   # factory operators were traced on the CPU
+            kwargs["device"] = torch.device(self.device)
         return nd.target(*args, **kwargs)
 
     def run_node(self, env: dict, v: int) -> None:
@@ -169,17 +186,24 @@ class _Step:
                     t = by_tag[tag]
                     buf = bufs[tag]
                     val = buf.to(torch.bool) if t.dtype == torch.bool else buf
+                    if self.cuda:
+                        val = val.to(self.device)
                     if t.stride:  # the views replayed on it may need the producer's layout
-                        val = torch.empty_strided(t.shape, t.stride, dtype=t.dtype).copy_(val)
+                        val = torch.empty_strided(t.shape, t.stride, dtype=t.dtype, device=val.device).copy_(val)
                     env[t.value] = val
                     got.add(tag)
             ts = time.perf_counter()
             self.run_node(env, v)
+            if self.cuda:
+                torch.cuda.synchronize(self.device)
             te = time.perf_counter()
             for t in self.prog.sends.get(v, ()):
                 val = self.get(env, t.value)
                 # buffers may be updated in place (running statistics) before the send completes
-                val = val.clone() if t.value in self.buffers else val.contiguous()
+                if self.cuda:   # through host memory (a copy, so buffers updated later do not matter)
+                    val = val.to("cpu").contiguous()
+                else:
+                    val = val.clone() if t.value in self.buffers else val.contiguous()
                 if val.dtype == torch.bool:
                     val = val.to(torch.uint8)
                 if val.numel():
@@ -203,7 +227,7 @@ class _Step:
         mine = set(self.prog.order)
         for name, g in zip(names, self.grad_nodes):
             if g is not None and self.cap.rep.get(g.name, -1) in mine:
-                out["grads"][name] = self.get(env, g.name).detach().clone()
+                out["grads"][name] = self.get(env, g.name).detach().cpu().clone()
         return out
 
 
@@ -224,14 +248,18 @@ def run_worker(rank: int, plan: WorkerPlan) -> None:
         cap = trace_step(plan.model, net, inputs, loss_fn)
         if tuple(cap.ids) != tuple(plan.ids):
             raise RuntimeError("the traced step differs between processes")
-        bound = _bind(cap, net, inputs)
-        initial = {k: v.clone() for k, v in bound.items()}
+        initial = {k: v.clone() for k, v in _bind(cap, net, inputs).items()}
         results, outs = [], []
         for j, (ranks, orders) in enumerate(plan.jobs):
-            bound.update({k: v.clone() for k, v in initial.items()})
+            device = plan.devices[j][rank] if plan.devices and rank < len(plan.devices[j]) else "cpu"
+            if device.startswith("cuda"):
+                exact_cuda_math()
+                torch.cuda.set_device(device)
+                torch.cuda.reset_peak_memory_stats(device)
+            bound = {k: v.to(device, copy=True) for k, v in initial.items()}
             orders = list(orders) + [()] * (world - len(orders))   # ranks a plan leaves idle
             progs = build_programs(cap, np.asarray(ranks), orders)
-            step = _Step(cap, progs[rank], bound, list(range(world)), plan.model)
+            step = _Step(cap, progs[rank], bound, list(range(world)), plan.model, device)
             records, out, losses = [], {}, []
             for s in range(plan.warmup + plan.steps):
                 t0, t_end, times, o = step.run(dist, record=(s == 0))
@@ -246,14 +274,23 @@ def run_worker(rank: int, plan: WorkerPlan) -> None:
                           f"{' (warm-up)' if s < plan.warmup else ''}: {(t_end - t0) * 1e3:.2f} ms",
                           file=sys.stderr, flush=True)
             outs.append({**out, "losses": losses})
-            results.append({"steps": records, "n_recv": len(progs[rank].recvs),
-                            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024})
+            results.append({"steps": records, "n_recv": len(progs[rank].recvs), "device": device,
+                            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                            "peak_cuda_bytes": torch.cuda.max_memory_allocated(device) if step.cuda else 0})
         dist.barrier()
         torch.save(outs, os.path.join(plan.out_dir, f"outputs-{rank}.pt"))
         with open(os.path.join(plan.out_dir, f"times-{rank}.json"), "w") as f:
             json.dump({"rank": rank, "jobs": results}, f)
     finally:
         dist.destroy_process_group()
+
+
+def exact_cuda_math() -> None:
+    """No TensorFloat-32 in matrix products and convolutions (PyTorch lets cuDNN use it by
+    default): a GPU step is then compared with the eager step at float32 accuracy."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
 
 
 def _bind(cap: Any, net: Any, inputs: tuple) -> dict[str, Any]:

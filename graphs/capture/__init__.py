@@ -43,7 +43,9 @@ def capture(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None 
     """Capture ``model`` as an :class:`Instance` with costs (see the module docstring).
 
     ``cost`` is a :class:`~dnnplace.graphs.capture.costs.CostModel` or its spec
-    (``"roofline:v100"``, ``"roofline:a100"``, ``"measured"``, ``"calibrated:v100"``).
+    (``"roofline:v100"``, ``"roofline:a100"``, ``"measured"``, ``"calibrated:v100"``), or
+    several specs joined by ``+``, one compute column each (``"measured:cuda+measured:cpu"``:
+    a GPU column and a CPU column for a cluster of both kinds; the kinds must differ).
     ``cluster`` (optional) is attached to the instance.
 
     Examples
@@ -57,10 +59,15 @@ def capture(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None 
     >>> sorted(set(g.roles)), int(g.backward.sum()) > 0, g.meta["cost"]["model"]
     (['apply', 'compute', 'grad', 'param'], True, 'roofline:v100')
     """
-    from dnnplace.graphs.capture.costs import cost_model
+    import numpy as np
+
+    from dnnplace.graphs.capture.costs import cost_models
     from dnnplace.graphs.capture.fx import to_graph, trace
-    cm = cost_model(cost)
+    cms = cost_models(cost)
     cap = trace(model, example_inputs, loss_fn, training=training, optimizer=optimizer)
-    times = cm.times(cap, model=model, inputs=tuple(example_inputs), key=name)
-    return Instance(to_graph(cap, times, kind=cm.kind, name=name, cost_meta=cm.describe()), cluster,
+    times = np.column_stack([cm.times(cap, model=model, inputs=tuple(example_inputs), key=name) for cm in cms])
+    meta = cms[0].describe()
+    if len(cms) > 1:
+        meta["columns"] = {cm.kind: cm.describe() for cm in cms}
+    return Instance(to_graph(cap, times, kind=tuple(cm.kind for cm in cms), name=name, cost_meta=meta), cluster,
                     f"capture:{name}")

@@ -49,7 +49,7 @@ from dnnplace.graphs.capture.ops import (
 from dnnplace.graphs.capture.work import Work, node_work, per_node_times
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["DeviceSpec", "SPECS", "CostModel", "Roofline", "Measured", "Calibrated", "cost_model",
+__all__ = ["cost_models", "DeviceSpec", "SPECS", "CostModel", "Roofline", "Measured", "Calibrated", "cost_model",
            "cache_path"]
 
 
@@ -210,6 +210,15 @@ class Measured(CostModel):
         samples: dict[str, list[float]] = {}
 
         class Timer(torch.fx.Interpreter):
+            def call_function(self, target, args, kwargs):
+                if cuda and "device" in kwargs:   # factory operators were traced on the CPU
+                    kwargs = {**kwargs, "device": dev}
+                return super().call_function(target, args, kwargs)
+
+            def fetch_attr(self, target):   # traced constants, on the timed device
+                val = super().fetch_attr(target)
+                return val.to(dev) if cuda and isinstance(val, torch.Tensor) else val
+
             def run_node(self, n):
                 if n.op != "call_function" or is_view(n):
                     return super().run_node(n)
@@ -309,6 +318,28 @@ class Calibrated(CostModel):
                 "measured": self.measured.describe(), "efficiency": self.efficiency}
 
 
+def cost_models(spec: Any) -> list[CostModel]:
+    """The cost models of a spec of several joined by ``+`` (one compute column each, kinds
+    distinct), or the one of a single spec.
+
+    >>> [m.kind for m in cost_models("roofline:h100+measured:cpu")]
+    ['gpu', 'cpu']
+    >>> cost_models("roofline:v100+roofline:a100")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnplace.graphs.errors.InputError: cost 'roofline:v100+roofline:a100': two columns of kind 'gpu'; ...
+    """
+    if isinstance(spec, CostModel):
+        return [spec]
+    out = [cost_model(part) for part in str(spec).split("+")]
+    kinds = [m.kind for m in out]
+    dup = next((k for i, k in enumerate(kinds) if k in kinds[:i]), None)
+    if dup is not None:
+        raise InputError(f"cost {spec!r}: two columns of kind {dup!r}; join models of different kinds "
+                         "(e.g. measured:cuda+measured:cpu)")
+    return out
+
+
 def cost_model(spec: Any, *, kind: str | None = None) -> CostModel:
     """A cost model from its spec: ``roofline:<gpu>``, ``measured[:<device>]``,
     ``calibrated:<gpu>``; a :class:`CostModel` passes through.
@@ -329,6 +360,9 @@ def cost_model(spec: Any, *, kind: str | None = None) -> CostModel:
     if isinstance(spec, CostModel):
         return spec
     text = str(spec).strip().lower()
+    if "+" in text:
+        raise InputError(f"cost {spec!r}: several cost models (one column each) are for a direct capture, "
+                         "not here (leave out --tiled)")
     head, _, arg = text.partition(":")
 
     def device(name: str) -> DeviceSpec:

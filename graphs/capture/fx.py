@@ -260,12 +260,14 @@ def trace(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = 
 
 
 # ---------------------------------------------------------------------------- graph
-def to_graph(cap: Captured, times_ms: np.ndarray, *, kind: str = "gpu", name: str = "captured",
+def to_graph(cap: Captured, times_ms: np.ndarray, *, kind: str | tuple[str, ...] = "gpu", name: str = "captured",
              cost_meta: dict | None = None) -> OpGraph:
-    """The :class:`OpGraph` of a captured table with per-node times (ms) on ``kind``."""
-    times = np.asarray(times_ms, dtype=np.float64).reshape(cap.n, 1)
+    """The :class:`OpGraph` of a captured table with per-node times (ms) on ``kind`` (or one
+    column per kind of a tuple: ``times_ms`` then has shape ``[nodes, kinds]``)."""
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind)
+    times = np.asarray(times_ms, dtype=np.float64).reshape(cap.n, len(kinds))
     ids = cap.ids
-    return OpGraph(ids=ids, kinds=(kind,), compute=times, memory=cap.persistent_bytes + cap.output_bytes,
+    return OpGraph(ids=ids, kinds=kinds, compute=times, memory=cap.persistent_bytes + cap.output_bytes,
                    src=cap.src, dst=cap.dst, edge_bytes=cap.edge_bytes, edge_output=cap.edge_output,
                    persistent_bytes=cap.persistent_bytes, output_bytes=cap.output_bytes,
                    colocation=cap.colocation, backward=cap.backward, names=ids, op_types=cap.op_types,

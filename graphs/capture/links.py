@@ -134,9 +134,22 @@ def _p2p_worker(rank: int, world: int, port: int, backend: str, sizes: list, rep
     if threads:
         torch.set_num_threads(threads)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group(backend, rank=rank, world_size=world)
-    dev = f"cuda:{rank}" if backend == "nccl" else "cpu"
-    sync = (lambda: torch.cuda.synchronize(dev)) if backend == "nccl" else (lambda: None)
+    staged = backend == "gloo+host"
+    dist.init_process_group("gloo" if staged else backend, rank=rank, world_size=world)
+    dev = f"cuda:{rank}" if backend == "nccl" else ("cuda:0" if staged and rank == 0 else "cpu")
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev != "cpu" else (lambda: None)
+
+    def send(buf, peer):
+        dist.send(buf.to("cpu") if staged and buf.is_cuda else buf, peer)
+
+    def recv(buf, peer):
+        if staged and buf.is_cuda:   # into host memory, then onto the GPU
+            host = torch.empty(buf.shape, dtype=buf.dtype)
+            dist.recv(host, peer)
+            buf.copy_(host)
+        else:
+            dist.recv(buf, peer)
+
     for a in range(world):
         for b in range(a + 1, world):
             dist.barrier()  # one pair at a time: the others wait here
@@ -149,11 +162,11 @@ def _p2p_worker(rank: int, world: int, port: int, backend: str, sizes: list, rep
 
                 def ping(buf=buf, peer=peer, first=rank == a):
                     if first:
-                        dist.send(buf, peer)
-                        dist.recv(buf, peer)
+                        send(buf, peer)
+                        recv(buf, peer)
                     else:
-                        dist.recv(buf, peer)
-                        dist.send(buf, peer)
+                        recv(buf, peer)
+                        send(buf, peer)
 
                 res.append(_median_time(ping, sync, repeats, warmup) / 2)
             if rank == a:
@@ -170,12 +183,17 @@ def time_p2p_pairs(world: int = 2, sizes: Sequence[int] = DEFAULT_SIZES, *, back
     One pair at a time (the others wait at a barrier), each size's time the median of
     ``repeats`` round trips after ``warmup``, halved. ``threads`` sets
     ``torch.set_num_threads`` in every process (1: as the executor runs its CPU devices).
-    Returns ``{(a, b): profile}`` for ``a < b``; the kind is ``p2p(<backend>)``.
+    ``backend="gloo+host"``: process 0 holds its buffer on ``cuda:0`` and sends through host
+    memory (a copy to the host, a gloo send; a gloo receive, a copy to the GPU), the path the
+    executor takes between a GPU device and a CPU one; the time is the mean of the two
+    directions. Returns ``{(a, b): profile}`` for ``a < b``; the kind is ``p2p(<backend>)``.
     """
     import torch
     import torch.multiprocessing as mp
     if world < 2:
         raise InputError(f"send/recv needs at least two processes, got {world}")
+    if backend == "gloo+host" and not torch.cuda.is_available():
+        raise InputError("send/recv through host memory (gloo+host) needs a CUDA GPU; this host has none")
     backend = backend or ("nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= world else "gloo")
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
