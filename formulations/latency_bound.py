@@ -1,0 +1,308 @@
+r"""The closure segmentation bound: a lower bound on the single-sample latency
+(docs/semantics.md 2.3) of every split with at most ``q`` contiguous pieces per
+accelerator (the feasible set of Tarnawski et al.'s latency IP, Figs. 3-4), stronger than
+the path segmentation bound of :func:`dnnplace.graphs.evaluation.bounds.latency_lower_bound`,
+which it extends.
+
+Both bounds follow a path :math:`P = v_1 \to \dots \to v_L`: the units it passes through
+(accelerator pieces, CPU nodes) form a chain, each piece meets :math:`P` in one stretch
+:math:`v_i..v_j` of consecutive nodes, so the latency is at least the sum of the
+durations (7) of those units. The path bound charges a stretch only its own nodes'
+compute and the host transfers of the path's two edges. Here a stretch is charged what
+*every* piece :math:`S` holding it must contain and pay. Write :math:`D^*(v)` /
+:math:`A^*(v)` for the descendants / ancestors of :math:`v`, itself included.
+
+1. **Closure.** :math:`X(i,j) \subseteq S`, the smallest set that holds
+   :math:`v_i..v_j`, is convex (a node on a path between two members is a member:
+   Definition 3.1) and, for ``q = 1``, holds every colocation group it meets (the group
+   sits on one accelerator, whose only piece is :math:`S`).
+2. **Forbidden nodes.** :math:`v_{i-1} \notin S` (the stretch is maximal), hence no
+   ancestor of :math:`v_{i-1}` is in :math:`S` (it would put :math:`v_{i-1}` on a path
+   between two nodes of :math:`S`); likewise no descendant of :math:`v_{j+1}`:
+   :math:`S \cap O(i,j) = \emptyset` with :math:`O = A^*(v_{i-1}) \cup D^*(v_{j+1})`, for
+   ``q = 1`` closed under colocation (a node outside :math:`S` is on another device, and so
+   is its group). A stretch whose closure meets :math:`O`, exceeds the largest accelerator
+   memory, or holds a node no accelerator runs, is impossible.
+3. **Forced transfers.** A node :math:`y \notin X` is *outside* :math:`S` if
+   :math:`y \in O`, no accelerator runs it, or :math:`m(X) + m(\mathrm{group}(y)) >
+   M` (for ``q >= 2`` :math:`y`'s own memory). Then every edge :math:`(u, x)`,
+   :math:`x \in X`, from an outside :math:`u` is a transfer into :math:`S` (CommIn, paid
+   once per source :math:`u`), and every edge :math:`(x, y)` to an outside :math:`y` one
+   out of :math:`S` (CommOut, once per source :math:`x`). Any other in-neighbour
+   :math:`u` of :math:`X` is either in :math:`S` (its compute counts) or not (its transfer
+   counts): it adds at least :math:`\min(p_{acc}(u), c^{in}_u)`.
+
+So a stretch lasts at least
+
+.. math::
+
+    C(i,j) = \sum_{x \in X} p_{acc}(x) + \sum_{u \text{ outside}} c^{in}_u
+             + \sum_{u \text{ undecided}} \min(p_{acc}(u), c^{in}_u)
+             + \sum_{x \in X \text{ with an outside successor}} c^{out}_x
+
+(compute of distinct nodes and transfers of distinct sources are distinct terms of (7);
+:math:`c^{in}_u`, :math:`c^{out}_x` are the least host transfer over the node's
+out-edges and the accelerators, a lower bound on the evaluator's largest crossing one),
+and the path segmentation DP of the path bound with these stretch costs,
+
+.. math::
+
+    f_{j}(s) = \min\big(f_{j-1}(s) + p_{cpu}(v_j),\;
+               \min_{i \le j} f_{i-1}(s-1) + C(i,j)\big), \qquad
+    \text{bound} = \min_{s \le qK} f_L(s),
+
+is a lower bound for every path. Every stretch cost is at least the path bound's (its
+closure holds the stretch, its outside sources the path's edges), so on the same path it
+is never lower. It is evaluated on the path bound's paths and the result combined with
+the path bound by ``max``. Cost: per path, one growing closure per start ``i`` (stopped
+at the memory limit), vectorised over the ends ``j``.
+
+>>> import numpy as np
+>>> from dnnplace.graphs.cluster import Cluster
+>>> from dnnplace.graphs.graph import OpGraph
+>>> # a -> b -> d and a -> c -> d; accelerators of 4 B hold two nodes of 2 B
+>>> g = OpGraph(ids=list("abcd"), kinds=["acc", "cpu"], compute=[[1.0, 9.0]] * 4, memory=[2] * 4,
+...             src=[0, 0, 1, 2], dst=[1, 2, 3, 3], edge_cost=[3.0] * 4)
+>>> cl = Cluster.tarnawski(2, 1, 4)
+>>> from dnnplace.graphs.evaluation.bounds import latency_lower_bound
+>>> latency_lower_bound(g, cl), closure_segmentation_bound(g, cl)
+(9.0, 12.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.evaluation.bounds import latency_lower_bound
+from dnnplace.graphs.graph import OpGraph
+from dnnplace.graphs.levels import blevel
+
+__all__ = ["closure_segmentation_bound", "descendants"]
+
+_INF = float("inf")
+
+
+def descendants(g: OpGraph) -> np.ndarray:
+    """``D[v, w]``: ``w`` is reachable from ``v`` (``v`` itself included); ``(n, n)`` bool."""
+    reach = np.eye(g.n, dtype=bool)
+    ptr, nbr = g.out_ptr, g.out_nbr
+    for v in reversed(g.topo_order.tolist()):
+        succ = nbr[ptr[v]:ptr[v + 1]]
+        if succ.size:
+            reach[v] |= reach[succ].any(axis=0)
+    return reach
+
+
+@dataclass
+class _Data:
+    g: OpGraph
+    q: int
+    stretches: int          # q * number of accelerators
+    p_cpu: np.ndarray       # least CPU time (inf: no CPU runs it)
+    p_acc: np.ndarray       # least accelerator time (inf: no accelerator runs it)
+    cap: float              # largest accelerator memory
+    mem: np.ndarray         # node memory
+    gmem: np.ndarray        # memory of the node's colocation group (q = 1), else its own
+    group: np.ndarray       # colocation group id, -1 for none (only used when q = 1)
+    c_in: np.ndarray        # least host->accelerator transfer of the node's output
+    c_out: np.ndarray       # least accelerator->host transfer of the node's output
+    down: np.ndarray        # descendants(g)
+
+
+def _data(g: OpGraph, cl: Cluster, q: int) -> _Data:
+    comp = np.where(np.isnan(cl.compute_matrix(g)), _INF, cl.compute_matrix(g))
+    accs = [d for d in range(cl.size) if cl.kinds[d] != "cpu"]
+    cpus = cl.devices_of_kind("cpu").tolist()
+    p_cpu = comp[:, cpus].min(axis=1, initial=_INF)
+    p_acc = comp[:, accs].min(axis=1, initial=_INF)
+    mem = g.memory.astype(np.float64)
+    group = g.colocation.copy() if q == 1 else np.full(g.n, -1)
+    gmem = mem.copy()
+    grouped = group >= 0
+    if grouped.any():
+        _, inv = np.unique(group[grouped], return_inverse=True)
+        gmem[grouped] = np.bincount(inv, weights=mem[grouped])[inv]
+    c_in, c_out = (np.full(g.n, _INF), np.full(g.n, _INF))
+    if cpus and accs and g.m:
+        h = cpus[0]
+        b, cost = g.edge_bytes, g.edge_cost
+        e_in = np.min([np.where(np.isnan(cost), cl.beta0[h, a] + cl.beta1[h, a] * b, cost) for a in accs], axis=0)
+        e_out = np.min([np.where(np.isnan(cost), cl.beta0[a, h] + cl.beta1[a, h] * b, cost) for a in accs], axis=0)
+        np.minimum.at(c_in, g.src, np.maximum(e_in, 0.0))
+        np.minimum.at(c_out, g.src, np.maximum(e_out, 0.0))
+    c_in[~np.isfinite(c_in)] = 0.0   # no out-edge (never charged) or no host (transfers not bounded)
+    c_out[~np.isfinite(c_out)] = 0.0
+    return _Data(g, q, q * len(accs), p_cpu, p_acc, float(np.max(cl.memory[accs])) if accs else 0.0, mem, gmem,
+                 group, c_in, c_out, descendants(g))
+
+
+def _group_close(d: _Data, mask: np.ndarray) -> np.ndarray:
+    """``mask`` plus every colocation group it meets (q = 1)."""
+    hit = np.unique(d.group[mask & (d.group >= 0)])
+    return mask | np.isin(d.group, hit) if hit.size else mask
+
+
+def _enter_order(d: _Data, path: list[int], i: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """For start ``i``: ``enter[x]`` = the first end ``j`` whose closure ``X(i, j)`` holds
+    ``x`` (``L`` if none before the stop), the memory of ``X(i, j)`` per ``j``, and the stop
+    (first ``j`` whose closure meets ``A*(v_{i-1})``, exceeds the memory or holds a node no
+    accelerator runs; closures only grow, so no later ``j`` is possible)."""
+    g, down, L = d.g, d.down, len(path)
+    banned = down[:, path[i - 1]] if i > 0 else np.zeros(g.n, dtype=bool)
+    if d.q == 1 and i > 0:
+        banned = _group_close(d, banned)
+    enter = np.full(g.n, L)
+    inside = np.zeros(g.n, dtype=bool)
+    below = np.zeros(g.n, dtype=bool)   # D*(X)
+    above = np.zeros(g.n, dtype=bool)   # A*(X)
+    mem_x = np.full(L, _INF)
+    used = 0.0
+    for j in range(i, L):
+        new = np.zeros(g.n, dtype=bool)
+        new[path[j]] = not inside[path[j]]
+        while new.any():
+            inside |= new
+            enter[new] = j
+            used += float(d.mem[new].sum())
+            below |= down[new].any(axis=0)
+            above |= down[:, new].any(axis=1)
+            grown = below & above
+            if d.q == 1:
+                grown = _group_close(d, grown)
+            new = grown & ~inside
+        if (inside & banned).any() or used > d.cap * (1 + 1e-9) + 1e-9 or not np.isfinite(d.p_acc[inside]).all():
+            enter[enter == j] = L
+            return enter, mem_x, j
+        mem_x[j] = used
+    return enter, mem_x, L
+
+
+def _ranges(diff: np.ndarray, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, w: np.ndarray) -> None:
+    """Add ``w`` on the columns ``[lo, hi)`` of each row of a difference array (empty ranges skipped)."""
+    ok = lo < hi
+    np.add.at(diff, (rows[ok], lo[ok]), w[ok])
+    np.add.at(diff, (rows[ok], hi[ok]), -w[ok])
+
+
+def _stretch_costs(d: _Data, path: list[int], i: int, last_anc: np.ndarray) -> np.ndarray:
+    """``C(i, j)`` for every end ``j`` (``inf`` where impossible), as in the module docstring.
+
+    Every quantity is a range of ends: ``x`` is in ``X(i, j)`` for ``j >= enter[x]``; ``y``
+    is in ``D*(v_{j+1})`` (group-closed) for ``j < last_anc[y]``; the memory rule holds
+    for ``j >= jm[y]``. Columns are the ends ``i .. stop`` shifted by ``i``."""
+    g, L = d.g, len(path)
+    enter, mem_x, stop = _enter_order(d, path, i)
+    cost = np.full(L, _INF)
+    w = stop - i
+    if w <= 0:
+        return cost
+
+    def col(j: np.ndarray) -> np.ndarray:
+        return np.clip(j, i, stop) - i
+
+    inner = enter < L
+    comp = np.cumsum(np.bincount(enter[inner] - i, weights=d.p_acc[inner], minlength=w))[:w]
+    bad = np.zeros(w + 1)
+    _ranges(bad[None], np.zeros(int(inner.sum()), dtype=np.int64), col(enter[inner]), col(last_anc[inner]),
+            np.ones(int(inner.sum())))
+    impossible = np.cumsum(bad)[:w] > 0
+    always = ~np.isfinite(d.p_acc)
+    if i > 0:
+        anc = d.down[:, path[i - 1]]
+        always = always | (_group_close(d, anc) if d.q == 1 else anc)
+    limit = d.cap * (1 + 1e-9) + 1e-9
+    jm = i + np.searchsorted(mem_x[i:stop], limit - d.gmem, side="right")
+
+    def outside(y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple:
+        """Ends in ``[lo, hi)`` (columns) where ``y`` is outside: ``[lo, a)`` and ``[b, hi)``;
+        undecided: ``[a, b)``."""
+        a = np.clip(col(last_anc[y]), lo, hi)
+        b = np.clip(col(np.maximum(jm[y], last_anc[y])), lo, hi)
+        return np.where(always[y], hi, a), np.where(always[y], hi, b)
+
+    src, dst = g.src, g.dst
+    comm_in = np.zeros((1, w + 1))
+    e = np.flatnonzero(enter[dst] < enter[src])       # u = src not yet in X when dst enters
+    if e.size:
+        first = np.full(g.n, L)
+        np.minimum.at(first, src[e], enter[dst[e]])
+        u = np.flatnonzero(first < L)
+        lo, hi = col(first[u]), col(enter[u])
+        a, b = outside(u, lo, hi)
+        rows = np.zeros(u.size, dtype=np.int64)
+        _ranges(comm_in, rows, lo, a, d.c_in[u])
+        _ranges(comm_in, rows, b, hi, d.c_in[u])
+        _ranges(comm_in, rows, a, b, np.minimum(d.c_in[u], d.p_acc[u]))
+    comm_out = np.zeros(w)
+    e = np.flatnonzero(enter[src] < enter[dst])       # x = src in X before dst
+    if e.size:
+        x, y = src[e], dst[e]
+        lo, hi = col(enter[x]), col(enter[y])
+        a, b = outside(y, lo, hi)
+        sources, rows = np.unique(x, return_inverse=True)
+        hit = np.zeros((sources.size, w + 1))
+        ones = np.ones(e.size)
+        _ranges(hit, rows, lo, a, ones)
+        _ranges(hit, rows, b, hi, ones)
+        comm_out = (np.cumsum(hit, axis=1)[:, :w] > 0.5).T @ d.c_out[sources]
+    total = comp + np.cumsum(comm_in[0])[:w] + comm_out
+    cost[i:stop] = np.where(impossible, _INF, total)
+    return cost
+
+
+def _segment(d: _Data, path: list[int]) -> float:
+    """The DP of the module docstring on one path."""
+    L, S = len(path), d.stretches
+    down = d.down
+    # y is in D*(v_{j+1}) iff v_{j+1} reaches y iff j < last[y], the last path index reaching y
+    reach = down[path]                         # (L, n): v_k reaches y
+    last = np.where(reach.any(axis=0), L - 1 - np.argmax(reach[::-1], axis=0), -1)
+    last_anc = last.copy()                     # group-closed for q = 1
+    if d.q == 1:
+        grouped = d.group >= 0
+        if grouped.any():
+            _, inv = np.unique(d.group[grouped], return_inverse=True)
+            gl = np.full(inv.max() + 1, -1)
+            np.maximum.at(gl, inv, last[grouped])
+            last_anc[grouped] = gl[inv]
+    C = np.vstack([_stretch_costs(d, path, i, last_anc) for i in range(L)])
+    f = np.full((L + 1, S + 1), _INF)
+    f[0, 0] = 0.0
+    for j in range(L):
+        f[j + 1] = f[j] + d.p_cpu[path[j]]
+        if S:
+            f[j + 1, 1:] = np.minimum(f[j + 1, 1:], (f[:j + 1, :-1] + C[:j + 1, j][:, None]).min(axis=0))
+    return float(f[L].min())
+
+
+def _paths(g: OpGraph, d: _Data) -> list[list[int]]:
+    """Heaviest source-to-sink paths by least time, memory, accelerator and CPU time."""
+    out = []
+    w_min = np.fmin(d.p_cpu, d.p_acc)
+    for w in (w_min, d.mem, d.p_acc, d.p_cpu):
+        w = np.where(np.isfinite(w), w, 0.0)
+        bl = blevel(g, kind=w, comm=0.0)
+        sources = np.flatnonzero(np.bincount(g.dst, minlength=g.n) == 0)
+        v = int(sources[np.argmax(bl[sources])])
+        path = [v]
+        ptr, nbr = g.out_ptr, g.out_nbr
+        while ptr[v] < ptr[v + 1]:
+            v = int(nbr[ptr[v] + np.argmax(bl[nbr[ptr[v]:ptr[v + 1]]])])
+            path.append(v)
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def closure_segmentation_bound(graph: OpGraph, cluster: Cluster, q: int = 1) -> float:
+    """A latency no split of ``graph`` with at most ``q`` contiguous pieces per accelerator
+    beats (module docstring); never below
+    :func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound`."""
+    base = latency_lower_bound(graph, cluster, q)
+    if graph.n == 0:
+        return base
+    d = _data(graph, cluster, int(q))
+    return max([base] + [_segment(d, p) for p in _paths(graph, d)])
