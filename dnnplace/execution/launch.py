@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -324,6 +325,21 @@ def check_reference(losses: Sequence[float], ref_losses: Sequence[float], grads:
     return bool(ok), diffs
 
 
+def worker_error(text: str) -> str:
+    """The exception line of a worker's traceback (its message can run over several lines,
+    so not simply the last line).
+
+    >>> worker_error(chr(10).join(["Traceback:", "  File x", "TypeError: no mutation.", "", "    node.args = a"]))
+    'TypeError: no mutation. ...'
+    """
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    found = max((i for i, ln in enumerate(lines) if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b", ln)),
+                default=None)
+    if found is None:
+        return lines[-1] if lines else text
+    return lines[found] + (" ..." if found < len(lines) - 1 else "")
+
+
 def run_processes(mp: Any, plan: Any, world: int, timeout_s: float, fn: Any = run_worker) -> None:
     """Start ``world`` processes of ``fn(rank, plan)`` and wait for all of them; kill every one on a failure, on the
     deadline, or on Ctrl-C."""
@@ -335,8 +351,7 @@ def run_processes(mp: Any, plan: Any, world: int, timeout_s: float, fn: Any = ru
                 raise ExecutionError(f"the step did not finish within {timeout_s:g} s (a deadlock or a slow "
                                      "device); every worker was stopped")
     except mp.ProcessRaisedException as exc:
-        last = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-        raise ExecutionError(f"a worker failed: {last[-1] if last else exc}") from None
+        raise ExecutionError(f"a worker failed: {worker_error(str(exc))}") from None
     except mp.ProcessExitedException as exc:
         raise ExecutionError(f"a worker exited: {exc}") from None
     finally:

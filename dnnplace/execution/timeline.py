@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plot_measured"]
+__all__ = ["plot_measured", "simulated_lanes"]
 
 _COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "apply": "#55A868", "transfer": "#8172B3"}
 
@@ -16,6 +16,25 @@ def _kind(graph: Any, i: int) -> str:
         return "apply"
     bw = getattr(graph, "backward", None)
     return "backward" if bw is not None and bool(bw[i]) else "forward"
+
+
+def simulated_lanes(sim: Any) -> list[tuple[str, list[tuple[float, float]], list[str]]]:
+    """The simulated panel's rows, bottom up: ``(label, [(start, duration)], colours)`` per
+    busy device, then per busy link (``"a->b"``) with its transfers."""
+    graph = sim.schedule.placement.graph
+    pl = sim.schedule.placement
+    names = pl.cluster.names
+    lanes = []
+    for d in sorted(set(pl.device.tolist())):
+        nodes = [i for i in range(graph.n) if pl.device[i] == d]
+        lanes.append((names[d], [(float(sim.schedule.start[i]), float(sim.schedule.finish[i] - sim.schedule.start[i]))
+                                 for i in nodes], [_COLOURS[_kind(graph, i)] for i in nodes]))
+    for a, b in sorted({(int(a), int(b)) for a, b in zip(sim.xfer_src_dev, sim.xfer_dst_dev)}):
+        sel = [t for t in range(len(sim.xfer_start)) if sim.xfer_src_dev[t] == a and sim.xfer_dst_dev[t] == b]
+        lanes.append((f"{names[a]}->{names[b]}",
+                      [(float(sim.xfer_start[t]), float(sim.xfer_finish[t] - sim.xfer_start[t])) for t in sel],
+                      [_COLOURS["transfer"]] * len(sel)))
+    return lanes
 
 
 def plot_measured(ops: list[dict], sim: Any, path: str | Path, *, title: str = "") -> Path:
@@ -47,21 +66,10 @@ def plot_measured(ops: list[dict], sim: Any, path: str | Path, *, title: str = "
     ax.set_title(f"measured (median step): {end:.2f} ms", fontsize=9, loc="left")
     if sim is not None:
         ax = axes[1, 0]
-        pl = sim.schedule.placement
-        names = pl.cluster.names
-        rows = [names[d] for d in sorted(set(pl.device.tolist()))]
-        for y, name in enumerate(rows):
-            d = names.index(name)
-            nodes = [i for i in range(graph.n) if pl.device[i] == d]
-            ax.broken_barh([(float(sim.schedule.start[i]), float(sim.schedule.finish[i] - sim.schedule.start[i]))
-                            for i in nodes], (y - 0.4, 0.8), facecolors=[_COLOURS[_kind(graph, i)] for i in nodes])
-        links = sorted({(int(a), int(b)) for a, b in zip(sim.xfer_src_dev, sim.xfer_dst_dev)})
-        for k, (a, b) in enumerate(links):
-            y = len(rows) + k
-            sel = [t for t in range(len(sim.xfer_start)) if sim.xfer_src_dev[t] == a and sim.xfer_dst_dev[t] == b]
-            ax.broken_barh([(float(sim.xfer_start[t]), float(sim.xfer_finish[t] - sim.xfer_start[t])) for t in sel],
-                           (y - 0.3, 0.6), facecolors=_COLOURS["transfer"])
-            rows.append(f"{names[a]}->{names[b]}")
+        lanes = simulated_lanes(sim)
+        for y, (_, bars, colours) in enumerate(lanes):
+            ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colours)
+        rows = [label for label, _, _ in lanes]
         ax.set_yticks(range(len(rows)), rows)
         ax.set_title(f"simulated: {sim.makespan:.2f} {graph.unit}", fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("time since the step's start (ms)")

@@ -142,7 +142,7 @@ class _Step:
         args = torch.fx.node.map_arg(nd.args, lambda a: self.get(env, a.name))
         kwargs = torch.fx.node.map_arg(nd.kwargs, lambda a: self.get(env, a.name))
         if self.cuda and "device" in kwargs:   # factory operators were traced on the CPU
-            kwargs["device"] = torch.device(self.device)
+            kwargs = {**kwargs, "device": torch.device(self.device)}
         return nd.target(*args, **kwargs)
 
     def run_node(self, env: dict, v: int) -> None:
