@@ -35,6 +35,7 @@ from pathlib import Path
 
 from benchmarks.common import REPO as ROOT
 from benchmarks.common import add_shared, read_jsonl, write_jsonl
+from dnnplace.graphs.errors import InputError
 
 MODELS_FILE = ROOT / "tests" / "exec_models.py"
 # benchmark sizes: big enough that operators, not the interpreter, take most of a step
@@ -264,7 +265,11 @@ def run(args) -> None:
     for name in args.models:
         if name in done:
             continue
-        new = run_model(name, devices, methods, args.steps, args.warmup, args.time_limit, gpu)
+        try:
+            new = run_model(name, devices, methods, args.steps, args.warmup, args.time_limit, gpu)
+        except InputError as exc:   # e.g. a CPU-only operator of the trace on the GPU
+            print(f"{name}: not run: {exc}", file=sys.stderr, flush=True)
+            continue
         with runs.open("a") as f:
             for r in new:
                 f.write(json.dumps(r) + "\n")

@@ -34,7 +34,8 @@ from dnnplace.execution.worker import ModelSpec, WorkerPlan, load, run_worker, t
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["ExecutionError", "Measured", "Plan", "ReferenceCompared", "execute", "device_orders", "eager_reference",
-           "check_reference", "torch_optimizer", "run_processes", "cuda_devices", "CUDA_TOLERANCE"]
+           "check_reference", "torch_optimizer", "run_processes", "cuda_devices", "CUDA_TOLERANCE",
+           "check_gpu_ops"]
 
 
 _RANDOM_OPS = ("dropout", "bernoulli", "rand", "normal", "uniform", "multinomial")
@@ -211,6 +212,8 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
         used_of.append(used)
     on = cuda_devices(device_names, torch_devices or {})
     gpus = sorted({on[d] for u in used_of for d in u if on[d] != "cpu"})
+    for (ranks, _), used in zip(jobs, used_of):
+        check_gpu_ops(cap, [on[used[r]] for r in ranks], device_names, used, ranks)
     if gpus:
         atol, rtol = max(atol, CUDA_TOLERANCE[0]), max(rtol, CUDA_TOLERANCE[1])
     ref_losses, ref_grads, eager_ms = eager_reference(model, steps=warmup + steps, threads=threads,
@@ -256,6 +259,18 @@ def cuda_devices(device_names: Sequence[str], torch_devices: Mapping[str, str]) 
             raise InputError(f"devices {seen[dev]!r} and {name!r} would share {dev}: each device needs its own GPU")
         seen[dev] = name
     return out
+
+
+def check_gpu_ops(cap: Any, torch_device: list[str], device_names: Sequence[str], used: list[int],
+                   ranks: Sequence[int]) -> None:
+    """Refuse a plan that puts a CPU-only operator of the trace on a GPU, naming both."""
+    from dnnplace.graphs.capture.ops import cpu_only_op
+    for nd in cap.gm.graph.nodes:
+        v = cap.rep.get(nd.name, -1)
+        if v >= 0 and torch_device[v] != "cpu" and cpu_only_op(nd):
+            raise InputError(f"node {cap.ids[v]!r} runs {cpu_only_op(nd)}, a CPU-only operator of the step traced "
+                             f"on the CPU, but the plan puts it on {device_names[used[ranks[v]]]} "
+                             f"({torch_device[v]}): place it on a CPU device")
 
 
 def _ranks(placement: Mapping[str, str], ids: list[str], index: dict[str, int]) -> tuple[np.ndarray, list[int]]:

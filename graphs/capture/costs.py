@@ -42,6 +42,7 @@ import numpy as np
 from dnnplace.graphs.capture.op_table import Captured
 from dnnplace.graphs.capture.ops import (
     apply_update,
+    cpu_only_op,
     is_view,
     require_torch,
     steady_malloc,
@@ -203,6 +204,10 @@ class Measured(CostModel):
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise InputError("measured costs on 'cuda' need a GPU; this machine has none (use --cost measured "
                              "on the CPU, or a cached GPU profile)")
+        bad = next((nd for nd in cap.gm.graph.nodes if dev.type == "cuda" and cpu_only_op(nd)), None)
+        if bad is not None:
+            raise InputError(f"measured costs on {self.device}: fx node {bad.name!r} runs {cpu_only_op(bad)}, a "
+                             "CPU-only operator of the trace, which has no GPU kernel")
         gen = torch.Generator().manual_seed(0)
         steady_malloc()   # as the executor's workers run: no fresh pages per repeat
         args = [_real(nd.meta.get("val"), self.device, gen) for nd in cap.gm.graph.nodes if nd.op == "placeholder"]

@@ -8,7 +8,7 @@ from typing import Any
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["OPTIMIZER_STATE", "require_torch", "storage_bytes", "value_bytes", "is_view", "op_name", "apply_update",
-           "root_value", "steady_malloc"]
+           "root_value", "steady_malloc", "cpu_only_op"]
 
 OPTIMIZER_STATE = {"sgd": 0, "momentum": 1, "adam": 2}
 """Optimizer state per parameter, in multiples of the parameter's bytes."""
@@ -42,6 +42,14 @@ def value_bytes(val: Any) -> int:
     if isinstance(val, (tuple, list)):
         return sum(value_bytes(v) for v in val)
     return storage_bytes(val)
+
+
+def cpu_only_op(node: Any) -> str | None:
+    """The ATen name of ``node``'s operator when it is a CPU-only variant (``*_for_cpu``, as
+    the scaled-dot-product attention that a trace on the CPU picks), else ``None``: such a
+    traced step cannot run that operator on a GPU."""
+    name = str(getattr(node, "target", ""))
+    return name if node.op == "call_function" and "_for_cpu" in name else None
 
 
 def is_view(node: Any) -> bool:
