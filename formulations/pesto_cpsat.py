@@ -29,13 +29,30 @@ CP-SAT's scheduling constraints instead of big-M disjunctions:
 
 CP-SAT needs integers: every time is multiplied by ``scale``, the smallest power of ten
 (up to :math:`10^6`) that makes every duration and the horizon integral. When none does
-(real profiles), ``scale`` maps the horizon to about :math:`10^6` units and durations
-are rounded to the nearest unit: the model is then an approximation; its schedule is
-still a valid set of device and link orders (replayed exactly by the simulator with the
-true durations, which is what the pipeline reports), but its bound is not a bound of
-the true problem and is dropped (``bound=None``) and an "optimal" answer is reported as
-``feasible``. Heads and tails of the integer durations bound every start
-(:func:`~dnnplace.formulations.pesto_precompute.heads_tails`).
+(real profiles), ``scale`` maps the horizon to about :math:`10^8` units and every
+duration and transfer time is rounded *down*: the integer model is then a relaxation
+(the scaled schedule of any true one, each time rounded down, satisfies it, since
+:math:`\lfloor a + b \rfloor \ge \lfloor a \rfloor + \lfloor b \rfloor`), so CP-SAT's
+bound divided by ``scale`` is a lower bound of the true problem (issue 26; before, times
+were rounded to the nearest unit and the bound dropped). Its objective is not a true
+makespan: its schedule is a valid set of device and link orders, which the pipeline
+replays with the true durations (at most one unit per task on a path above it, where
+every transfer lasts at least one unit: one rounded to zero never waits for its link); an
+"optimal" answer is reported as ``feasible``.
+
+Windows and bounds (issue 26, ``comm_windows``): every start is at least its head and
+:math:`C_{\max} \ge C_i + q_i`, with the larger of the heads and tails of the integer
+durations (:func:`~dnnplace.formulations.pesto_precompute.heads_tails`) and those of
+:func:`~dnnplace.formulations.pesto_precompute.strong_heads_tails` (transfer-aware,
+energetic) scaled and rounded down; :math:`C_{\max} \ge \lfloor scale \cdot LB \rfloor`
+with :math:`LB` the :func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound` of the
+instance; and a redundant ``Cumulative`` of capacity :math:`|D|` over the mandatory
+intervals :math:`[S_i, S_i + \underline p_i)` (at most one op per device at a time),
+whose energetic reasoning the per-device optional intervals lack. All hold for the
+rounded-down image of every true schedule (for tails,
+:math:`\lfloor a - b \rfloor \le \lfloor a \rfloor - \lfloor b \rfloor`), so the bound
+stays valid. The horizon gets ``n + m`` units of slack, so the hint (the warm start's
+orders replayed with integer durations, every start at least its head) always fits.
 
 Like the MIP it counts one transfer per edge (the simulator's ``transfer_mode="per_edge"``);
 under the default mode, a tensor sent once to each consuming device, its optimum is an
@@ -59,6 +76,7 @@ from dnnplace.formulations.solvers.outcome import SolveOutcome
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.deadline import NO_DEADLINE, Deadline, TimeLimitReached, capped
 from dnnplace.graphs.errors import InputError
+from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 
@@ -72,10 +90,11 @@ def available() -> bool:
     return importlib.util.find_spec("ortools") is not None
 
 
-def time_scale(values: np.ndarray, horizon: float, *, max_power: int = 6) -> tuple[float, bool]:
+def time_scale(values: np.ndarray, horizon: float, *, max_power: int = 6,
+               inexact_power: int | None = None) -> tuple[float, bool]:
     """``(scale, exact)``: the smallest ``10**k`` (``k <= max_power``) with every finite
     value and the horizon integral after scaling (``exact``), else a scale putting the
-    horizon at about ``10**max_power`` units.
+    horizon at about ``10**inexact_power`` units (default ``max_power``).
 
     >>> time_scale(np.array([0.5, 2.25, 3.0]), 12.0)
     (100.0, True)
@@ -88,7 +107,8 @@ def time_scale(values: np.ndarray, horizon: float, *, max_power: int = 6) -> tup
         s = 10.0 ** k
         if np.all(np.abs(v * s - np.round(v * s)) <= 1e-9 * np.maximum(1.0, np.abs(v * s))):
             return s, True
-    return 10.0 ** max(0, round(max_power - math.log10(max(horizon, 1e-12)))), False
+    power = max_power if inexact_power is None else inexact_power
+    return 10.0 ** max(0, round(power - math.log10(max(horizon, 1e-12)))), False
 
 
 @dataclass
@@ -143,8 +163,11 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
     options : PestoOptions
         Constraint families, as for the MIP.
     solver : SolverOptions
-        ``time_limit``, ``threads`` (CP-SAT workers, default 1), ``rel_gap``, ``seed``
-        (``solver_options`` are the MIP backends' and are not used).
+        ``time_limit``, ``threads`` (CP-SAT workers, default 1), ``rel_gap``, ``seed``;
+        of ``solver_options`` only ``"cpsat_parameters"`` is read: CP-SAT parameters in
+        protobuf text format, applied last (e.g. ``"subsolvers: 'objective_lb_search'"``:
+        the full-problem worker searches for lower bounds while the other runs the
+        neighbourhood searches; the other keys are the MIP backends').
     warm_start : (device, start, {edge: transfer start}), optional
         A feasible schedule, given to CP-SAT as a solution hint.
     """
@@ -163,27 +186,32 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
         for b in range(D):
             if a != b:
                 tt[:, a, b] = cl.transfer_time(np.full(g.m, a), np.full(g.m, b), g.edge_bytes, g.edge_cost)
-    scale, exact = time_scale(np.concatenate([data.p.ravel(), tt.ravel()]), horizon)
-    P = np.where(np.isnan(data.p), -1, np.round(data.p * scale)).astype(np.int64)
-    TT = np.where(np.isnan(tt), 0, np.round(tt * scale)).astype(np.int64)
-    slack = 0 if exact else n + g.m  # rounding to the nearest unit moves a path by < 1/2 per task
-    U = int(math.ceil(horizon * scale - 1e-9)) + slack
+    scale, exact = time_scale(np.concatenate([data.p.ravel(), tt.ravel()]), horizon, inexact_power=8)
+    rnd = np.round if exact else np.floor  # rounded down: a relaxation (module docstring)
+    P = np.where(np.isnan(data.p), -1, rnd(data.p * scale)).astype(np.int64)
+    TT = np.where(np.isnan(tt), 0, rnd(tt * scale)).astype(np.int64)
+    U = int(math.ceil(horizon * scale - 1e-9)) + n + g.m  # slack: the hint always fits
     pmin_int = np.array([min(int(P[i, d]) for d in data.allowed[i]) for i in range(n)], dtype=np.float64)
     head, tail = heads_tails(g, pmin_int)
+    lb = 0
+    if options.comm_windows:  # data.head/tail: strong heads and tails (pesto_precompute.prepare)
+        head = np.maximum(head, np.floor(data.head * scale))
+        tail = np.maximum(tail, np.floor(data.tail * scale))
+        lb = min(U, int(math.floor(makespan_lower_bound(g, cl) * scale)))
 
     m = cp_model.CpModel()
     x = {(i, d): m.NewBoolVar(f"x_{i}_{d}") for i in range(n) for d in data.allowed[i]}
     S = [m.NewIntVar(int(head[i]), max(int(head[i]), U - int(tail[i]) - int(pmin_int[i])), f"S_{i}") for i in range(n)]
     C = [m.NewIntVar(int(head[i] + pmin_int[i]), max(int(head[i] + pmin_int[i]), U - int(tail[i])), f"C_{i}")
          for i in range(n)]
-    cmax = m.NewIntVar(0, U, "cmax")
+    cmax = m.NewIntVar(lb, U, "cmax")
     on_device: list[list] = [[] for _ in range(D)]
     for i in range(n):
         m.AddExactlyOne(x[i, d] for d in data.allowed[i])
         m.Add(C[i] == S[i] + sum(int(P[i, d]) * x[i, d] for d in data.allowed[i]))
         for d in data.allowed[i]:
             on_device[d].append(m.NewOptionalFixedSizeIntervalVar(S[i], int(P[i, d]), x[i, d], f"run_{i}_{d}"))
-        m.Add(cmax >= C[i])
+        m.Add(cmax >= C[i] + int(tail[i]))
     for d in range(D):
         if len(on_device[d]) > 1:
             m.AddNoOverlap(on_device[d])
@@ -220,16 +248,17 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
         if len(ivs) > 1:
             m.AddNoOverlap(ivs)
 
+    bound_ok = True
     if options.memory:
         # bytes up, capacities down: every solution fits; with fractional bytes (not with
         # a fractional capacity alone) the model is stricter than the instance, so its
-        # bound is dropped like that of rounded times
+        # bound is dropped
         mem = np.ceil(g.memory).astype(np.int64)
         for d in range(D):
             ops = [i for i in range(n) if d in data.allowed[i]]
             cap = cl.memory[d]
             if math.isfinite(cap) and int(mem[ops].sum()) > cap:
-                exact = exact and bool(np.all(mem[ops] == g.memory[ops]))  # integer sums: <= cap iff <= floor
+                bound_ok = bound_ok and bool(np.all(mem[ops] == g.memory[ops]))  # integer sums: <= cap iff <= floor
                 m.Add(sum(int(mem[i]) * x[i, d] for i in ops) <= int(math.floor(cap)))
     if options.colocation:
         for i in range(n):
@@ -244,12 +273,14 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
                 m.Add(cmax >= sum(terms))
     if options.symmetry:
         _add_symmetry(m, g, cl, data.allowed, x)
+    if options.comm_windows:
+        _add_all_devices(m, S, pmin_int, data)
     m.Minimize(cmax)
 
     if warm_start is not None:
         dev = np.asarray(warm_start[0], dtype=np.int64)
         S_h, T_h = _integer_hint(g, dev, np.asarray(warm_start[1], dtype=np.float64), warm_start[2], data.p, tt,
-                                 P, TT, options.congestion)
+                                 P, TT, options.congestion, head)
         for (i, d), lit in x.items():
             m.AddHint(lit, int(dev[i] == d))
         for i in range(n):
@@ -257,16 +288,18 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
         for e, var in T.items():
             m.AddHint(var, int(T_h.get(e, S_h[src[e]] + P[src[e], dev[src[e]]])))
     build = time.perf_counter() - t0
-    return (m, cp_model, solver, scale, exact, build, warm_start is not None, g, cl, x, S, C, T, TT)
+    return (m, cp_model, solver, scale, (exact, bound_ok), build, warm_start is not None, g, cl, x, S, C, T, TT)
 
 
 def _integer_hint(g: OpGraph, dev: np.ndarray, st: np.ndarray, xs: dict, p: np.ndarray, tt: np.ndarray,
-                  P: np.ndarray, TT: np.ndarray, congestion: bool) -> tuple[list[int], dict[int, int]]:
+                  P: np.ndarray, TT: np.ndarray, congestion: bool,
+                  head: np.ndarray) -> tuple[list[int], dict[int, int]]:
     """The warm start as a complete solution of the integer model: its device and link
     orders (:func:`~dnnplace.graphs.evaluation.link_orders.orders_from_times`, which never
     contradict each other) replayed with the integer durations, every task as early as
-    those orders and precedence allow (so rounding never makes the hint infeasible and
-    CP-SAT starts from it). Returns node starts and transfer starts (crossing edges)."""
+    those orders, precedence and the node's integer ``head`` allow (so rounding never
+    makes the hint infeasible and CP-SAT starts from it). Returns node starts and
+    transfer starts (crossing edges)."""
     from dnnplace.graphs.evaluation.link_orders import orders_from_times
 
     n, src, dst = g.n, g.src, g.dst
@@ -308,7 +341,7 @@ def _integer_hint(g: OpGraph, dev: np.ndarray, st: np.ndarray, xs: dict, p: np.n
     for u, v, lag in arcs:
         out[u].append((v, lag))
         indeg[v] += 1
-    start = [0] * T
+    start = [int(h) for h in head.tolist()] + [0] * (T - n)
     ready = [t for t in range(T) if indeg[t] == 0]
     while ready:
         u = ready.pop()
@@ -318,6 +351,17 @@ def _integer_hint(g: OpGraph, dev: np.ndarray, st: np.ndarray, xs: dict, p: np.n
             if indeg[v] == 0:
                 ready.append(v)
     return start[:n], {e: start[k] for e, k in xid.items()}
+
+
+def _add_all_devices(m, S: list, pmin_int: np.ndarray, data) -> None:
+    r"""Redundant: at most :math:`m` ops run at once, :math:`m` the devices that can run
+    some op, each op busy at least :math:`[S_i, S_i + \underline p_i)` (a cumulative of
+    mandatory intervals, whose energetic reasoning the per-device optional ones lack)."""
+    cap = len({d for a in data.allowed for d in a})
+    if cap >= data.graph.n or cap < 2:
+        return
+    ivs = [m.NewFixedSizeIntervalVar(S[i], int(pmin_int[i]), f"busy_{i}") for i in range(len(S)) if pmin_int[i] > 0]
+    m.AddCumulative(ivs, [1] * len(ivs), cap)
 
 
 def _add_symmetry(m, g: OpGraph, cl: Cluster, allowed: list, x: dict) -> None:
@@ -346,7 +390,7 @@ def _add_symmetry(m, g: OpGraph, cl: Cluster, allowed: list, x: dict) -> None:
                 used[d] = nxt
 
 
-def _solve(m, cp_model, sopts: SolverOptions, scale: float, exact: bool, build: float, warm: bool,
+def _solve(m, cp_model, sopts: SolverOptions, scale: float, exactness: tuple[bool, bool], build: float, warm: bool,
            g: OpGraph, cl: Cluster, x, S, C, T, TT) -> tuple[SolveOutcome, CpsatTimes | None]:
     import ortools
 
@@ -360,16 +404,28 @@ def _solve(m, cp_model, sopts: SolverOptions, scale: float, exact: bool, build: 
     if sopts.seed is not None:
         prm.random_seed = int(sopts.seed)
     prm.log_search_progress = bool(sopts.tee)
+    if (sopts.solver_options or {}).get("cpsat_parameters"):  # SatParameters in protobuf text format
+        from google.protobuf import text_format
+
+        text_format.Merge(str(sopts.solver_options["cpsat_parameters"]), prm)
     # CP-SAT would catch SIGINT itself and stop as at a time limit, which reads as a
     # result: the signal stays Python's, and a Ctrl-C stops the search (stop_search)
     # and raises KeyboardInterrupt (formulations/solvers/interrupts.py)
     prm.catch_sigint_signal = False
     trace: list[tuple[float, float | None, float | None]] = []
     t0 = time.perf_counter()
+    exact, bound_ok = exactness  # times exact; the model no stricter than the instance (memory)
 
     class _Trace(cp_model.CpSolverSolutionCallback):
         def on_solution_callback(self):
-            trace.append((time.perf_counter() - t0, self.ObjectiveValue() / scale, self.BestObjectiveBound() / scale))
+            trace.append((time.perf_counter() - t0, self.ObjectiveValue() / scale,
+                          self.BestObjectiveBound() / scale if bound_ok else None))
+
+    def _bound_moved(value: float) -> None:  # a new bound between solutions, beside the last incumbent
+        if bound_ok and trace:
+            trace.append((time.perf_counter() - t0, trace[-1][1], value / scale))
+
+    slv.best_bound_callback = _bound_moved
 
     from dnnplace.formulations.solvers.interrupts import run_stoppable
 
@@ -387,14 +443,18 @@ def _solve(m, cp_model, sopts: SolverOptions, scale: float, exact: bool, build: 
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return SolveOutcome("no_solution", "maxTimeLimit", **base), None
     inc, bnd = slv.ObjectiveValue() / scale, slv.BestObjectiveBound() / scale
-    trace.append((seconds, inc, bnd))
+    trace.append((seconds, inc, bnd if bound_ok else None))
     proven = code == cp_model.OPTIMAL
     gap = abs(inc - bnd) / max(abs(inc), 1e-12)
-    msg = None if exact else (f"durations rounded to 1/{scale:g} of the time unit or fractional memory bytes "
-                              "rounded: the CP-SAT bound is not a bound of the true problem (dropped)")
-    out = SolveOutcome("optimal" if proven and exact else "feasible",
+    msg = [] if exact else [f"durations rounded down to 1/{scale:g} of the time unit: the model is a relaxation "
+                            "(its bound holds, its objective is not a replayed makespan)"]
+    if not bound_ok:
+        msg.append("fractional memory bytes rounded up: the CP-SAT bound is not a bound of the true problem "
+                   "(dropped)")
+    out = SolveOutcome("optimal" if proven and exact and bound_ok else "feasible",
                        "convergenceCriteriaSatisfied" if proven else "maxTimeLimit",
-                       incumbent=inc, bound=bnd if exact else None, gap=gap, message=msg, **base)
+                       incumbent=inc, bound=bnd if bound_ok else None, gap=gap, message="; ".join(msg) or None,
+                       **base)
     D = cl.size
     dev = np.array([next(d for d in range(D) if (i, d) in x and slv.BooleanValue(x[i, d])) for i in range(g.n)],
                    dtype=np.int64)

@@ -76,6 +76,11 @@ devices that any permutation maps onto itself, links included): with the class's
 :math:`d_j` is used only after :math:`d_{j-1}` was (relabel any solution by first use:
 exact).
 
+Transfer-aware windows (``comm_windows``, issue 26): the heads and tails below are raised to
+:func:`~dnnplace.formulations.pesto_precompute.strong_heads_tails`, which hold for every
+schedule of every placement, so everything derived from them stays exact; they also give
+the rows :math:`C_{\max} \ge C_i + q_i` for every op (not only the sinks' (3)).
+
 Big-M (every value derived, none "large"): :math:`U` is the makespan of a feasible
 heuristic schedule (list scheduling, re-simulated: any such schedule satisfies every
 constraint above, so the optimum is :math:`\le U`) and :math:`C_{\max} \le U`. With
@@ -249,7 +254,7 @@ def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
     # ---------------------------------------------------------------- switchable families
     add_families(m, data, [(options.load_cuts, _add_load_cuts), (options.congestion, _add_congestion),
                            (options.memory, _add_memory), (options.colocation, _add_colocation),
-                           (options.symmetry, _add_symmetry)])
+                           (options.symmetry, _add_symmetry), (options.comm_windows, _add_tails)])
 
     m.objective = pyo.Objective(expr=m.cmax, sense=pyo.minimize, doc="minimise C_max")
     return m
@@ -299,6 +304,17 @@ def _add_congestion(m: pyo.ConcreteModel, data: PestoData) -> None:
     @m.Constraint(m.xfer_pairs, doc="congestion: f before e on a shared link (7)")
     def link_fe(_m, e, f):
         return _m.xstart[e] >= _m.xstart[f] + _m.xdur[f] - big_mx(f, e) * (_m.xorder[e, f] + q(_m, e, f))
+
+
+def _add_tails(m: pyo.ConcreteModel, data: PestoData) -> None:
+    r"""Every op leaves at least its tail after it: :math:`C_{\max} \ge C_i + q_i`."""
+    tail = data.tail
+
+    @m.Constraint(m.ops, doc="C_max >= C_i + tail_i (transfer-aware tails)")
+    def tail_cut(_m, i):
+        if tail[i] <= 0:
+            return pyo.Constraint.Skip
+        return _m.cmax >= _m.finish[i] + float(tail[i])
 
 
 def _add_memory(m: pyo.ConcreteModel, data: PestoData) -> None:

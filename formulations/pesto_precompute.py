@@ -8,6 +8,12 @@ A pair ordered by precedence (one reaches the other) or by its time windows (val
 every schedule of makespan ``<= U``: op ``i`` inside ``[h_i, U - q_i]``, transfer ``(i, j)``
 inside ``[h_i + pmin_i, U - q_j - pmin_j]``) gets no order variable: the reduction is exact.
 
+Heads and tails (:func:`heads_tails`) are longest paths of least compute times; with
+``comm_windows`` (default) each is raised to the transfer-aware and energetic ones of
+:func:`strong_heads_tails`, which hold for every schedule of every placement as well
+(issue 26): fewer unordered pairs, smaller big-Ms, and the row
+:math:`C_{\max} \ge C_i + q_i` for every op.
+
 >>> import numpy as np
 >>> from dnnplace.graphs.graph import OpGraph
 >>> g = OpGraph.from_ids([0, 1, 2], [(0, 1), (1, 2)], kinds=("gpu",), compute=np.ones((3, 1)),
@@ -30,7 +36,7 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.reach import reachability
 
-__all__ = ["PestoOptions", "PestoData", "heads_tails", "prepare"]
+__all__ = ["PestoOptions", "PestoData", "heads_tails", "strong_heads_tails", "prepare"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class PestoOptions:
     colocation: bool = True
     symmetry: bool = True
     load_cuts: bool = True
+    comm_windows: bool = True  # transfer-aware, energetic heads and tails (strong_heads_tails)
 
 
 @dataclass(eq=False)
@@ -93,6 +100,31 @@ def heads_tails(graph: OpGraph, pmin: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.asarray(hp), np.asarray(tp_)
 
 
+def strong_heads_tails(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    r"""Heads :math:`\rho_v \le S_v` and tails :math:`\tau_v` (:math:`C_v \le C_{\max} - \tau_v`)
+    that hold for every schedule of every placement, any link order, either transfer
+    mode: the transfer-aware heads and tails of
+    :func:`~dnnplace.graphs.evaluation.bounds.comm_heads_and_tails` (a node's inputs all on
+    its device run one at a time before it, else one arrives a least transfer after its
+    producer ends), raised by the energy of the ancestors (descendants) shared by the
+    devices that can run some node
+    (:func:`~dnnplace.formulations.kept_subgraph.energy_heads_tails`). Both are at least
+    :func:`heads_tails` of the least times over all devices; they use least times over all
+    devices, so they hold under any affinity, memory or colocation restriction too.
+
+    >>> g = OpGraph.from_ids([0, 1, 2], [(0, 2), (1, 2)], kinds=("gpu",), compute=np.ones((3, 1)),
+    ...                      memory=np.zeros(3))
+    >>> # 2 waits for 0 and 1: both on its GPU (2) or one sent over NVLink (1 + 0.01)
+    >>> [h.tolist() for h in strong_heads_tails(g, Cluster.single_host(2, with_cpu=False))]
+    [[0.0, 0.0, 1.01], [1.0, 1.0, 0.0]]
+    """
+    from dnnplace.formulations.kept_subgraph import energy_heads_tails
+    from dnnplace.graphs.evaluation.bounds import comm_heads_and_tails
+
+    w, r, q = comm_heads_and_tails(graph, cluster)
+    return energy_heads_tails(graph, cluster, np.arange(graph.n), w, r, q)
+
+
 def prepare(graph: OpGraph, cluster: Cluster, options: PestoOptions, horizon: float) -> PestoData:
     """Everything the builder needs from the instance: allowed devices (affinity, memory,
     colocation), heads and tails, reachability, the edges that may cross devices, and the
@@ -120,6 +152,9 @@ def prepare(graph: OpGraph, cluster: Cluster, options: PestoOptions, horizon: fl
         raise InputError(f"{graph._node(empty[0])}: no device can run it (affinity, memory or colocation)")
     pmin = np.array([np.nanmin(p[i, allowed[i]]) for i in range(n)]) if n else np.zeros(0)
     head, tail = heads_tails(graph, pmin)
+    if options.comm_windows and n:
+        rho, tau = strong_heads_tails(graph, cluster)
+        head, tail = np.maximum(head, rho), np.maximum(tail, tau)
     reach = reachability(graph)
     asets = [set(a) for a in allowed]
 

@@ -114,10 +114,11 @@ def test_pesto_method_with_cpsat_engine_is_exact_on_constrained_instances():
     assert checked == 40 and given >= 10, given
 
 
-def test_inexact_durations_are_rounded_and_never_claimed_optimal():
-    """Durations of 1/3 have no exact decimal scale: CP-SAT solves rounded durations,
-    drops its bound and reports ``feasible``; the method's answer is still a valid
-    schedule, re-scored by the simulator with the true durations.
+def test_inexact_durations_are_rounded_down_and_never_claimed_optimal():
+    """Durations of 1/3 have no exact decimal scale: CP-SAT solves durations rounded
+    down (a relaxation), keeps its bound (never above the true optimum) and reports
+    ``feasible``; the method's answer is still a valid schedule, re-scored by the
+    simulator with the true durations.
 
         a (1/3) -> b (1/3), a -> c (1/3), two GPUs, link time 1/3 per edge
     """
@@ -127,8 +128,9 @@ def test_inexact_durations_are_rounded_and_never_claimed_optimal():
     cl = Cluster.single_host(2, with_cpu=False)
     assert time_scale(np.array([third]), 1.0)[1] is False
     out, times = solve_pesto_cpsat(g, cl, horizon=1.0, solver=CP)
-    assert out.status == "feasible" and out.bound is None and "rounded" in out.message
-    assert out.incumbent == pytest.approx(1.0, abs=1e-5)  # all on one device: 3 x 1/3
+    assert out.status == "feasible" and "rounded down" in out.message
+    assert out.bound <= 1.0 and out.bound == pytest.approx(1.0, abs=1e-6)
+    assert out.incumbent == pytest.approx(1.0, abs=1e-6)  # all on one device: 3 x 1/3
     res = solve(Instance(g, cl, "thirds"), "pesto", SolveRequest(problem="makespan", solver=CP,
                                                                params={"engine": "cpsat"}))
     # the method's bound is then only the combinatorial one, which (issue 26) counts a's tail:
@@ -136,6 +138,35 @@ def test_inexact_durations_are_rounded_and_never_claimed_optimal():
     # answer, proved optimal without the rounded model's bound
     assert res.status == "optimal" and res.bound == pytest.approx(1.0, rel=1e-12)
     assert res.objective == pytest.approx(1.0, rel=1e-12)
+
+
+def _thirds(g: OpGraph) -> OpGraph:
+    """``g`` with every compute time and tensor size divided by 3: no decimal scale is exact."""
+    return g.with_(compute=g.compute / 3.0, edge_bytes=g.edge_bytes / 3.0)
+
+
+def test_rounded_down_model_bounds_the_exhaustive_optimum_on_inexact_instances():
+    """Issue 26: on 24 tiny instances with times divided by 3 (inexact: durations rounded
+    down, transfer-aware windows, the combinatorial bound on C_max), CP-SAT's bound is at
+    most the exhaustive optimum, and the orders of its proven (rounded) optimum replay,
+    with the true durations, at the exhaustive optimum up to the rounding (one unit of
+    1e-8 of the horizon per task)."""
+    checked = 0
+    for seed in range(24):
+        g0, cl = pesto_tiny_instance(seed)
+        g, cong = _thirds(g0), seed % 2 == 0
+        out, times = _cpsat(g, cl, cong)
+        exact = exact_any_order(g, cl, cong)
+        assert out.status == "feasible" and out.termination == "convergenceCriteriaSatisfied", (seed, out)
+        assert out.bound <= exact * (1 + 1e-12), (seed, out.bound, exact)
+        pl, s, f, xs, xf = times.as_tuple()
+        pr, lp = orders_from_times(g, s, f, xs, xf)
+        cross = pl.device[g.src] != pl.device[g.dst]
+        sim = simulate(pl, policy="order", priorities=pr, congestion=cong,
+                       link_priorities=lp if cong and cross.any() else None, transfer_mode="per_edge")
+        assert sim.makespan == pytest.approx(exact, rel=1e-6), (seed, sim.makespan, exact)
+        checked += 1
+    assert checked == 24
 
 
 def test_engine_option_is_checked():
