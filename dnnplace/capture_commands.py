@@ -178,6 +178,13 @@ def cmd_profile_links(args: argparse.Namespace) -> int:
     if n_gpus == 0 or want > n_gpus:
         raise InputError(f"profile-links: {want or 'a'} GPU cluster asked for, {n_gpus} GPU(s) visible; refusing to "
                          "fit GPU links from CPU copies (this host's CPU processes: --gloo N)")
+    if args.executor:   # every link as `dnnplace execute --cuda` sends: through host memory over gloo
+        staged = time_p2p_pairs(2, sizes, backend="gloo+host", repeats=args.repeats, threads=1)[(0, 1)]
+        _print_profiles([staged])
+        cl = cluster_from_fits(want, staged, staged)
+        write_json(args.out, {"format": "dnnplace.cluster/1", **cluster_to_dict(cl)})
+        print(f"cluster with {cl.size} devices, links as the executor sends (gloo+host) -> {args.out}")
+        return 0
     profiles = []
     if n_gpus >= 2:
         profiles.append(time_copies("d2d", sizes, repeats=args.repeats))
@@ -240,6 +247,10 @@ def add_parsers(sub) -> None:
                         "write a local-cpu-N cluster (use it as --cluster FILE; the local-cpu-N preset holds "
                         "measured defaults)")
     p.add_argument("--no-p2p", action="store_true", help="skip the torch.distributed send/recv")
+    p.add_argument("--executor", action="store_true",
+                   help="fit every link on the path `dnnplace execute --cuda` takes (a copy to the host, gloo "
+                        "send/recv, a copy to the GPU; timed between a GPU process and a CPU process) instead of "
+                        "the hardware's copies")
     p.add_argument("--nvml", action="store_true",
                    help="no timing: NVLink/PCIe per GPU pair from NVML (pip install nvidia-ml-py) mapped to the "
                         "interconnect presets")
