@@ -75,7 +75,8 @@ optimal and BERT-12 within 0.01 %, where the path bound left 2.8-29.8 %.
 
 >>> import numpy as np
 >>> from dnnplace.graphs.cluster import Cluster
->>> from dnnplace.graphs.graph import OpGraph
+>>> from dnnplace.graphs.evaluation.evaluate import latency
+from dnnplace.graphs.graph import OpGraph
 >>> # a -> b -> d and a -> c -> d; accelerators of 4 B hold two nodes of 2 B
 >>> g = OpGraph(ids=list("abcd"), kinds=["acc", "cpu"], compute=[[1.0, 9.0]] * 4, memory=[2] * 4,
 ...             src=[0, 0, 1, 2], dst=[1, 2, 3, 3], edge_cost=[3.0] * 4)
@@ -94,10 +95,12 @@ import numpy as np
 from dnnplace.formulations.latency_piece_cut import piece_cut
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluation.bounds import latency_lower_bound
+from dnnplace.graphs.evaluation.evaluate import latency
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.levels import blevel
+from dnnplace.graphs.placement import Placement
 
-__all__ = ["closure_segmentation_bound", "descendants"]
+__all__ = ["closure_segmentation_bound", "closure_segmentation", "descendants"]
 
 _INF = float("inf")
 
@@ -321,36 +324,44 @@ def _dp(d: _Data, path: list[int], C: np.ndarray) -> tuple[float, list[tuple[int
     return value, used
 
 
-def _segment(d: _Data, path: list[int], rounds: int) -> float:
+def _last_reaching(d: _Data, path: list[int]) -> np.ndarray:
+    """Per node ``y``: the last path index ``k`` with ``v_k`` reaching ``y`` (-1 if none), the
+    largest over ``y``'s group for ``q = 1``; ``y`` is in ``D*(v_{j+1})`` iff ``j < last[y]``."""
+    L = len(path)
+    reach = d.down[path]                       # (L, n): v_k reaches y
+    last = np.where(reach.any(axis=0), L - 1 - np.argmax(reach[::-1], axis=0), -1)
+    out = np.full(d.n_groups, -1)              # gid is the identity for q >= 2
+    np.maximum.at(out, d.gid, last)
+    return out[d.gid]
+
+
+def _segment(d: _Data, path: list[int], rounds: int) -> tuple[float, list, list]:
     """The DP of the module docstring on one path; then, up to ``rounds`` times, the
     stretches of the DP's optimum get the minimum-cut cost of
     :func:`~dnnplace.formulations.latency_piece_cut.piece_cut` (never lower: the same
     closure and outside set, the undecided neighbours decided jointly) and the DP is
-    solved again. Every value of the DP is a bound (every cost is one); the last is
-    returned."""
+    solved again. Every value of the DP is a bound (every cost is one); returns the last,
+    the stretches of its optimum and the per-start rows of :func:`_stretch_costs`."""
     L = len(path)
-    # y is in D*(v_{j+1}) iff v_{j+1} reaches y iff j < last[y], the last path index reaching y
-    reach = d.down[path]                       # (L, n): v_k reaches y
-    last = np.where(reach.any(axis=0), L - 1 - np.argmax(reach[::-1], axis=0), -1)
-    last_anc = np.full(d.n_groups, -1)         # group-closed (gid is the identity for q >= 2)
-    np.maximum.at(last_anc, d.gid, last)
-    last_anc = last_anc[d.gid]
+    last_anc = _last_reaching(d, path)
     rows = [_stretch_costs(d, path, i, last_anc) for i in range(L)]
     C = np.vstack([r[0] for r in rows])
     done: set[tuple[int, int]] = set()
     value, used = _dp(d, path, C)
     for _ in range(rounds):
-        todo = [ij for ij in used if ij not in done]
+        todo = [(a, b) for i, j in used for a, b in ((i, j), (i, j - 1), (i, j + 1), (i - 1, j), (i + 1, j))
+                if 0 <= a <= b < L and (a, b) not in done and np.isfinite(C[a, b])]
+        todo = list(dict.fromkeys(todo))
         if not todo:
             break
         for i, j in todo:
             done.add((i, j))
             C[i, j] = max(C[i, j], _refine(d, path, i, j, rows[i], last_anc))
         value, used = _dp(d, path, C)
-    return value
+    return value, used, rows
 
 
-def _refine(d: _Data, path: list[int], i: int, j: int, row: tuple, last_anc: np.ndarray) -> float:
+def _refine(d: _Data, path: list[int], i: int, j: int, row: tuple, last_anc: np.ndarray, side: bool = False):
     """The minimum-cut cost of stretch ``(i, j)``: ``X(i, j)`` inside; outside the forbidden
     nodes, those no accelerator runs and those whose group no longer fits beside ``X``."""
     _, enter, mem_x = row
@@ -358,7 +369,7 @@ def _refine(d: _Data, path: list[int], i: int, j: int, row: tuple, last_anc: np.
     outside = ~np.isfinite(d.p_acc) | (j < last_anc) | (mem_x[j] + d.gmem > d.cap * (1 + 1e-9) + 1e-9)
     if i > 0:
         outside |= _group_close(d, d.up[path[i - 1]])
-    return piece_cut(d, inside, outside & ~inside)
+    return piece_cut(d, inside, outside & ~inside, side=side)
 
 
 def _paths(g: OpGraph, d: _Data) -> list[list[int]]:
@@ -380,7 +391,7 @@ def _paths(g: OpGraph, d: _Data) -> list[list[int]]:
     return out
 
 
-def closure_segmentation_bound(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: int = 50) -> float:
+def closure_segmentation_bound(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: int = 2000) -> float:
     """A latency no split of ``graph`` with at most ``q`` contiguous pieces per accelerator
     beats (module docstring); never below
     :func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound`: where every node's
@@ -388,8 +399,50 @@ def closure_segmentation_bound(graph: OpGraph, cluster: Cluster, q: int = 1, rou
     paths, each stretch charged at least as much; the least-time path's value is at least
     the critical path of least times), otherwise by taking the larger of the two.
     ``rounds``: how many times the DP's stretches are refined by minimum cuts."""
+    return closure_segmentation(graph, cluster, q, rounds)[0]
+
+
+def closure_segmentation(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: int = 2000,
+                         split: bool = False) -> tuple[float, Placement | None]:
+    """:func:`closure_segmentation_bound` and, with ``split`` (``q = 1``), the split read
+    off the bound: per path, the DP's stretches become pieces (the source sides of their
+    minimum cuts, the largest on the accelerator with the most memory), every other node
+    goes to the first CPU; the best of them the evaluator accepts with one piece per
+    accelerator (``None`` if none). Where its latency equals the bound it is optimal."""
     if graph.n == 0:
-        return 0.0
+        return 0.0, None
     d = _data(graph, cluster, int(q))
-    best = max(_segment(d, p, rounds) for p in _paths(graph, d))
-    return max(best, latency_lower_bound(graph, cluster, q)) if d.uneven else best
+    best, found, found_value = 0.0, None, _INF
+    for path in _paths(graph, d):
+        value, used, rows = _segment(d, path, rounds)
+        best = max(best, value)
+        if split and int(q) == 1 and np.isfinite(value):
+            p = _split(d, cluster, path, used, rows)
+            ev = latency(p) if p is not None else None
+            if ev is not None and ev.feasible and ev.objective < found_value \
+                    and max(ev.details["subgraphs"].values(), default=0) <= 1:
+                found, found_value = p, ev.objective
+    if d.uneven:
+        best = max(best, latency_lower_bound(graph, cluster, q))
+    return best, found
+
+
+def _split(d: _Data, cluster: Cluster, path: list[int], used: list, rows: list) -> Placement | None:
+    """The split of :func:`closure_segmentation` for one path."""
+    cpus = cluster.devices_of_kind("cpu")
+    accs = sorted((k for k in range(cluster.size) if cluster.kinds[k] != "cpu"), key=lambda k: -cluster.memory[k])
+    if not cpus.size or len(used) > len(accs):
+        return None
+    last_anc = _last_reaching(d, path)
+    pieces = []
+    for i, j in used:
+        _, members = _refine(d, path, i, j, rows[i], last_anc, side=True)
+        if members is None:
+            return None
+        pieces.append(members)
+    device = np.full(d.g.n, int(cpus[0]))
+    for k, members in enumerate(sorted(pieces, key=lambda x: -float(d.mem[x].sum()))):
+        if (device[members] != cpus[0]).any():
+            return None
+        device[members] = accs[k]
+    return Placement(d.g, cluster, device)

@@ -28,7 +28,8 @@ implied parts of convexity, its least value over :math:`X \subseteq S \subseteq 
   :math:`y`), :math:`y \to w` (:math:`\infty`); symmetrically for ancestors.
 
 Every feasible piece is a cut of at most its duration, so the minimum cut is a lower
-bound (``inf`` when :math:`X` reaches :math:`O` along :math:`\infty` arcs: no piece
+bound (also on a network restricted to the nodes near :math:`X`: dropping arcs never
+raises a minimum cut) (``inf`` when :math:`X` reaches :math:`O` along :math:`\infty` arcs: no piece
 exists). Capacities are scaled to integers (SciPy's max flow takes ``int32``) and rounded
 down, so the value stays a lower bound.
 """
@@ -44,56 +45,71 @@ __all__ = ["piece_cut"]
 _BIG = 2 ** 30
 
 
-def piece_cut(d, inside: np.ndarray, outside: np.ndarray) -> float:
+def piece_cut(d, inside: np.ndarray, outside: np.ndarray, hops: int = 8, side: bool = False):
     """Least duration of a piece ``S`` with ``inside`` in ``S`` and ``outside`` not (module
-    docstring); ``d`` is the bound's instance data (:mod:`dnnplace.formulations.latency_bound`)."""
+    docstring); ``d`` is the bound's instance data (:mod:`dnnplace.formulations.latency_bound`).
+    The network keeps the nodes within ``hops`` edges of ``inside`` (dropping arcs only
+    lowers a minimum cut, so the value stays a bound). ``side=True``: also the nodes on the
+    source side of a minimum cut (a piece that attains the value when it is contiguous,
+    fits and pays no transfer the network dropped; ``None`` when there is none)."""
     g = d.g
-    n = g.n
     if (inside & outside).any():
-        return float("inf")
-    s, t = 3 * n, 3 * n + 1
-    src, dst = g.src, g.dst
-    desc = d.down[inside].any(axis=0) & ~inside
-    anc = d.up[inside].any(axis=0) & ~inside
-    free = ~inside
-    has_out = np.bincount(src, minlength=n) > 0
-    u_all = np.arange(n)
-    # (tail, head, capacity in ms or None = infinite)
-    inf_arcs = [
-        (np.full(int(inside.sum()), s), np.flatnonzero(inside)),
-        (np.flatnonzero(outside), np.full(int(outside.sum()), t)),
-        (dst, n + src),                      # w -> a_u
-        (2 * n + src, dst),                  # b_x -> y
-    ]
-    grouped = d.gid[free]
-    if d.q == 1 and grouped.size:
+        return (float("inf"), None) if side else float("inf")
+    sub = inside.copy()
+    for _ in range(hops):
+        grow = sub.copy()
+        grow[g.dst[sub[g.src]]] = True
+        grow[g.src[sub[g.dst]]] = True
+        sub = grow
+    nodes = np.flatnonzero(sub)
+    k = nodes.size
+    loc = np.full(g.n, -1)
+    loc[nodes] = np.arange(k)
+    e = sub[g.src] & sub[g.dst]
+    src, dst = loc[g.src[e]], loc[g.dst[e]]
+    ins, out = inside[nodes], outside[nodes]
+    s, t = 3 * k, 3 * k + 1
+    desc = d.down[inside][:, nodes].any(axis=0) & ~ins
+    anc = d.up[inside][:, nodes].any(axis=0) & ~ins
+    idx = np.arange(k)
+    inf_arcs = [(np.full(int(ins.sum()), s), idx[ins]), (idx[out], np.full(int(out.sum()), t)),
+                (dst, k + src),                       # w -> a_u
+                (2 * k + src, dst),                   # b_x -> y
+                (dst[desc[src] & desc[dst]], src[desc[src] & desc[dst]]),
+                (src[anc[src] & anc[dst]], dst[anc[src] & anc[dst]])]
+    if d.q == 1:
+        gid = d.gid[nodes]
         rep = np.full(d.n_groups, -1)
-        rep[d.gid[::-1]] = u_all[::-1]       # the first member of each group
-        v = u_all[rep[d.gid] != u_all]
-        inf_arcs += [(v, rep[d.gid[v]]), (rep[d.gid[v]], v)]
-    e = desc[src] & desc[dst]
-    inf_arcs.append((dst[e], src[e]))
-    e = anc[src] & anc[dst]
-    inf_arcs.append((src[e], dst[e]))
-    fin_t = free & ~outside
-    finite = [
-        (u_all[fin_t], np.full(int(fin_t.sum()), t), d.p_acc[fin_t]),
-        (n + u_all[has_out], u_all[has_out], d.c_in[has_out]),     # a_u -> u
-        (u_all[has_out], 2 * n + u_all[has_out], d.c_out[has_out]),  # x -> b_x
-    ]
+        rep[gid[::-1]] = idx[::-1]                    # the first member of each group in the network
+        v = idx[rep[gid] != idx]
+        inf_arcs += [(v, rep[gid[v]]), (rep[gid[v]], v)]
     tail = np.concatenate([a for a, _ in inf_arcs])
     head = np.concatenate([b for _, b in inf_arcs])
-    shape = (3 * n + 2, 3 * n + 2)
+    shape = (3 * k + 2, 3 * k + 2)
     hard = csr_matrix((np.ones(tail.size, dtype=np.int32), (tail, head)), shape=shape)
     if t in breadth_first_order(hard, s, return_predecessors=False):
-        return float("inf")
-    ftail = np.concatenate([a for a, _, _ in finite])
-    fhead = np.concatenate([b for _, b, _ in finite])
-    fcap = np.concatenate([c for _, _, c in finite])
+        return (float("inf"), None) if side else float("inf")
+    has_out = np.bincount(src, minlength=k) > 0
+    free = ~ins & ~out
+    ftail = np.concatenate([idx[free], k + idx[has_out], idx[has_out]])
+    fhead = np.concatenate([np.full(int(free.sum()), t), idx[has_out], 2 * k + idx[has_out]])
+    fcap = np.concatenate([d.p_acc[nodes][free], d.c_in[nodes][has_out], d.c_out[nodes][has_out]])
     total = float(fcap.sum())
-    scale = (_BIG // 4) / total if total > 0 else 1.0
+    base = float(d.p_acc[inside].sum())
+    if total <= 0:
+        return (base, inside.copy()) if side else base
+    scale = (_BIG // 4) / total
     caps = np.concatenate([np.full(tail.size, _BIG, dtype=np.int64), np.floor(fcap * scale).astype(np.int64)])
     graph = csr_matrix((caps, (np.concatenate([tail, ftail]), np.concatenate([head, fhead]))), shape=shape)
     graph.data = np.minimum(graph.data, _BIG).astype(np.int32)   # summed duplicates stay in range
-    flow = maximum_flow(graph, s, t).flow_value
-    return float(d.p_acc[inside].sum()) + flow / scale
+    flow = maximum_flow(graph, s, t)
+    value = base + flow.flow_value / scale
+    if not side:
+        return value
+    residual = (graph - flow.flow).tocsr()
+    residual.data = np.maximum(residual.data, 0)
+    residual.eliminate_zeros()
+    reached = breadth_first_order(residual, s, return_predecessors=False)
+    members = np.zeros(g.n, dtype=bool)
+    members[nodes[reached[reached < k]]] = True
+    return value, members
