@@ -164,10 +164,11 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
         Constraint families, as for the MIP.
     solver : SolverOptions
         ``time_limit``, ``threads`` (CP-SAT workers, default 1), ``rel_gap``, ``seed``;
-        of ``solver_options`` only ``"cpsat_parameters"`` is read: CP-SAT parameters in
-        protobuf text format, applied last (e.g. ``"subsolvers: 'objective_lb_search'"``:
-        the full-problem worker searches for lower bounds while the other runs the
-        neighbourhood searches; the other keys are the MIP backends').
+        of ``solver_options`` only ``"cpsat_parameters"`` is read: a dict of CP-SAT
+        parameters by their names, applied last, lists extending repeated fields (e.g.
+        ``{"subsolvers": ["objective_lb_search"]}``: the full-problem worker searches for
+        lower bounds while the other runs the neighbourhood searches; the other keys are
+        the MIP backends').
     warm_start : (device, start, {edge: transfer start}), optional
         A feasible schedule, given to CP-SAT as a solution hint.
     """
@@ -404,10 +405,11 @@ def _solve(m, cp_model, sopts: SolverOptions, scale: float, exactness: tuple[boo
     if sopts.seed is not None:
         prm.random_seed = int(sopts.seed)
     prm.log_search_progress = bool(sopts.tee)
-    if (sopts.solver_options or {}).get("cpsat_parameters"):  # SatParameters in protobuf text format
-        from google.protobuf import text_format
-
-        text_format.Merge(str(sopts.solver_options["cpsat_parameters"]), prm)
+    for name, value in (sopts.solver_options or {}).get("cpsat_parameters", {}).items():  # CP-SAT's own names
+        if isinstance(value, list | tuple):
+            getattr(prm, name).extend(value)
+        else:
+            setattr(prm, name, value)
     # CP-SAT would catch SIGINT itself and stop as at a time limit, which reads as a
     # result: the signal stays Python's, and a Ctrl-C stops the search (stop_search)
     # and raises KeyboardInterrupt (formulations/solvers/interrupts.py)

@@ -100,7 +100,8 @@ def heads_tails(graph: OpGraph, pmin: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.asarray(hp), np.asarray(tp_)
 
 
-def strong_heads_tails(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+def strong_heads_tails(graph: OpGraph, cluster: Cluster,
+                       reach: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     r"""Heads :math:`\rho_v \le S_v` and tails :math:`\tau_v` (:math:`C_v \le C_{\max} - \tau_v`)
     that hold for every schedule of every placement, any link order, either transfer
     mode: the transfer-aware heads and tails of
@@ -111,6 +112,7 @@ def strong_heads_tails(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np
     (:func:`~dnnplace.formulations.kept_subgraph.energy_heads_tails`). Both are at least
     :func:`heads_tails` of the least times over all devices; they use least times over all
     devices, so they hold under any affinity, memory or colocation restriction too.
+    ``reach``: :func:`~dnnplace.graphs.reach.reachability` of ``graph``, if already computed.
 
     >>> g = OpGraph.from_ids([0, 1, 2], [(0, 2), (1, 2)], kinds=("gpu",), compute=np.ones((3, 1)),
     ...                      memory=np.zeros(3))
@@ -122,7 +124,8 @@ def strong_heads_tails(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np
     from dnnplace.graphs.evaluation.bounds import comm_heads_and_tails
 
     w, r, q = comm_heads_and_tails(graph, cluster)
-    return energy_heads_tails(graph, cluster, np.arange(graph.n), w, r, q)
+    reach = reachability(graph) if reach is None else reach
+    return energy_heads_tails(graph, cluster, np.arange(graph.n), w, r, q, anc=reach.T, desc=reach)
 
 
 def prepare(graph: OpGraph, cluster: Cluster, options: PestoOptions, horizon: float) -> PestoData:
@@ -152,10 +155,10 @@ def prepare(graph: OpGraph, cluster: Cluster, options: PestoOptions, horizon: fl
         raise InputError(f"{graph._node(empty[0])}: no device can run it (affinity, memory or colocation)")
     pmin = np.array([np.nanmin(p[i, allowed[i]]) for i in range(n)]) if n else np.zeros(0)
     head, tail = heads_tails(graph, pmin)
-    if options.comm_windows and n:
-        rho, tau = strong_heads_tails(graph, cluster)
-        head, tail = np.maximum(head, rho), np.maximum(tail, tau)
     reach = reachability(graph)
+    if options.comm_windows and n:
+        rho, tau = strong_heads_tails(graph, cluster, reach)
+        head, tail = np.maximum(head, rho), np.maximum(tail, tau)
     asets = [set(a) for a in allowed]
 
     def forced_same(i: int, k: int) -> bool:
