@@ -20,7 +20,7 @@ import numpy as np
 
 from dnnplace.heuristics.jit import cached_njit
 
-__all__ = ["run_dp", "new_tables", "ideal_sizes"]
+__all__ = ["run_dp", "run_dp_pruned", "new_tables", "ideal_sizes"]
 
 
 @cached_njit
@@ -123,6 +123,19 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
            owner, cost, ntarget, own_ptr, own_term, tgt_ptr, tgt_term,
            ideal_ok, bmask, desc, anc, check_bw, k, l, ub, overlap,  # noqa: E741 (the paper's k, l)
            dp, parent, kind, rep, stamp, src_lo, max_pairs, wgt, sync, rmax):
+    """:func:`run_dp_pruned` without the rest bound (every source with an entry ``<= ub``
+    is pushed)."""
+    return run_dp_pruned(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c, cpu_ok_node, mem,
+                         mem_cap, owner, cost, ntarget, own_ptr, own_term, tgt_ptr, tgt_term, ideal_ok, bmask, desc,
+                         anc, check_bw, k, l, ub, overlap, dp, parent, kind, rep, stamp, src_lo, max_pairs, wgt,
+                         sync, rmax, False, np.zeros(1), np.zeros((1, 1)))
+
+
+@cached_njit
+def run_dp_pruned(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c, cpu_ok_node, mem, mem_cap,
+                  owner, cost, ntarget, own_ptr, own_term, tgt_ptr, tgt_term,
+                  ideal_ok, bmask, desc, anc, check_bw, k, l, ub, overlap,  # noqa: E741 (the paper's k, l)
+                  dp, parent, kind, rep, stamp, src_lo, max_pairs, wgt, sync, rmax, prune, rest, cap):
     """Push the sources from ``src_lo`` on into the DP table (from :func:`new_tables`;
     ``dp`` has shape ``(n_ideals, k+1, l+1)``, ``parent``/``kind`` the argmin ideal and
     device kind, 0 accelerator, 1 CPU) until all are done or ``max_pairs`` ideal pairs
@@ -136,7 +149,15 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
     accelerators, at ``acc(S)/r`` plus (or, for ``overlap``, at least) the all-reduce
     ``(r-1)/r * W(S) * sync`` of its weights ``W(S)`` (``wgt`` per DP node, summed along
     the walk like memory); ``rep[j, a, b]`` records the ``r`` of the last stage. The walk
-    is pruned once ``acc(S) / rmax`` and the CPU time both exceed ``ub``."""
+    is pruned once ``acc(S) / rmax`` and the CPU time both exceed ``ub``.
+
+    With ``prune``, a source is also skipped when each of its states ``(a, b)`` (other
+    than all devices used) has ``dp > ub`` or a rest ``rest[src]`` (accelerator time
+    outside the ideal) above ``cap[a, b]`` (:mod:`dnnplace.heuristics.dp_bounds`, (*)): no
+    split of max-load ``<= ub`` passes through it. Skipping whole sources keeps every
+    ``dp[j]`` non-increasing in both counts, which the loops' early breaks rely on, and
+    every value in the table achievable; every split of max-load ``<= ub`` is still
+    found, so a final ``dp[-1] <= ub`` is the optimum."""
     inf = np.inf
     n_nodes = acc_c.shape[0]
     in_s = np.zeros(n_nodes, dtype=np.bool_)
@@ -156,6 +177,14 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
                     best = dp[src, a, b]
         if best > ub:
             continue
+        if prune:
+            alive = False
+            for a in range(k + 1):
+                for b in range(l + 1):
+                    if (a < k or b < l) and dp[src, a, b] <= ub and rest[src] <= cap[a, b]:
+                        alive = True
+            if not alive:
+                continue
         stamp[src] = src
         depth = 0
         stack_i[0] = src
@@ -177,18 +206,17 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
                     continue
                 stamp[j] = src
                 x = cover_node[p]
-                acc, cpu, mm, ww, bad, cbad = _sums(1, acc, cpu, mm, ww, bad, cbad, x, acc_c, cpu_c, mem, wgt,
-                                                    acc_ok_node, cpu_ok_node)
-                comm += _toggle(x, True, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr, tgt_term)
-                acc_feasible = bad == 0 and mm <= mem_cap
-                acc_lb = acc / rmax if acc_feasible else inf
-                cpu_load = cpu if cbad == 0 else inf
+                # the bound test first, on the sums alone: the transfer terms are only
+                # updated for a set the walk keeps
+                acc2, cpu2, mm2, ww2, bad2, cbad2 = _sums(1, acc, cpu, mm, ww, bad, cbad, x, acc_c, cpu_c, mem, wgt,
+                                                          acc_ok_node, cpu_ok_node)
+                acc_feasible = bad2 == 0 and mm2 <= mem_cap
+                acc_lb = acc2 / rmax if acc_feasible else inf
+                cpu_load = cpu2 if cbad2 == 0 else inf
                 if acc_lb > ub and cpu_load > ub:
-                    comm += _toggle(x, False, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr,
-                                    tgt_term)
-                    acc, cpu, mm, ww, bad, cbad = _sums(-1, acc, cpu, mm, ww, bad, cbad, x, acc_c, cpu_c, mem, wgt,
-                                                    acc_ok_node, cpu_ok_node)
                     continue
+                acc, cpu, mm, ww, bad, cbad = acc2, cpu2, mm2, ww2, bad2, cbad2
+                comm += _toggle(x, True, in_s, owner, cost, ntarget, cnt, own_ptr, own_term, tgt_ptr, tgt_term)
                 visited += 1
                 depth += 1
                 stack_i[depth] = j

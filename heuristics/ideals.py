@@ -23,7 +23,6 @@ has one transfer cost.
 from __future__ import annotations
 
 import time
-from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +32,7 @@ from scipy.sparse.csgraph import connected_components
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.orders import stack_topological_order
+from dnnplace.heuristics.dp_lattice import LatticeBuffers
 
 __all__ = ["DPGraph", "build_dp_graph", "IdealLattice", "enumerate_ideals", "linearize"]
 
@@ -253,65 +253,29 @@ def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: in
     """Breadth-first enumeration of the ideals of the DAG ``(n, src->dst)``.
 
     Every ideal is reached from a smaller one by adding one node all of whose
-    predecessors it contains; ideals are Python ints used as bitsets and looked up in a
-    dict, so the cost is ``O(ideals * width)`` dictionary operations. The cover relation
-    is collected in typed arrays (8 bytes an entry), so memory is about 24 bytes per
-    cover plus ~150 bytes per ideal while enumerating (measured in
-    ``python -m benchmarks dp-scale``).
+    predecessors it contains (:mod:`dnnplace.heuristics.dp_lattice`, compiled: bitsets
+    in a hash table), so the cost is ``O(ideals * width * words)``; memory is the
+    bitsets (``8 * words`` bytes an ideal) and 16 bytes per cover, with arrays that
+    grow by doubling (measured in ``python -m benchmarks dp-scale``).
     Raises :class:`TooManyIdeals` past ``max_ideals``, or past ``deadline`` (a
-    ``time.perf_counter()`` value, checked every 4096 ideals).
+    ``time.perf_counter()`` value, checked every 65536 ideals processed).
 
     >>> lat = enumerate_ideals(3, np.array([0]), np.array([1]))  # 0->1, 2 isolated
     >>> lat.size  # {}, {0}, {2}, {0,1}, {0,2}, {0,1,2}
     6
     """
-    preds = [0] * n
-    succs: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(src.tolist(), dst.tolist()):
-        preds[b] |= 1 << a
-        succs[a].append(b)
-    sources = [v for v in range(n) if preds[v] == 0]
-    index: dict[int, int] = {0: 0}
-    ideals = [0]
-    addable = [sources]
-    cov_from, cov_node, cov_to = array("q"), array("q"), array("q")
-    head = 0
-    while head < len(ideals):
-        cur = ideals[head]
-        for x in addable[head]:
-            nxt = cur | (1 << x)
-            j = index.get(nxt)
-            if j is None:
-                j = len(ideals)
-                if j >= max_ideals:
-                    raise TooManyIdeals(f"more than {max_ideals} ideals; use DPL (linearised) instead", count=j)
-                if deadline is not None and not j & 4095 and time.perf_counter() > deadline:
-                    raise TooManyIdeals(f"time limit while enumerating ideals ({j} so far); use DPL instead",
-                                        count=j, timed_out=True)
-                index[nxt] = j
-                ideals.append(nxt)
-                new = [y for y in addable[head] if y != x]
-                new += [y for y in succs[x] if preds[y] & ~nxt == 0]
-                addable.append(new)
-            cov_from.append(head)
-            cov_node.append(x)
-            cov_to.append(j)
-        addable[head] = None  # type: ignore[call-overload]  # free as we go
-        head += 1
-    del index, addable
-    words = max(1, (n + 63) // 64)
-    member = np.zeros((len(ideals), words), dtype=np.uint64)
-    mask = (1 << 64) - 1
-    for i, bits in enumerate(ideals):
-        for w in range(words):
-            member[i, w] = (bits >> (64 * w)) & mask
-    cov_from_a = np.frombuffer(cov_from, dtype=np.int64)
-    ptr = np.zeros(len(ideals) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(cov_from_a, minlength=len(ideals)), out=ptr[1:])
-    del cov_from, cov_from_a
-    # BFS appends covers in order of their source, so the arrays are already grouped
-    return IdealLattice(n, member, ptr, np.frombuffer(cov_node, dtype=np.int64).copy(),
-                        np.frombuffer(cov_to, dtype=np.int64).copy())
+    buf = LatticeBuffers(n, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
+    while not buf.step(1 << 16):
+        if buf.count > max_ideals:
+            raise TooManyIdeals(f"more than {max_ideals} ideals; use DPL (linearised) instead", count=buf.count)
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TooManyIdeals(f"time limit while enumerating ideals ({buf.count} so far); use DPL instead",
+                                count=buf.count, timed_out=True)
+    if buf.count > max_ideals:
+        raise TooManyIdeals(f"more than {max_ideals} ideals; use DPL (linearised) instead", count=buf.count)
+    m = int(buf.ptr[buf.count])
+    return IdealLattice(n, buf.member[: buf.count].copy(), buf.ptr[: buf.count + 1].copy(),
+                        buf.cover_node[:m].copy(), buf.cover_to[:m].copy())
 
 
 def linearize(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -24,13 +24,18 @@ Objectives: ``pipedream`` (sum of compute and transfers, the paper's default) an
 ``overlap`` (Appendix C.1: ``max(comm, compute)``). Not done: GPipe's objective (not
 separable over devices), replication (C.2) and hierarchies (C.3).
 
-Speed (see ``python -m benchmarks dp``): DPL runs first and its value bounds the exact
-DP, whose superset walks stop as soon as a set's compute exceeds that bound
-(:mod:`dnnplace.heuristics.dp_kernel`).
+Speed (see ``python -m benchmarks dp`` and ``dp-scale``): DPL runs first and its value
+bounds the exact DP, whose superset walks stop as soon as a set's compute exceeds that
+bound (:mod:`dnnplace.heuristics.dp_kernel`). With ``prune`` (the default) the exact DP
+runs as decisions "is the optimum at most ``T``?" for rising ``T`` from a knapsack lower
+bound up to DPL's value (:func:`_thresholds`); each run skips every ideal that no split
+of max-load ``<= T`` passes through, by its table entries and a bound on what the
+remaining devices can carry (:mod:`dnnplace.heuristics.dp_bounds`). A failed run proves
+the optimum above ``T``, so a run cut by the time limit still reports that bound.
 
 Size limit: the ideals are held as bitsets with their cover relation, so memory grows
-with the number of ideals (``max_ideals``, default 6 million: about 2.4 GB, measured 1.7 GB at
-4.3 million in ``results/bench-dp-scale.txt``). Past it the DP does not
+with the number of ideals (``max_ideals``, default 6 million; measured in
+``results/dp-scale.md``). Past it the DP does not
 give up silently: it returns DPL's split as the incumbent with ``complete=False`` and a
 valid lower bound (:func:`load_lower_bound`), so the caller reports a gap.
 """
@@ -49,7 +54,8 @@ from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.replication import Replication, node_weights
 from dnnplace.heuristics.dp_backward import backward_contiguity
-from dnnplace.heuristics.dp_kernel import ideal_sizes, new_tables, run_dp
+from dnnplace.heuristics.dp_bounds import knapsack_bound, state_caps
+from dnnplace.heuristics.dp_kernel import ideal_sizes, new_tables, run_dp_pruned
 from dnnplace.heuristics.ideals import (
     DPGraph,
     IdealLattice,
@@ -172,22 +178,33 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: 
     return _Prepared(h, lattice, arrays)
 
 
-def _run(prep: _Prepared, ub: float, overlap: bool,
-         deadline: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
+def _run(prep: _Prepared, ub: float, overlap: bool, deadline: float | None,
+         tables: tuple[np.ndarray, ...] | None = None, rest: np.ndarray | None = None,
+         caps: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
     """Push the sources in chunks of about 0.25 s (by a budget of ideal pairs, adapted
     to the measured rate) until all are done or ``deadline`` (a ``perf_counter`` time)
-    passes. Returns ``(dp, parent, kind, rep, pairs visited, sources done)``."""
+    passes; with ``rest``/``caps`` the kernel skips sources that no split of max-load
+    ``<= ub`` passes through (:mod:`dnnplace.heuristics.dp_bounds`). ``tables`` (from
+    :func:`new_tables`) are reset and reused. Returns ``(dp, parent, kind, rep, pairs
+    visited, sources done)``."""
     a, lat = prep.arrays, prep.lattice
-    dp, parent, kind, rep, stamp = new_tables(lat.size, a["k"], a["l"])
+    if tables is None:
+        tables = new_tables(lat.size, a["k"], a["l"])
+    else:
+        _reset(tables)
+    dp, parent, kind, rep, stamp = tables
+    prune = rest is not None
+    rest = np.zeros(1) if rest is None else rest
+    caps = np.zeros((1, 1)) if caps is None else caps
     visited, done, budget = 0, 0, 100_000
     while done < lat.size - 1:
         t = time.perf_counter()
-        pairs, done = run_dp(lat.size, lat.cover_ptr, lat.cover_node, lat.cover_to, a["acc_c"], a["acc_ok_node"],
-                             a["cpu_c"], a["cpu_ok_node"], a["mem"], a["mem_cap"], a["owner"], a["cost"],
-                             a["ntarget"], a["own_ptr"], a["own_term"], a["tgt_ptr"], a["tgt_term"], a["ideal_ok"],
-                             a["bmask"], a["desc"], a["anc"], a["check_bw"], a["k"], a["l"], float(ub), overlap,
-                             dp, parent, kind, rep, stamp, done, budget, a["wgt"], float(a.get("sync", 0.0)),
-                             int(a.get("rmax", 1)))
+        pairs, done = run_dp_pruned(
+            lat.size, lat.cover_ptr, lat.cover_node, lat.cover_to, a["acc_c"], a["acc_ok_node"], a["cpu_c"],
+            a["cpu_ok_node"], a["mem"], a["mem_cap"], a["owner"], a["cost"], a["ntarget"], a["own_ptr"],
+            a["own_term"], a["tgt_ptr"], a["tgt_term"], a["ideal_ok"], a["bmask"], a["desc"], a["anc"],
+            a["check_bw"], a["k"], a["l"], float(ub), overlap, dp, parent, kind, rep, stamp, done, budget, a["wgt"],
+            float(a.get("sync", 0.0)), int(a.get("rmax", 1)), prune, rest, caps)
         visited += pairs
         now = time.perf_counter()
         if deadline is not None and now > deadline:
@@ -195,6 +212,46 @@ def _run(prep: _Prepared, ub: float, overlap: bool,
         if pairs and now > t:
             budget = int(min(max(pairs * 0.25 / (now - t), 10_000), 1e9))
     return dp, parent, kind, rep, visited, done
+
+
+def _thresholds(prep: _Prepared, lo: float, hi: float, overlap: bool, deadline: float | None,
+                step: float = 0.01) -> tuple[tuple, float, float, int]:
+    """The exact DP as a sequence of decisions "is the optimum at most ``T``?" for
+    ``T = lo (1 + step)`` (``lo`` the bound proven so far) up to ``hi`` (an achievable max-load),
+    each a run of the kernel that skips every source no split of max-load ``<= T``
+    passes through (:mod:`dnnplace.heuristics.dp_bounds`). A run that ends with
+    ``dp[-1] <= T`` holds the optimum (every split of max-load ``<= T`` was searched); one
+    that ends above proves the optimum ``> T``, which becomes ``lo``. ``lo`` starts at the
+    larger of the caller's bound and :func:`~dnnplace.heuristics.dp_bounds.knapsack_bound`.
+
+    Returns ``(last run's _run tuple with the pairs of all runs, proven lower bound,
+    last T, runs)``; the last run stopped early when the deadline passed."""
+    a, lat = prep.arrays, prep.lattice
+    acc_c = np.where(a["acc_ok_node"], a["acc_c"], 0.0)
+    cpu_ok = a["cpu_ok_node"] & (a["l"] > 0)
+    lo = max(lo, knapsack_bound(acc_c, a["cpu_c"], cpu_ok, a["k"], a["l"]))
+    _, work = ideal_sizes(lat.cover_ptr, lat.cover_node, lat.cover_to, acc_c, lat.size)
+    rest = acc_c.sum() - work
+    tables = new_tables(lat.size, a["k"], a["l"])
+    visited, runs = 0, 0
+    while True:
+        t = min(hi, lo * (1 + step)) if lo > 0 else hi
+        out = _run(prep, t, overlap, deadline, tables, rest, state_caps(acc_c, a["cpu_c"], cpu_ok, a["k"], a["l"], t))
+        visited, runs = visited + out[4], runs + 1
+        if out[5] < lat.size - 1 or out[0][-1, a["k"], a["l"]] <= t or t >= hi:
+            return (*out[:4], visited, out[5]), lo, t, runs
+        lo = t
+
+
+def _reset(tables: tuple[np.ndarray, ...]) -> None:
+    """Back to :func:`new_tables`' state, in place."""
+    dp, parent, kind, rep, stamp = tables
+    dp.fill(np.inf)
+    dp[0] = 0.0
+    parent.fill(-1)
+    kind.fill(0)
+    rep.fill(1)
+    stamp.fill(-1)
 
 
 def _prefix_lower_bound(prep: _Prepared, dp: np.ndarray, done: int) -> float:
@@ -290,7 +347,8 @@ def _dpl_instead(inst: Instance, exc: TooManyIdeals, t0: float, *, objective: st
 
 def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pipedream",
                upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 6_000_000,
-               time_limit: float | None = None, replicas: int = 1, sync_per_byte: float | None = None) -> DPResult:
+               time_limit: float | None = None, replicas: int = 1, sync_per_byte: float | None = None,
+               prune: bool = True) -> DPResult:
     """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
 
     Parameters
@@ -319,8 +377,12 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     time_limit : float, optional
         Seconds for the exact DP's table (checked between chunks of sources). When it
         runs out: the better of DPL's split and the best full split in the table so
-        far, ``complete=False``, and the lower bound of the exact prefix of the table
-        (:func:`_prefix_lower_bound`, at least :func:`load_lower_bound`).
+        far, ``complete=False``, and the larger of the bound the failed threshold runs
+        proved and the lower bound of the exact prefix of the table (at most the
+        run's threshold; :func:`_prefix_lower_bound`, at least :func:`load_lower_bound`).
+    prune : bool
+        Bound pruning with threshold runs (see the module docstring); ``False`` runs the
+        DP once with DPL's value as the only bound (the benchmark's comparison).
 
     Returns
     -------
@@ -349,7 +411,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         return _on_original_nodes(inst, sub, maxload_dp(
             Instance(sub, inst.cluster, inst.source), linearized=linearized, objective=objective,
             upper_bound=upper_bound, trivial=trivial, max_ideals=max_ideals, time_limit=time_limit,
-            replicas=replicas, sync_per_byte=sync_per_byte))
+            replicas=replicas, sync_per_byte=sync_per_byte, prune=prune))
     sync = _replication_settings(inst, replicas, sync_per_byte)
     t0 = time.perf_counter()
     deadline = None if time_limit is None or linearized else t0 + float(time_limit)
@@ -370,10 +432,15 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         seconds["dpl_bound"] = sum(first.seconds.values())
     ub_slack = ub * (1 + 1e-9) + 1e-12 if np.isfinite(ub) else np.inf
     t2 = time.perf_counter()
-    dp, parent, kind, rep, visited, done = _run(prep, ub_slack, objective == "overlap", deadline)
+    a = prep.arrays
+    lo = load_lower_bound(inst, replicas) if not linearized else 0.0
+    if prune and not linearized and np.isfinite(ub):
+        out, lo, t_run, seconds["thresholds"] = _thresholds(prep, lo, ub_slack, objective == "overlap", deadline)
+    else:
+        out, t_run = _run(prep, ub_slack, objective == "overlap", deadline), ub_slack
+    dp, parent, kind, rep, visited, done = out
     t3 = time.perf_counter()
     seconds["dp"] = t3 - t2
-    a = prep.arrays
     value = float(dp[-1, a["k"], a["l"]])
     placement = _decode(inst, prep, parent, kind, rep) if np.isfinite(value) else None
     res = DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized,
@@ -382,7 +449,9 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         res.complete, res.stopped = False, "time_limit"
         if upper_bound is None and first.value < res.value:
             res.placement, res.value = first.placement, first.value
-        lb = max(_prefix_lower_bound(prep, dp, done), load_lower_bound(inst, replicas))
+        # a split of max-load <= t_run passes only through pushed states, so the prefix
+        # argument holds for it; any other split is above t_run
+        lb = max(lo, min(t_run, _prefix_lower_bound(prep, dp, done)))
         res.lower_bound = min(lb, res.value)
         seconds["lower_bound"] = time.perf_counter() - t3
         seconds["sources_done"] = done
