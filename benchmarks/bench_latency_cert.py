@@ -11,11 +11,14 @@ two variants, side by side in one run:
   (:func:`dnnplace.formulations.latency_bound.closure_segmentation_bound`).
 
 Both variants start from the same split and big-M ``H`` per row: ``--start heuristics`` the
-best of greedy / the max-load DP / all-CPU, ``--start ls`` (default) that of ``latency-ls``
-(:func:`dnnplace.heuristics.latency_search.latency_search`, ``--start-seconds``, seed 0),
-and get the same HiGHS time limit (1 thread). Prints, per row and variant: rows and
-columns of the model, build seconds (the bound included), solve seconds, incumbent, the
-evaluator's latency of the decoded split, bound, certified gap.
+best of greedy / the max-load DP / all-CPU, ``--start ls`` (default) the best of that,
+``latency-ls`` (:func:`dnnplace.heuristics.latency_search.latency_search`,
+``--start-seconds``, seed 0) and the split read off the closure bound
+(:func:`dnnplace.formulations.latency_bound.closure_segmentation`), and get the same HiGHS
+time limit (1 thread). Prints, per row: the seconds of latency-ls and of the closure bound
+with its split, and which split starts; per variant: rows and columns of the model, build
+seconds (the bound included), solve seconds, incumbent, the evaluator's latency of the
+decoded split, bound, certified gap.
 
     .venv/bin/python -m benchmarks latency-cert --time-limit 60
     .venv/bin/python -m benchmarks latency-cert --time-limit 600 --only resnet50 inceptionv3
@@ -45,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
+    from dnnplace.formulations.latency_bound import closure_segmentation
     from dnnplace.formulations.latency_ip import LatencyOptions, best_split, build_latency_ip, decode, warm_start_values
     from dnnplace.formulations.solvers.driver import solve_model
     from dnnplace.formulations.solvers.options import SolverOptions
@@ -60,8 +64,18 @@ def run(args) -> None:
             continue
         inst = load_instance(wl / f"{row}_inference.json")
         if args.start == "ls":
-            start, _, _ = latency_search(inst, time_limit=args.start_seconds, seed=0)
-            h, _, start = best_split(inst, 1, [start])
+            t = time.perf_counter()
+            ls, _, _ = latency_search(inst, time_limit=args.start_seconds, seed=0)
+            t_ls = time.perf_counter() - t
+            bound, split = closure_segmentation(inst.graph, inst.cluster, 1, split=True)
+            t_bound = time.perf_counter() - t - t_ls
+            cands = [ls] + ([split] if split is not None else [])
+            h, _, start = best_split(inst, 1, cands)
+            which = "bound split" if split is not None and start is split else \
+                "latency-ls" if start is ls else "heuristics"
+            print(f"# {row}: latency-ls {latency(ls).objective:.2f} ({t_ls:.0f} s); closure bound {bound:.2f} and "
+                  f"its split {latency(split).objective if split is not None else float('nan'):.2f} ({t_bound:.1f} s); "
+                  f"start: {which}", flush=True)
         else:
             h, _, start = best_split(inst, 1, [])
         for name in args.variants:

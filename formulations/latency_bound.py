@@ -57,10 +57,20 @@ is a lower bound for every path.
    duration of a piece holding :math:`X` and avoiding the outside nodes, with all
    neighbours decided jointly (a neighbour that joins :math:`S` brings its own transfers),
    is a minimum cut (:func:`~dnnplace.formulations.latency_piece_cut.piece_cut`), never
-   below :math:`C(i,j)`. It costs a max flow, so it is computed lazily: solve the DP,
-   raise the costs of the stretches of its optimum to their cuts, solve again, until the
+   below :math:`C(i,j)`. Where the cut's piece exceeds the memory :math:`M`, the memory
+   limit enters with a Lagrange price :math:`\lambda \ge 0` (each node costs
+   :math:`\lambda m_v` more, the value drops by :math:`\lambda M`: a bound for every
+   :math:`\lambda`); the price is doubled until the piece fits and bisected
+   (``PRICE_STEPS`` cuts), and the best value kept. A cut costs a max flow, so the cuts
+   are computed lazily: solve the DP, raise the costs of the stretches of its optimum and
+   of their neighbours (one end moved by one) to their cuts, solve again, until the
    optimum uses only cut costs (or ``rounds`` times). Every DP value on the way is a
    bound, each cost being one.
+
+**The split read off the bound** (:func:`closure_segmentation` with ``split=True``): the
+stretches of the final DP optimum become pieces (the source sides of their cuts, at the
+price that fits), every other node goes to the CPU. The evaluator scores it; where its
+latency equals the bound, it is optimal.
 
 Where every node's out-edges carry one transfer cost (the Tarnawski inputs) each stretch
 costs at least the path bound's (its closure holds the stretch, its outside sources the
@@ -88,6 +98,7 @@ from dnnplace.graphs.graph import OpGraph
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,6 +114,8 @@ from dnnplace.graphs.placement import Placement
 __all__ = ["closure_segmentation_bound", "closure_segmentation", "descendants"]
 
 _INF = float("inf")
+#: max flows per refined stretch searching the price of memory (:func:`_refine`)
+PRICE_STEPS = 8
 
 
 def descendants(g: OpGraph) -> np.ndarray:
@@ -335,12 +348,13 @@ def _last_reaching(d: _Data, path: list[int]) -> np.ndarray:
     return out[d.gid]
 
 
-def _segment(d: _Data, path: list[int], rounds: int) -> tuple[float, list, list]:
+def _segment(d: _Data, path: list[int], rounds: int, until: float) -> tuple[float, list, list]:
     """The DP of the module docstring on one path; then, up to ``rounds`` times, the
     stretches of the DP's optimum get the minimum-cut cost of
     :func:`~dnnplace.formulations.latency_piece_cut.piece_cut` (never lower: the same
     closure and outside set, the undecided neighbours decided jointly) and the DP is
-    solved again. Every value of the DP is a bound (every cost is one); returns the last,
+    solved again, stopping early at the :func:`time.monotonic` reading ``until``. Every
+    value of the DP is a bound (every cost is one); returns the last,
     the stretches of its optimum and the per-start rows of :func:`_stretch_costs`."""
     L = len(path)
     last_anc = _last_reaching(d, path)
@@ -352,7 +366,7 @@ def _segment(d: _Data, path: list[int], rounds: int) -> tuple[float, list, list]
         todo = [(a, b) for i, j in used for a, b in ((i, j), (i, j - 1), (i, j + 1), (i - 1, j), (i + 1, j))
                 if 0 <= a <= b < L and (a, b) not in done and np.isfinite(C[a, b])]
         todo = list(dict.fromkeys(todo))
-        if not todo:
+        if not todo or time.monotonic() > until:
             break
         for i, j in todo:
             done.add((i, j))
@@ -369,7 +383,27 @@ def _refine(d: _Data, path: list[int], i: int, j: int, row: tuple, last_anc: np.
     outside = ~np.isfinite(d.p_acc) | (j < last_anc) | (mem_x[j] + d.gmem > d.cap * (1 + 1e-9) + 1e-9)
     if i > 0:
         outside |= _group_close(d, d.up[path[i - 1]])
-    return piece_cut(d, inside, outside & ~inside, side=side)
+    outside &= ~inside
+    value, members = piece_cut(d, inside, outside, side=True)
+    if members is None or d.mem[members].sum() <= d.cap * (1 + 1e-9) + 1e-9 or d.cap <= 0:
+        return (value, members) if side else value
+    # the cut's piece does not fit: the Lagrangian price of memory (every price gives a bound);
+    # raise it until the piece fits, then bisect towards the last price that did not
+    best, fits, lo, hi = value, None, 0.0, value / d.cap
+    for _ in range(PRICE_STEPS):
+        price = hi if fits is None else (lo + hi) / 2
+        v, m = piece_cut(d, inside, outside, side=True, price=price)
+        if m is None:
+            break
+        if v > best:
+            best = v
+        if d.mem[m].sum() <= d.cap * (1 + 1e-9) + 1e-9:
+            hi, fits = price, m
+        elif fits is None:
+            lo, hi = hi, 2 * hi
+        else:
+            lo = price
+    return (best, fits) if side else best
 
 
 def _paths(g: OpGraph, d: _Data) -> list[list[int]]:
@@ -391,19 +425,21 @@ def _paths(g: OpGraph, d: _Data) -> list[list[int]]:
     return out
 
 
-def closure_segmentation_bound(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: int = 2000) -> float:
+def closure_segmentation_bound(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: int = 2000,
+                               seconds: float | None = None) -> float:
     """A latency no split of ``graph`` with at most ``q`` contiguous pieces per accelerator
     beats (module docstring); never below
     :func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound`: where every node's
     out-edges carry one transfer cost (the Tarnawski inputs) by construction (the same
     paths, each stretch charged at least as much; the least-time path's value is at least
     the critical path of least times), otherwise by taking the larger of the two.
-    ``rounds``: how many times the DP's stretches are refined by minimum cuts."""
-    return closure_segmentation(graph, cluster, q, rounds)[0]
+    ``rounds``: how many times the DP's stretches are refined by minimum cuts; ``seconds``:
+    stop refining after about that long (the value is then lower, still a bound)."""
+    return closure_segmentation(graph, cluster, q, rounds, seconds=seconds)[0]
 
 
 def closure_segmentation(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: int = 2000,
-                         split: bool = False) -> tuple[float, Placement | None]:
+                         split: bool = False, seconds: float | None = None) -> tuple[float, Placement | None]:
     """:func:`closure_segmentation_bound` and, with ``split`` (``q = 1``), the split read
     off the bound: per path, the DP's stretches become pieces (the source sides of their
     minimum cuts, the largest on the accelerator with the most memory), every other node
@@ -411,10 +447,11 @@ def closure_segmentation(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: i
     accelerator (``None`` if none). Where its latency equals the bound it is optimal."""
     if graph.n == 0:
         return 0.0, None
+    until = _INF if seconds is None else time.monotonic() + float(seconds)
     d = _data(graph, cluster, int(q))
     best, found, found_value = 0.0, None, _INF
     for path in _paths(graph, d):
-        value, used, rows = _segment(d, path, rounds)
+        value, used, rows = _segment(d, path, rounds, until)
         best = max(best, value)
         if split and int(q) == 1 and np.isfinite(value):
             p = _split(d, cluster, path, used, rows)

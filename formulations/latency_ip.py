@@ -136,7 +136,8 @@ class LatencyOptions:
     ``H`` (an achievable latency; computed by :func:`horizon` when ``None``);
     ``finish_bounds`` and ``symmetry_breaking``: the valid strengthenings of the module
     docstring; ``bound``: ``"closure"`` or ``"path"``, the lower bound ``Total`` starts at
-    (module docstring)."""
+    (module docstring); ``bound_seconds``: the closure bound stops refining after about
+    that long (``None``: until it converges)."""
 
     subgraphs_per_device: int = 1
     horizon: float | None = None
@@ -147,6 +148,7 @@ class LatencyOptions:
     finish_bounds: bool = False
     symmetry_breaking: bool = False
     bound: str = "closure"
+    bound_seconds: float | None = 60.0
 
     def __post_init__(self) -> None:
         if self.bound not in ("closure", "path"):
@@ -247,8 +249,8 @@ def build_latency_ip(inst: Instance, opts: LatencyOptions | None = None) -> pyo.
                     doc="Latency_v: v's output is in RAM (>= the fastest-device critical path into v)")
     m.start = pyo.Var(m.acc_slots, bounds=(0, data.H), doc="SubgraphStart_j")
     m.finish = pyo.Var(m.acc_slots, bounds=(0, data.H), doc="SubgraphFinish_j")
-    lower = min(closure_segmentation_bound(g, cl, q) if opts.bound == "closure" else latency_lower_bound(g, cl, q),
-                data.H)
+    lower = min(closure_segmentation_bound(g, cl, q, seconds=opts.bound_seconds) if opts.bound == "closure"
+                else latency_lower_bound(g, cl, q), data.H)
     m.total = pyo.Var(bounds=(lower, data.H), doc="TotalLatency (>= the closure or path segmentation bound)")
     add_families(m, data, [(True, _add_assignment), (opts.memory, _add_memory), (opts.colocation, _add_colocation),
                            (opts.contiguity, _add_contiguity), (opts.acyclic, _add_pipeline_order),

@@ -27,6 +27,12 @@ implied parts of convexity, its least value over :math:`X \subseteq S \subseteq 
   its predecessors that are descendants of :math:`X` (they lie between :math:`X` and
   :math:`y`), :math:`y \to w` (:math:`\infty`); symmetrically for ancestors.
 
+Memory (Lagrangian): for a price :math:`\lambda \ge 0` every node in :math:`S` also costs
+:math:`\lambda m_v` and the value is lowered by :math:`\lambda M`; a piece that fits
+(:math:`m(S) \le M`) then costs at most its duration, so the minimum cut is still a
+lower bound, for every :math:`\lambda`; :func:`dnnplace.formulations.latency_bound`
+searches the price that makes the cut's piece fit.
+
 Every feasible piece is a cut of at most its duration, so the minimum cut is a lower
 bound (also on a network restricted to the nodes near :math:`X`: dropping arcs never
 raises a minimum cut) (``inf`` when :math:`X` reaches :math:`O` along :math:`\infty` arcs: no piece
@@ -45,13 +51,14 @@ __all__ = ["piece_cut"]
 _BIG = 2 ** 30
 
 
-def piece_cut(d, inside: np.ndarray, outside: np.ndarray, hops: int = 8, side: bool = False):
+def piece_cut(d, inside: np.ndarray, outside: np.ndarray, hops: int = 8, side: bool = False, price: float = 0.0):
     """Least duration of a piece ``S`` with ``inside`` in ``S`` and ``outside`` not (module
     docstring); ``d`` is the bound's instance data (:mod:`dnnplace.formulations.latency_bound`).
     The network keeps the nodes within ``hops`` edges of ``inside`` (dropping arcs only
     lowers a minimum cut, so the value stays a bound). ``side=True``: also the nodes on the
     source side of a minimum cut (a piece that attains the value when it is contiguous,
-    fits and pays no transfer the network dropped; ``None`` when there is none)."""
+    fits and pays no transfer the network dropped; ``None`` when there is none).
+    ``price``: the Lagrange multiplier of the memory limit (module docstring)."""
     g = d.g
     if (inside & outside).any():
         return (float("inf"), None) if side else float("inf")
@@ -93,9 +100,10 @@ def piece_cut(d, inside: np.ndarray, outside: np.ndarray, hops: int = 8, side: b
     free = ~ins & ~out
     ftail = np.concatenate([idx[free], k + idx[has_out], idx[has_out]])
     fhead = np.concatenate([np.full(int(free.sum()), t), idx[has_out], 2 * k + idx[has_out]])
-    fcap = np.concatenate([d.p_acc[nodes][free], d.c_in[nodes][has_out], d.c_out[nodes][has_out]])
+    unary = d.p_acc[nodes][free] + price * d.mem[nodes][free]
+    fcap = np.concatenate([unary, d.c_in[nodes][has_out], d.c_out[nodes][has_out]])
     total = float(fcap.sum())
-    base = float(d.p_acc[inside].sum())
+    base = float(d.p_acc[inside].sum()) + price * (float(d.mem[inside].sum()) - d.cap)
     if total <= 0:
         return (base, inside.copy()) if side else base
     scale = (_BIG // 4) / total
