@@ -28,7 +28,7 @@ Speed (see ``python -m benchmarks dp`` and ``dp-scale``): DPL runs first and its
 bounds the exact DP, whose superset walks stop as soon as a set's compute exceeds that
 bound (:mod:`dnnplace.heuristics.dp_kernel`). With ``prune`` (the default) the exact DP
 runs as decisions "is the optimum at most ``T``?" for rising ``T`` from a knapsack lower
-bound up to DPL's value (:func:`_thresholds`); each run skips every ideal that no split
+bound up to DPL's value (:func:`~dnnplace.heuristics.dp_runs.threshold_runs`); each run skips every ideal that no split
 of max-load ``<= T`` passes through, by its table entries and a bound on what the
 remaining devices can carry (:mod:`dnnplace.heuristics.dp_bounds`). A failed run proves
 the optimum above ``T``, so a run cut by the time limit still reports that bound.
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -54,11 +53,8 @@ from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.replication import Replication, node_weights
 from dnnplace.heuristics.dp_backward import backward_contiguity
-from dnnplace.heuristics.dp_bounds import knapsack_bound, state_caps
-from dnnplace.heuristics.dp_kernel import ideal_sizes, new_tables, run_dp_pruned
+from dnnplace.heuristics.dp_runs import Prepared, prefix_lower_bound, run_table, threshold_runs
 from dnnplace.heuristics.ideals import (
-    DPGraph,
-    IdealLattice,
     TooManyIdeals,
     build_dp_graph,
     enumerate_ideals,
@@ -85,13 +81,6 @@ class DPResult:
     complete: bool = True
     lower_bound: float | None = None
     stopped: str | None = None  # why an incomplete run stopped: "ideal_limit" or "time_limit"
-
-
-@dataclass
-class _Prepared:
-    h: DPGraph
-    lattice: IdealLattice
-    arrays: dict[str, Any]
 
 
 def _replication_settings(inst: Instance, replicas: int, sync_per_byte: float | None) -> float:
@@ -133,7 +122,7 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
 
 
 def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 6_000_000,
-             deadline: float | None = None) -> _Prepared:
+             deadline: float | None = None) -> Prepared:
     g, cl = inst.graph, inst.require_cluster()
     accs, cpus = dp_devices(cl)
     h = build_dp_graph(g, trivial=trivial)
@@ -175,124 +164,10 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: 
                   tgt_ptr=tgt_ptr, tgt_term=term_of[tgt_order].astype(np.int64),
                   **backward_contiguity(g, grp, h.n, lattice),
                   k=int(accs.size), l=int(cpus.size), accs=accs, cpus=cpus)
-    return _Prepared(h, lattice, arrays)
+    return Prepared(h, lattice, arrays)
 
 
-def _run(prep: _Prepared, ub: float, overlap: bool, deadline: float | None,
-         tables: tuple[np.ndarray, ...] | None = None, rest: np.ndarray | None = None,
-         caps: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
-    """Push the sources in chunks of about 0.25 s (by a budget of ideal pairs, adapted
-    to the measured rate) until all are done or ``deadline`` (a ``perf_counter`` time)
-    passes; with ``rest``/``caps`` the kernel skips sources that no split of max-load
-    ``<= ub`` passes through (:mod:`dnnplace.heuristics.dp_bounds`). ``tables`` (from
-    :func:`new_tables`) are reset and reused. Returns ``(dp, parent, kind, rep, pairs
-    visited, sources done)``."""
-    a, lat = prep.arrays, prep.lattice
-    if tables is None:
-        tables = new_tables(lat.size, a["k"], a["l"])
-    else:
-        _reset(tables)
-    dp, parent, kind, rep, stamp = tables
-    prune = rest is not None
-    rest = np.zeros(1) if rest is None else rest
-    caps = np.zeros((1, 1)) if caps is None else caps
-    visited, done, budget = 0, 0, 100_000
-    while done < lat.size - 1:
-        t = time.perf_counter()
-        pairs, done = run_dp_pruned(
-            lat.size, lat.cover_ptr, lat.cover_node, lat.cover_to, a["acc_c"], a["acc_ok_node"], a["cpu_c"],
-            a["cpu_ok_node"], a["mem"], a["mem_cap"], a["owner"], a["cost"], a["ntarget"], a["own_ptr"],
-            a["own_term"], a["tgt_ptr"], a["tgt_term"], a["ideal_ok"], a["bmask"], a["desc"], a["anc"],
-            a["check_bw"], a["k"], a["l"], float(ub), overlap, dp, parent, kind, rep, stamp, done, budget, a["wgt"],
-            float(a.get("sync", 0.0)), int(a.get("rmax", 1)), prune, rest, caps)
-        visited += pairs
-        now = time.perf_counter()
-        if deadline is not None and now > deadline:
-            break
-        if pairs and now > t:
-            budget = int(min(max(pairs * 0.25 / (now - t), 10_000), 1e9))
-    return dp, parent, kind, rep, visited, done
-
-
-def _thresholds(prep: _Prepared, lo: float, hi: float, overlap: bool, deadline: float | None,
-                step: float = 0.01) -> tuple[tuple, float, float, int]:
-    """The exact DP as a sequence of decisions "is the optimum at most ``T``?" for
-    ``T = lo (1 + step)`` (``lo`` the bound proven so far) up to ``hi`` (an achievable max-load),
-    each a run of the kernel that skips every source no split of max-load ``<= T``
-    passes through (:mod:`dnnplace.heuristics.dp_bounds`). A run that ends with
-    ``dp[-1] <= T`` holds the optimum (every split of max-load ``<= T`` was searched); one
-    that ends above proves the optimum ``> T``, which becomes ``lo``. ``lo`` starts at the
-    larger of the caller's bound and :func:`~dnnplace.heuristics.dp_bounds.knapsack_bound`.
-
-    Returns ``(last run's _run tuple with the pairs of all runs, proven lower bound,
-    last T, runs)``; the last run stopped early when the deadline passed."""
-    a, lat = prep.arrays, prep.lattice
-    acc_c = np.where(a["acc_ok_node"], a["acc_c"], 0.0)
-    cpu_ok = a["cpu_ok_node"] & (a["l"] > 0)
-    lo = max(lo, knapsack_bound(acc_c, a["cpu_c"], cpu_ok, a["k"], a["l"]))
-    _, work = ideal_sizes(lat.cover_ptr, lat.cover_node, lat.cover_to, acc_c, lat.size)
-    rest = acc_c.sum() - work
-    tables = new_tables(lat.size, a["k"], a["l"])
-    visited, runs = 0, 0
-    while True:
-        t = min(hi, lo * (1 + step)) if lo > 0 else hi
-        out = _run(prep, t, overlap, deadline, tables, rest, state_caps(acc_c, a["cpu_c"], cpu_ok, a["k"], a["l"], t))
-        visited, runs = visited + out[4], runs + 1
-        if out[5] < lat.size - 1 or out[0][-1, a["k"], a["l"]] <= t or t >= hi:
-            return (*out[:4], visited, out[5]), lo, t, runs
-        lo = t
-
-
-def _reset(tables: tuple[np.ndarray, ...]) -> None:
-    """Back to :func:`new_tables`' state, in place."""
-    dp, parent, kind, rep, stamp = tables
-    dp.fill(np.inf)
-    dp[0] = 0.0
-    parent.fill(-1)
-    kind.fill(0)
-    rep.fill(1)
-    stamp.fill(-1)
-
-
-def _prefix_lower_bound(prep: _Prepared, dp: np.ndarray, done: int) -> float:
-    """A lower bound on the optimum from a DP stopped after ``done`` sources.
-
-    Ideals come in order of size, so every ideal of size at most ``L`` (the size of
-    ideal ``done + 1`` less one) has its exact entries. On an optimal chain of ideals let
-    ``I`` be the last one of size ``<= L``, split over ``a`` accelerators and ``b``
-    CPUs: the optimum is at least ``dp[I][a][b]``; at least the load of the next stage,
-    which holds ``>= L + 1 - |I|`` DP nodes (its work divided by the largest
-    replication factor, Appendix C.2), so at least the sum ``P`` of that many
-    smallest per-node minimum times, and at least the least work of an ideal of size
-    ``L + 1`` less the work of ``I``; and at least the minimum work outside ``I``
-    spread over the ``k + l - a - b`` devices left. The bound is the minimum of the
-    largest of the three over all such ``(I, a, b)`` (entries above the pruning bound
-    are never on an optimal chain, so their ``inf`` is harmless).
-    """
-    a, lat = prep.arrays, prep.lattice
-    k, l = a["k"], a["l"]  # noqa: E741 (the paper's k, l)
-    both = np.stack([np.where(a["acc_ok_node"] & (k > 0), a["acc_c"], np.inf),
-                     np.where(a["cpu_ok_node"] & (l > 0), a["cpu_c"], np.inf)], axis=1)
-    w = both.min(axis=1)
-    if not np.isfinite(w).all():
-        return float("inf")
-    size, work = ideal_sizes(lat.cover_ptr, lat.cover_node, lat.cover_to, w, lat.size)
-    cut = size[done + 1] - 1 if done + 1 < lat.size else lat.n_nodes
-    m = int(np.searchsorted(size[: done + 1], cut, side="right"))  # ideals of size <= cut
-    prefix = np.concatenate([[0.0], np.cumsum(np.sort(w))])
-    # the next chain ideal J has size >= cut + 1, so work(J) >= the least work of an ideal
-    # of size cut + 1 (work grows along inclusion), and the stage J \ I has work(J) - work(I)
-    next_work = work[size == cut + 1].min(initial=np.inf) if cut + 1 <= lat.n_nodes else np.inf
-    stage = np.maximum(prefix[np.clip(cut + 1 - size[:m], 0, w.size)], next_work - work[:m]) / a.get("rmax", 1)
-    left = (k + l) - np.add.outer(np.arange(k + 1), np.arange(l + 1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rest = (w.sum() - work[:m])[:, None, None] / np.where(left > 0, left, np.nan)[None]
-    cand = np.maximum(np.maximum(dp[:m], stage[:, None, None]), rest)
-    cand[:, left <= 0] = np.inf
-    return float(np.nan_to_num(cand, nan=np.inf).min(initial=np.inf))
-
-
-def _decode(inst: Instance, prep: _Prepared, parent: np.ndarray, kind: np.ndarray, rep: np.ndarray) -> Placement:
+def _decode(inst: Instance, prep: Prepared, parent: np.ndarray, kind: np.ndarray, rep: np.ndarray) -> Placement:
     """Follow the parents from the full ideal; a stage with ``rep = r > 1`` takes ``r``
     accelerators (the first is its primary, the others its replica group)."""
     lat, h, a = prep.lattice, prep.h, prep.arrays
@@ -379,7 +254,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         runs out: the better of DPL's split and the best full split in the table so
         far, ``complete=False``, and the larger of the bound the failed threshold runs
         proved and the lower bound of the exact prefix of the table (at most the
-        run's threshold; :func:`_prefix_lower_bound`, at least :func:`load_lower_bound`).
+        run's threshold; :func:`~dnnplace.heuristics.dp_runs.prefix_lower_bound`, at least :func:`load_lower_bound`).
     prune : bool
         Bound pruning with threshold runs (see the module docstring); ``False`` runs the
         DP once with DPL's value as the only bound (the benchmark's comparison).
@@ -435,9 +310,9 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     a = prep.arrays
     lo = load_lower_bound(inst, replicas) if not linearized else 0.0
     if prune and not linearized and np.isfinite(ub):
-        out, lo, t_run, seconds["thresholds"] = _thresholds(prep, lo, ub_slack, objective == "overlap", deadline)
+        out, lo, t_run, seconds["thresholds"] = threshold_runs(prep, lo, ub_slack, objective == "overlap", deadline)
     else:
-        out, t_run = _run(prep, ub_slack, objective == "overlap", deadline), ub_slack
+        out, t_run = run_table(prep, ub_slack, objective == "overlap", deadline), ub_slack
     dp, parent, kind, rep, visited, done = out
     t3 = time.perf_counter()
     seconds["dp"] = t3 - t2
@@ -451,7 +326,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
             res.placement, res.value = first.placement, first.value
         # a split of max-load <= t_run passes only through pushed states, so the prefix
         # argument holds for it; any other split is above t_run
-        lb = max(lo, min(t_run, _prefix_lower_bound(prep, dp, done)))
+        lb = max(lo, min(t_run, prefix_lower_bound(prep, dp, done)))
         res.lower_bound = min(lb, res.value)
         seconds["lower_bound"] = time.perf_counter() - t3
         seconds["sources_done"] = done
