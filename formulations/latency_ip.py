@@ -54,9 +54,11 @@ critical path (HiGHS kept GNMT's bound there for 43 minutes). ``bound="closure"`
 default) is the closure segmentation bound
 (:func:`~dnnplace.formulations.latency_bound.closure_segmentation_bound`: each stretch of a
 path charged the closure a contiguous piece must hold, the transfers it is forced to pay
-and, lazily, a minimum cut over the undecided neighbours); it proves BERT-3, BERT-6,
-BERT-24 and GNMT optimal at the root and leaves BERT-12 within 0.01 %. ``bound="path"``
-is the path segmentation bound
+and, lazily, a minimum cut over the undecided neighbours, with a Lagrange price on
+memory; ``bound_seconds`` caps its time). On Table 4 it meets the best split of BERT-3,
+-6, -24, layer ResNet-50 and GNMT (optimal at the root) and of BERT-12 within 0.0001 %,
+and leaves operator ResNet-50 at 0.25 % of the best known split and InceptionV3 at 4-8 %
+(``results/tarnawski-latency-cert.md``). ``bound="path"`` is the path segmentation bound
 (:func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound`: only the path's own nodes
 and edges), which it extends (2.8-65 % gaps on Table 4 after 60 s).
 
