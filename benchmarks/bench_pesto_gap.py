@@ -160,16 +160,16 @@ def _graph_name(key: str) -> str:
 
 
 def table_only(sizes, graphs, variants, time_limit: float, out: Path, command: str, rows_file: Path) -> None:
-    """Rewrite the table from the stored rows of these settings (the last row per graph, size and variant)."""
+    """Rewrite the table from the stored rows of these settings (every run, repeats as rows of their own)."""
     import os
     import platform
 
-    last = {}
+    runs: dict[tuple, list] = {}
     for r in read_jsonl(rows_file):
         if r.get("bench") == "pesto-gap" and r.get("time_limit") == time_limit:
-            last[r["graph"], r["size"], r["variant"]] = r
+            runs.setdefault((r["graph"], r["size"], r["variant"]), []).append(r)
     keys = [(_graph_name(g), n, v) for g in graphs for n in sizes for v in variants]
-    rows = [last[k] for k in keys if k in last]
+    rows = [r for k in keys for r in runs.get(k, [])]
     when = sorted(r["when"] for r in rows)
     when = f"{when[0]} to {when[-1]}" if when else "none"
     _write(rows, variants, time_limit, out, command.replace(" --table-only", ""),
