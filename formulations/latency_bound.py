@@ -87,8 +87,7 @@ ResNet-50 and 4-8 % below InceptionV3's, where the path bound left 2.8-65 %.
 
 >>> import numpy as np
 >>> from dnnplace.graphs.cluster import Cluster
->>> from dnnplace.graphs.evaluation.evaluate import latency
-from dnnplace.graphs.graph import OpGraph
+>>> from dnnplace.graphs.graph import OpGraph
 >>> # a -> b -> d and a -> c -> d; accelerators of 4 B hold two nodes of 2 B
 >>> g = OpGraph(ids=list("abcd"), kinds=["acc", "cpu"], compute=[[1.0, 9.0]] * 4, memory=[2] * 4,
 ...             src=[0, 0, 1, 2], dst=[1, 2, 3, 3], edge_cost=[3.0] * 4)
@@ -141,7 +140,6 @@ class _Data:
     cap: float              # largest accelerator memory
     mem: np.ndarray         # node memory
     gmem: np.ndarray        # memory of the node's colocation group (q = 1), else its own
-    group: np.ndarray       # colocation group id, -1 for none (only used when q = 1)
     c_in: np.ndarray        # least host->accelerator transfer of the node's output
     c_out: np.ndarray       # least accelerator->host transfer of the node's output
     down: np.ndarray        # descendants(g)
@@ -186,7 +184,7 @@ def _data(g: OpGraph, cl: Cluster, q: int) -> _Data:
     up = np.ascontiguousarray(down.T)
     members = [_bits(gid == k) for k in range(int(gid.max(initial=-1)) + 1)]
     return _Data(g, q, q * len(accs), p_cpu, p_acc, float(np.max(cl.memory[accs])) if accs else 0.0, mem, gmem,
-                 group, c_in, c_out, down, up, gid, len(members), [_bits(r) for r in down], [_bits(r) for r in up],
+                 c_in, c_out, down, up, gid, len(members), [_bits(r) for r in down], [_bits(r) for r in up],
                  [members[k] for k in gid.tolist()], _bits(~np.isfinite(p_acc)), mem.tolist(), uneven)
 
 
