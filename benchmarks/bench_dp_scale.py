@@ -8,9 +8,10 @@ entries are below DPL's value pushed once): nodes, ideals, seconds to enumerate 
 seconds in the DP tables (threshold runs: how many), the outcome (``optimal``, or
 ``time limit`` with DPL's / the table's best split as the incumbent and the bound proven by
 the failed threshold runs or the exact prefix of the table), incumbent, lower bound, gap,
-share of the sources of the last run pushed, and the peak resident memory of the process (it includes
-~150-200 MB of Python, numpy and numba). 4 accelerators (memory a third of the
-graph's) and 1 CPU, as Tarnawski's Table 1 clusters.
+share of the sources of the last run pushed (every split is re-scored by the evaluator,
+:func:`dnnplace.graphs.evaluation.evaluate.maxload`, and must agree), and the peak
+resident memory of the process (it includes ~150-200 MB of Python, numpy and numba).
+4 accelerators (memory a third of the graph's) and 1 CPU, as Tarnawski's Table 1 clusters.
 
     .venv/bin/python -m benchmarks dp-scale                 # time limit 300 s per graph, both modes
     .venv/bin/python -m benchmarks dp-scale --time-limit 60 --only 2.2M --prune on
@@ -46,7 +47,10 @@ g = cell_network(seed=0, cells=cells, branches=branches, branch_len=(length, len
 inst = Instance(g, Cluster.tarnawski(4, 1, float(g.memory.sum()) / 3))
 t = time.perf_counter()
 res = maxload_dp(inst, time_limit=limit, max_ideals=10_000_000, prune=prune)
+from dnnplace.graphs.evaluation.evaluate import maxload
+ev = maxload(res.placement, contiguity="both") if res.placement is not None else None
 print(json.dumps({"n": g.n, "ideals": res.ideals, "complete": res.complete, "value": res.value,
+                  "rescored": ev.objective if ev is not None and ev.feasible else None,
                   "lb": res.lower_bound, "seconds": time.perf_counter() - t, "parts": res.seconds,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -70,6 +74,8 @@ def run(args) -> None:
             out = subprocess.run([sys.executable, "-c", _CHILD, str(ROOT), str(cells), str(branches), str(length),
                                   str(args.time_limit), mode], capture_output=True, text=True, check=True)
             d = json.loads(out.stdout.strip().splitlines()[-1])
+            if d["rescored"] is None or abs(d["rescored"] - d["value"]) > 1e-9 * max(1.0, d["value"]):
+                raise RuntimeError(f"{label}: the evaluator scores the split {d['rescored']}, the DP {d['value']}")
             gap = (d["value"] - d["lb"]) / d["value"] if d["value"] else 0.0
             done = d["parts"].get("sources_done", d["ideals"])
             runs = int(d["parts"].get("thresholds", 1))
