@@ -226,7 +226,7 @@ ENGINES = {
               "pesto_cpsat.py"),
     "highs": ("dnnplace.formulations.solvers.driver:solve_highs", GNMT_IP[2:], "solve_highs"),
     "scip": ("dnnplace.formulations.solvers.driver:solve_scip", GNMT_IP[2:] + ["--solver", "scip"], "solve_scip"),
-    "dp": ("dnnplace.heuristics.maxload_dp:run_dp", ["--method", "dp"], "maxload_dp.py"),
+    "dp": ("dnnplace.heuristics.dp_runs:run_dp_pruned", ["--method", "dp"], "maxload_dp.py"),
 }
 GRAPHS = {"highs": LAYERS / "gnmt_inference.json", "scip": LAYERS / "gnmt_inference.json",
           "dp": LAYERS / "inceptionv3_inference.json"}  # the DP runs 2 minutes on InceptionV3
