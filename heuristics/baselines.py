@@ -252,10 +252,12 @@ def layer_split(graph: OpGraph, cluster: Cluster) -> Placement:
     return Placement(graph, cluster, dev)
 
 
-def latency_starts(inst: Instance, *, dp: bool = False) -> list[tuple[str, Placement]]:
+def latency_starts(inst: Instance, *, dp: bool = False,
+                   dp_time_limit: float | None = None) -> list[tuple[str, Placement]]:
     """The standard starting splits for latency, as ``(name, placement)``: greedy (Sec. 7),
-    with ``dp`` the max-load DP's optimal split, and the all-CPU split; a start the
-    instance does not admit (e.g. greedy with nowhere to put a node) is left out."""
+    with ``dp`` the max-load DP's optimal split (its best split within ``dp_time_limit``
+    seconds, where given), and the all-CPU split; a start the instance does not admit (e.g.
+    greedy with nowhere to put a node) is left out."""
     from dnnplace.heuristics.maxload_dp import maxload_dp
 
     g, cl = inst.graph, inst.require_cluster()
@@ -266,7 +268,7 @@ def latency_starts(inst: Instance, *, dp: bool = False) -> list[tuple[str, Place
         pass
     if dp:
         try:
-            res = maxload_dp(inst)
+            res = maxload_dp(inst, time_limit=dp_time_limit)
             if res.placement is not None:
                 out.append(("dp", res.placement))
         except InputError:

@@ -94,7 +94,9 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
     inst : Instance
         Graph with a cluster (accelerators and, usually, CPUs).
     time_limit : float
-        Seconds for the search (the start heuristics are not counted).
+        Seconds for the whole call: the max-load DP's start split gets at most half of
+        what is left once the scorer is built (its best split by then), the search runs
+        until ``time_limit`` after the call began (a lane's first descent always ends).
     seed : int
         Seed of the local ``numpy.random.default_rng`` (sweep orders, perturbations).
     start : Placement, optional
@@ -161,7 +163,7 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
     if start is not None:
         cands = [("given", start)]
     else:
-        cands = latency_starts(inst, dp=True)
+        cands = latency_starts(inst, dp=True, dp_time_limit=max(0.0, 0.5 * (time_limit - (time.perf_counter() - t0))))
     best_dev, best_val, best_name, starts, valid = None, np.inf, None, {}, []
     for name, p in cands:
         dev = normalise(p)
@@ -191,7 +193,7 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
             best_val, best_dev = cur_val, cur.copy()
     trace = [(time.perf_counter() - t0, float(best_val))]
     iters = 0
-    t_end = time.perf_counter() + time_limit
+    t_end = t0 + time_limit
     while (max_iters is None or iters < max_iters) and time.perf_counter() < t_end and nunit:
         lane = lanes[iters % len(lanes)]
         cur, cur_val, fails = lane

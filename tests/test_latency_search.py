@@ -154,3 +154,27 @@ def test_registry_and_explicit_start(tarnawski_dir):
     assert r1.placement == r2.placement
     # the path segmentation bound is this row's optimum: the answer is proven optimal
     assert r1.bound == pytest.approx(100.2185, abs=1e-4) and r1.status == "optimal"
+
+
+def test_time_limit_covers_the_start_heuristics(monkeypatch):
+    """The limit is the whole call's: a slow DP start is given at most half of it and the
+    search stops at the limit counted from the call (a 136 s DP start once made a 30 s
+    latency-ls run take 167 s)."""
+    import time
+
+    import dnnplace.heuristics.maxload_dp as dp_module
+    real, given = dp_module.maxload_dp, []
+
+    def slow_dp(inst, **kw):   # as the DP on a large graph: it uses the time it is given
+        if not kw.get("linearized"):   # (the DP's own DPL incumbent calls it again)
+            given.append(kw.get("time_limit"))
+            time.sleep(min(kw.get("time_limit") or 10.0, 10.0))
+        return real(inst, **kw)
+
+    monkeypatch.setattr(dp_module, "maxload_dp", slow_dp)
+    inst = latency_tiny_instance(3, k=2)
+    t0 = time.perf_counter()
+    _, _, info = latency_search(inst, time_limit=2.0, seed=0)
+    took = time.perf_counter() - t0
+    assert len(given) == 1 and given[0] is not None and given[0] <= 1.0 + 1e-9, given
+    assert 0.9 <= info["start_seconds"] and took <= 2.0 + 1.0, (info["start_seconds"], took)
