@@ -168,22 +168,28 @@ SCALING_GRAPHS = {
 }
 
 
+def scaling_instances(graphs, sizes):
+    """``(graph, cluster, coarse size, coarse graph)`` of the scaling benchmarks: each training
+    LSTM of :data:`SCALING_GRAPHS` on 2 NVLink GPUs, coarsened to each size by batch merging."""
+    for name in graphs:
+        g = generate("lstm", batch=128, vocab=10000, training=True, kinds=["gpu"], **SCALING_GRAPHS[name])
+        cl = Cluster.single_host(2, with_cpu=False)
+        for size in sizes:
+            yield g, cl, size, coarsen(g, cl, target=size).graph
+
+
 def bench_scaling(sizes, graphs, time_limit: float, out: Path) -> None:
     import os
     import platform
 
     rows = []
-    for name in graphs:
-        g = generate("lstm", batch=128, vocab=10000, training=True, kinds=["gpu"], **SCALING_GRAPHS[name])
-        cl = Cluster.single_host(2, with_cpu=False)
-        for size in sizes:
-            cg = coarsen(g, cl, target=size).graph
-            load0 = load_average()
-            row = _ilp_row(cg, cl, time_limit, True, f"{g.name}@{size}")
-            row.update(bench="scaling", time_limit=time_limit, load_before=load0, load_after=load_average())
-            rows.append(row)
-            _append(row)
-            _print_rows([row])
+    for g, cl, size, cg in scaling_instances(graphs, sizes):
+        load0 = load_average()
+        row = _ilp_row(cg, cl, time_limit, True, f"{g.name}@{size}")
+        row.update(bench="scaling", time_limit=time_limit, load_before=load0, load_after=load_average())
+        rows.append(row)
+        _append(row)
+        _print_rows([row])
     f = partial(fmt, digits=1)
     lines = [
         "# Pesto ILP scaling: time to a 1% gap (HiGHS)",

@@ -40,7 +40,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from benchmarks.bench_pesto import SCALING_GRAPHS, _time_to
+from benchmarks.bench_pesto import SCALING_GRAPHS, _time_to, scaling_instances
 from benchmarks.common import REPO, add_shared, append_jsonl, load_average, read_jsonl, utc_now
 
 OUT = REPO / "results" / "pesto" / "bench.jsonl"
@@ -129,29 +129,22 @@ def bench_gap(sizes, graphs, variants, time_limit: float, out: Path, command: st
     import os
     import platform
 
-    from dnnplace.graphs.cluster import Cluster
     from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
-    from dnnplace.graphs.generators import generate
-    from dnnplace.heuristics.coarsening import coarsen
 
     rows = []
-    for name in graphs:
-        g = generate("lstm", batch=128, vocab=10000, training=True, kinds=["gpu"], **SCALING_GRAPHS[name])
-        cl = Cluster.single_host(2, with_cpu=False)
-        for size in sizes:
-            cg = coarsen(g, cl, target=size).graph
-            horizon, start = _start(cg, cl)
-            lb = makespan_lower_bound(cg, cl)
-            for variant in variants:
-                if variant == "mip" and size > mip_max_nodes:
-                    continue
-                load0 = load_average()
-                row = _run(variant, cg, cl, horizon, start, time_limit)
-                row.update(bench="pesto-gap", graph=g.name, size=size, nodes=cg.n, edges=cg.m, list_start=horizon,
-                           cheap_bound=lb, time_limit=time_limit, load=[load0, load_average()], when=utc_now())
-                rows.append(row)
-                append_jsonl(rows_file, row, default=float)
-                print({k: v for k, v in row.items() if k != "trace"}, flush=True)
+    for g, cl, size, cg in scaling_instances(graphs, sizes):
+        horizon, start = _start(cg, cl)
+        lb = makespan_lower_bound(cg, cl)
+        for variant in variants:
+            if variant == "mip" and size > mip_max_nodes:
+                continue
+            load0 = load_average()
+            row = _run(variant, cg, cl, horizon, start, time_limit)
+            row.update(bench="pesto-gap", graph=g.name, size=size, nodes=cg.n, edges=cg.m, list_start=horizon,
+                       cheap_bound=lb, time_limit=time_limit, load=[load0, load_average()], when=utc_now())
+            rows.append(row)
+            append_jsonl(rows_file, row, default=float)
+            print({k: v for k, v in row.items() if k != "trace"}, flush=True)
     _write(rows, variants, time_limit, out, command, f"{platform.node()} ({os.cpu_count()} cores shared with "
            "other jobs; load average before/after each run in the last column)")
 
