@@ -100,10 +100,17 @@ ResNet-50 and 4-8 % below InceptionV3's, where the path bound left 2.8-65 %.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
+from dnnplace.formulations.latency_closure_data import (
+    ClosureData,
+    as_bits,
+    bit_members,
+    closure_data,
+    descendants,
+    group_close,
+)
 from dnnplace.formulations.latency_piece_cut import piece_cut
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluation.bounds import latency_lower_bound
@@ -119,102 +126,13 @@ _INF = float("inf")
 PRICE_STEPS = 8
 
 
-def descendants(g: OpGraph) -> np.ndarray:
-    """``D[v, w]``: ``w`` is reachable from ``v`` (``v`` itself included); ``(n, n)`` bool."""
-    reach = np.eye(g.n, dtype=bool)
-    ptr, nbr = g.out_ptr, g.out_nbr
-    for v in reversed(g.topo_order.tolist()):
-        succ = nbr[ptr[v]:ptr[v + 1]]
-        if succ.size:
-            reach[v] |= reach[succ].any(axis=0)
-    return reach
-
-
-@dataclass
-class _Data:
-    g: OpGraph
-    q: int
-    stretches: int          # q * number of accelerators
-    p_cpu: np.ndarray       # least CPU time (inf: no CPU runs it)
-    p_acc: np.ndarray       # least accelerator time (inf: no accelerator runs it)
-    cap: float              # largest accelerator memory
-    mem: np.ndarray         # node memory
-    gmem: np.ndarray        # memory of the node's colocation group (q = 1), else its own
-    c_in: np.ndarray        # least host->accelerator transfer of the node's output
-    c_out: np.ndarray       # least accelerator->host transfer of the node's output
-    down: np.ndarray        # descendants(g)
-    up: np.ndarray          # its transpose (ancestors), row-major
-    gid: np.ndarray         # group index of every node (singletons their own; the identity for q >= 2)
-    n_groups: int
-    down_bits: list         # rows of down / up and each node's group as bit sets (see _bits)
-    up_bits: list
-    group_bits: list
-    nonrun: int             # bit set of the nodes no accelerator runs
-    mem_list: list
-    uneven: bool            # some node's out-edges carry different transfer costs
-
-
-def _data(g: OpGraph, cl: Cluster, q: int) -> _Data:
-    comp = np.where(np.isnan(cl.compute_matrix(g)), _INF, cl.compute_matrix(g))
-    accs = [d for d in range(cl.size) if cl.kinds[d] != "cpu"]
-    cpus = cl.devices_of_kind("cpu").tolist()
-    p_cpu = comp[:, cpus].min(axis=1, initial=_INF)
-    p_acc = comp[:, accs].min(axis=1, initial=_INF)
-    mem = g.memory.astype(np.float64)
-    group = g.colocation.copy() if q == 1 else np.full(g.n, -1)
-    gmem = mem.copy()
-    grouped = group >= 0
-    if grouped.any():
-        _, inv = np.unique(group[grouped], return_inverse=True)
-        gmem[grouped] = np.bincount(inv, weights=mem[grouped])[inv]
-    c_in, c_out = (np.full(g.n, _INF), np.full(g.n, _INF))
-    uneven = False
-    if cpus and accs and g.m:
-        h = cpus[0]
-        b, cost = g.edge_bytes, g.edge_cost
-        e_in = np.min([np.where(np.isnan(cost), cl.beta0[h, a] + cl.beta1[h, a] * b, cost) for a in accs], axis=0)
-        e_out = np.min([np.where(np.isnan(cost), cl.beta0[a, h] + cl.beta1[a, h] * b, cost) for a in accs], axis=0)
-        np.minimum.at(c_in, g.src, np.maximum(e_in, 0.0))
-        np.minimum.at(c_out, g.src, np.maximum(e_out, 0.0))
-        uneven = bool((c_in[g.src] < e_in).any() or (c_out[g.src] < e_out).any())
-    c_in[~np.isfinite(c_in)] = 0.0   # no out-edge (never charged) or no host (transfers not bounded)
-    c_out[~np.isfinite(c_out)] = 0.0
-    down = descendants(g)
-    gid = np.unique(np.where(group >= 0, group, -1 - np.arange(g.n)), return_inverse=True)[1].ravel()
-    up = np.ascontiguousarray(down.T)
-    members = [_bits(gid == k) for k in range(int(gid.max(initial=-1)) + 1)]
-    return _Data(g, q, q * len(accs), p_cpu, p_acc, float(np.max(cl.memory[accs])) if accs else 0.0, mem, gmem,
-                 c_in, c_out, down, up, gid, len(members), [_bits(r) for r in down], [_bits(r) for r in up],
-                 [members[k] for k in gid.tolist()], _bits(~np.isfinite(p_acc)), mem.tolist(), uneven)
-
-
-def _group_close(d: _Data, mask: np.ndarray) -> np.ndarray:
-    """``mask`` plus every colocation group it meets (q = 1; ``gid`` is the identity otherwise)."""
-    hit = np.zeros(d.n_groups, dtype=bool)
-    hit[d.gid[mask]] = True
-    return hit[d.gid]
-
-
-def _bits(mask: np.ndarray) -> int:
-    """A boolean vector as a Python integer bit set (bit ``v`` = ``mask[v]``)."""
-    return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
-
-
-def _members(bits: int):
-    """The node indices in a bit set."""
-    while bits:
-        low = bits & -bits
-        yield low.bit_length() - 1
-        bits ^= low
-
-
-def _enter_order(d: _Data, path: list[int], i: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _enter_order(d: ClosureData, path: list[int], i: int) -> tuple[np.ndarray, np.ndarray, int]:
     """For start ``i``: ``enter[x]`` = the first end ``j`` whose closure ``X(i, j)`` holds
     ``x`` (``L`` if none before the stop), the memory of ``X(i, j)`` per ``j``, and the stop
     (first ``j`` whose closure meets ``A*(v_{i-1})``, exceeds the memory or holds a node no
     accelerator runs; closures only grow, so no later ``j`` is possible). Sets are bit sets."""
     L = len(path)
-    banned = d.nonrun | (_bits(_group_close(d, d.up[path[i - 1]])) if i > 0 else 0)
+    banned = d.nonrun | (as_bits(group_close(d, d.up[path[i - 1]])) if i > 0 else 0)
     enter = np.full(d.g.n, L)
     mem_x = np.full(L, _INF)
     inside = below = above = groups = 0          # X, D*(X), A*(X), the groups X meets
@@ -223,7 +141,7 @@ def _enter_order(d: _Data, path: list[int], i: int) -> tuple[np.ndarray, np.ndar
         new = (1 << path[j]) & ~inside
         while new:
             inside |= new
-            for x in _members(new):
+            for x in bit_members(new):
                 enter[x] = j
                 used += d.mem_list[x]
                 below |= d.down_bits[x]
@@ -244,7 +162,7 @@ def _ranges(diff: np.ndarray, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray, 
     np.add.at(diff, (rows[ok], hi[ok]), -w[ok])
 
 
-def _stretch_costs(d: _Data, path: list[int], i: int, last_anc: np.ndarray) -> tuple[np.ndarray, ...]:
+def _stretch_costs(d: ClosureData, path: list[int], i: int, last_anc: np.ndarray) -> tuple[np.ndarray, ...]:
     """``C(i, j)`` for every end ``j`` (``inf`` where impossible), as in the module docstring,
     with :func:`_enter_order`'s ``enter`` and memory per end (for :func:`_refine`).
 
@@ -270,7 +188,7 @@ def _stretch_costs(d: _Data, path: list[int], i: int, last_anc: np.ndarray) -> t
     always = ~np.isfinite(d.p_acc)
     if i > 0:
         anc = d.up[path[i - 1]]
-        always = always | (_group_close(d, anc) if d.q == 1 else anc)
+        always = always | (group_close(d, anc) if d.q == 1 else anc)
     limit = d.cap * (1 + 1e-9) + 1e-9
     jm = i + np.searchsorted(mem_x[i:stop], limit - d.gmem, side="right")
 
@@ -311,7 +229,7 @@ def _stretch_costs(d: _Data, path: list[int], i: int, last_anc: np.ndarray) -> t
     return cost, enter, mem_x
 
 
-def _dp(d: _Data, path: list[int], C: np.ndarray) -> tuple[float, list[tuple[int, int]]]:
+def _dp(d: ClosureData, path: list[int], C: np.ndarray) -> tuple[float, list[tuple[int, int]]]:
     """The segmentation DP over stretch costs ``C``: its value and the stretches of an optimum."""
     L, S = len(path), d.stretches
     f = np.full((L + 1, S + 1), _INF)
@@ -337,7 +255,7 @@ def _dp(d: _Data, path: list[int], C: np.ndarray) -> tuple[float, list[tuple[int
     return value, used
 
 
-def _last_reaching(d: _Data, path: list[int]) -> np.ndarray:
+def _last_reaching(d: ClosureData, path: list[int]) -> np.ndarray:
     """Per node ``y``: the last path index ``k`` with ``v_k`` reaching ``y`` (-1 if none), the
     largest over ``y``'s group for ``q = 1``; ``y`` is in ``D*(v_{j+1})`` iff ``j < last[y]``."""
     L = len(path)
@@ -348,7 +266,7 @@ def _last_reaching(d: _Data, path: list[int]) -> np.ndarray:
     return out[d.gid]
 
 
-def _segment(d: _Data, path: list[int], rounds: int, until: float) -> tuple[float, list, list]:
+def _segment(d: ClosureData, path: list[int], rounds: int, until: float) -> tuple[float, list, list]:
     """The DP of the module docstring on one path; then, up to ``rounds`` times, the
     stretches of the DP's optimum get the minimum-cut cost of
     :func:`~dnnplace.formulations.latency_piece_cut.piece_cut` (never lower: the same
@@ -375,14 +293,14 @@ def _segment(d: _Data, path: list[int], rounds: int, until: float) -> tuple[floa
     return value, used, rows
 
 
-def _refine(d: _Data, path: list[int], i: int, j: int, row: tuple, last_anc: np.ndarray, side: bool = False):
+def _refine(d: ClosureData, path: list[int], i: int, j: int, row: tuple, last_anc: np.ndarray, side: bool = False):
     """The minimum-cut cost of stretch ``(i, j)``: ``X(i, j)`` inside; outside the forbidden
     nodes, those no accelerator runs and those whose group no longer fits beside ``X``."""
     _, enter, mem_x = row
     inside = enter <= j
     outside = ~np.isfinite(d.p_acc) | (j < last_anc) | (mem_x[j] + d.gmem > d.cap * (1 + 1e-9) + 1e-9)
     if i > 0:
-        outside |= _group_close(d, d.up[path[i - 1]])
+        outside |= group_close(d, d.up[path[i - 1]])
     outside &= ~inside
     value, members = piece_cut(d, inside, outside, side=True)
     if members is None or d.mem[members].sum() <= d.cap * (1 + 1e-9) + 1e-9 or d.cap <= 0:
@@ -406,7 +324,7 @@ def _refine(d: _Data, path: list[int], i: int, j: int, row: tuple, last_anc: np.
     return (best, fits) if side else best
 
 
-def _paths(g: OpGraph, d: _Data) -> list[list[int]]:
+def _paths(g: OpGraph, d: ClosureData) -> list[list[int]]:
     """Heaviest source-to-sink paths by least time, memory, accelerator and CPU time."""
     out = []
     w_min = np.fmin(d.p_cpu, d.p_acc)
@@ -448,7 +366,7 @@ def closure_segmentation(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: i
     if graph.n == 0:
         return 0.0, None
     until = _INF if seconds is None else time.monotonic() + float(seconds)
-    d = _data(graph, cluster, int(q))
+    d = closure_data(graph, cluster, int(q))
     best, found, found_value = 0.0, None, _INF
     for path in _paths(graph, d):
         value, used, rows = _segment(d, path, rounds, until)
@@ -464,7 +382,7 @@ def closure_segmentation(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: i
     return best, found
 
 
-def _split(d: _Data, cluster: Cluster, path: list[int], used: list, rows: list) -> Placement | None:
+def _split(d: ClosureData, cluster: Cluster, path: list[int], used: list, rows: list) -> Placement | None:
     """The split of :func:`closure_segmentation` for one path."""
     cpus = cluster.devices_of_kind("cpu")
     accs = sorted((k for k in range(cluster.size) if cluster.kinds[k] != "cpu"), key=lambda k: -cluster.memory[k])
