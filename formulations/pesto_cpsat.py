@@ -65,11 +65,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from dnnplace.formulations.device_symmetry import identical_device_classes
+from dnnplace.formulations.pesto_cpsat_solve import CpsatTimes, solve_cpsat_model
 from dnnplace.formulations.pesto_precompute import PestoOptions, heads_tails, prepare
 from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.formulations.solvers.outcome import SolveOutcome
@@ -78,7 +78,6 @@ from dnnplace.graphs.deadline import NO_DEADLINE, Deadline, TimeLimitReached, ca
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.placement import Placement
 
 __all__ = ["solve_pesto_cpsat", "time_scale", "CpsatTimes", "available"]
 
@@ -111,22 +110,6 @@ def time_scale(values: np.ndarray, horizon: float, *, max_power: int = 6,
     return 10.0 ** max(0, round(power - math.log10(max(horizon, 1e-12)))), False
 
 
-@dataclass
-class CpsatTimes:
-    """The solved schedule in the graph's time unit (integer solver times / ``scale``):
-    placement, node start and finish, and per edge the transfer start and finish where
-    it crosses devices with congestion modelled (``NaN`` elsewhere)."""
-
-    placement: Placement
-    start: np.ndarray
-    finish: np.ndarray
-    xfer_start: np.ndarray
-    xfer_finish: np.ndarray
-
-    def as_tuple(self):
-        return self.placement, self.start, self.finish, self.xfer_start, self.xfer_finish
-
-
 def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: PestoOptions | None = None,
                       solver: SolverOptions | None = None,
                       warm_start: tuple[np.ndarray, np.ndarray, dict] | None = None,
@@ -146,7 +129,7 @@ def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, optio
                             build_seconds=time.perf_counter() - t0), None
     sopts = args[2]
     args = (*args[:2], dataclasses.replace(sopts, time_limit=capped(sopts.time_limit, deadline)), *args[3:])
-    return _solve(*args)
+    return solve_cpsat_model(*args)
 
 
 def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: PestoOptions | None = None,
@@ -389,84 +372,3 @@ def _add_symmetry(m, g: OpGraph, cl: Cluster, allowed: list, x: dict) -> None:
                 else:
                     m.AddMaxEquality(nxt, [used[d], x[v, d]])
                 used[d] = nxt
-
-
-def _solve(m, cp_model, sopts: SolverOptions, scale: float, exactness: tuple[bool, bool], build: float, warm: bool,
-           g: OpGraph, cl: Cluster, x, S, C, T, TT) -> tuple[SolveOutcome, CpsatTimes | None]:
-    import ortools
-
-    slv = cp_model.CpSolver()
-    prm = slv.parameters
-    if sopts.time_limit is not None:
-        prm.max_time_in_seconds = float(sopts.time_limit)
-    prm.num_workers = int(sopts.threads or 1)
-    if sopts.rel_gap is not None:
-        prm.relative_gap_limit = float(sopts.rel_gap)
-    if sopts.seed is not None:
-        prm.random_seed = int(sopts.seed)
-    prm.log_search_progress = bool(sopts.tee)
-    for name, value in (sopts.solver_options or {}).get("cpsat_parameters", {}).items():  # CP-SAT's own names
-        if isinstance(value, list | tuple):
-            getattr(prm, name).extend(value)
-        else:
-            setattr(prm, name, value)
-    # CP-SAT would catch SIGINT itself and stop as at a time limit, which reads as a
-    # result: the signal stays Python's, and a Ctrl-C stops the search (stop_search)
-    # and raises KeyboardInterrupt (formulations/solvers/interrupts.py)
-    prm.catch_sigint_signal = False
-    trace: list[tuple[float, float | None, float | None]] = []
-    t0 = time.perf_counter()
-    exact, bound_ok = exactness  # times exact; the model no stricter than the instance (memory)
-
-    class _Trace(cp_model.CpSolverSolutionCallback):
-        def on_solution_callback(self):
-            trace.append((time.perf_counter() - t0, self.ObjectiveValue() / scale,
-                          self.BestObjectiveBound() / scale if bound_ok else None))
-
-    def _bound_moved(value: float) -> None:  # a new bound between solutions, beside the last incumbent
-        if bound_ok and trace:
-            trace.append((time.perf_counter() - t0, trace[-1][1], value / scale))
-
-    slv.best_bound_callback = _bound_moved
-
-    from dnnplace.formulations.solvers.interrupts import run_stoppable
-
-    code = run_stoppable(lambda: slv.Solve(m, _Trace()), slv.stop_search)
-    seconds = time.perf_counter() - t0
-    stats = m.Proto()
-    n_bool = sum(1 for v in stats.variables if list(v.domain) == [0, 1])
-    base = dict(build_seconds=build, solve_seconds=seconds, solver="cpsat", solver_version=ortools.__version__,
-                nodes=int(slv.NumBranches()), n_vars=len(stats.variables), n_cons=len(stats.constraints),
-                n_binaries=n_bool, warm_start_given=warm, trace=trace)
-    if code == cp_model.INFEASIBLE:
-        return SolveOutcome("infeasible", "provenInfeasible", **base), None
-    if code == cp_model.MODEL_INVALID:
-        return SolveOutcome("error", "error", message=m.Validate(), **base), None
-    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return SolveOutcome("no_solution", "maxTimeLimit", **base), None
-    inc, bnd = slv.ObjectiveValue() / scale, slv.BestObjectiveBound() / scale
-    trace.append((seconds, inc, bnd if bound_ok else None))
-    proven = code == cp_model.OPTIMAL
-    gap = abs(inc - bnd) / max(abs(inc), 1e-12)
-    msg = [] if exact else [f"durations rounded down to 1/{scale:g} of the time unit: the model is a relaxation "
-                            "(its bound holds, its objective is not a replayed makespan)"]
-    if not bound_ok:
-        msg.append("fractional memory bytes rounded up: the CP-SAT bound is not a bound of the true problem "
-                   "(dropped)")
-    out = SolveOutcome("optimal" if proven and exact and bound_ok else "feasible",
-                       "convergenceCriteriaSatisfied" if proven else "maxTimeLimit",
-                       incumbent=inc, bound=bnd if bound_ok else None, gap=gap, message="; ".join(msg) or None,
-                       **base)
-    D = cl.size
-    dev = np.array([next(d for d in range(D) if (i, d) in x and slv.BooleanValue(x[i, d])) for i in range(g.n)],
-                   dtype=np.int64)
-    st = np.array([slv.Value(v) for v in S], dtype=np.float64)
-    fin = np.array([slv.Value(v) for v in C], dtype=np.float64)
-    xs = np.full(g.m, np.nan)
-    xf = np.full(g.m, np.nan)
-    for e, var in T.items():
-        a, b = dev[g.src[e]], dev[g.dst[e]]
-        if a != b:
-            xs[e] = slv.Value(var)
-            xf[e] = xs[e] + TT[e, a, b]
-    return out, CpsatTimes(Placement(g, cl, dev), st / scale, fin / scale, xs / scale, xf / scale)
