@@ -3,8 +3,9 @@ contiguous subgraphs per accelerator).
 
 Build-only: :func:`build_latency_ip` returns a ``ConcreteModel``; :func:`decode` gives
 the placement (and the slot of every node); :func:`warm_start_values` completes a
-placement into values for every variable (slots = the evaluator's pieces). Both live in
-:mod:`dnnplace.formulations.latency_solution` and stay importable from here.
+placement into values for every variable (slots = the evaluator's pieces); :func:`best_split`
+picks the start split and the big-M. They live in :mod:`dnnplace.formulations.latency_solution`
+and stay importable from here.
 
 Slots ``j``: ``0`` is the pool of all CPU cores; accelerator ``i`` owns slots
 ``(i, 1) .. (i, q)`` processed in that order. ``H`` is the horizon (big-M, see below)::
@@ -115,18 +116,19 @@ from dnnplace.formulations.contiguity import add_unit_order, before
 from dnnplace.formulations.families import add_families
 from dnnplace.formulations.latency_bound import closure_segmentation_bound
 from dnnplace.formulations.latency_solution import (
+    best_split,
     decode,
     decode_pieces,
     decode_slots,
+    horizon,
+    slot_pieces,
     symmetric_first_slots,
     warm_start_values,
 )
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.evaluation.bounds import latency_lower_bound
-from dnnplace.graphs.evaluation.evaluate import latency, latency_pieces
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
-from dnnplace.graphs.placement import Placement
 
 __all__ = ["LatencyOptions", "build_latency_ip", "decode", "decode_slots", "decode_pieces", "warm_start_values",
            "horizon", "best_split", "slot_pieces"]
@@ -175,41 +177,6 @@ class _Data:
     H: float = 0.0
     comm_in: list = field(default_factory=list)
     comm_out: list = field(default_factory=list)
-
-
-def slot_pieces(p: Placement) -> np.ndarray:
-    """Number of pieces (the evaluator's decomposition) on every device of ``p``."""
-    piece = latency_pieces(p)
-    out = np.zeros(p.cluster.size, dtype=np.int64)
-    np.maximum.at(out, p.device, piece + 1)
-    return out
-
-
-def horizon(inst: Instance, q: int, candidates: list[Placement] = ()) -> tuple[float, str]:
-    """An achievable latency to serve as the big-M ``H``: the best evaluator latency
-    among the feasible ``candidates`` whose pieces fit in ``q`` slots, greedy's split,
-    and the all-CPU split; ``(value, which)``."""
-    value, which, _ = best_split(inst, q, candidates)
-    return value, which
-
-
-def best_split(inst: Instance, q: int, candidates: list[Placement] = ()) -> tuple[float, str, Placement]:
-    """:func:`horizon` plus the split that achieves it (the natural warm start)."""
-    from dnnplace.heuristics.baselines import latency_starts
-
-    cl = inst.require_cluster()
-    cands = [(p, "given") for p in candidates] + [(p, name) for name, p in latency_starts(inst)]
-    best, which, split = np.inf, "", None
-    acc = np.array([k != "cpu" for k in cl.kinds])
-    for p, name in cands:
-        ev = latency(p)
-        if ev.objective is None or not ev.feasible or (slot_pieces(p)[acc] > q).any():
-            continue
-        if ev.objective < best:
-            best, which, split = ev.objective, name, p
-    if split is None:
-        raise InputError("no heuristic split fits the latency IP (needed for its big-M); pass a horizon")
-    return float(best), which, split
 
 
 def build_latency_ip(inst: Instance, opts: LatencyOptions | None = None) -> pyo.ConcreteModel:

@@ -15,10 +15,12 @@ from pyomo.common.collections import ComponentMap
 from dnnplace.formulations.contiguity import order_values, reach_down
 from dnnplace.formulations.device_symmetry import identical_devices
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.evaluate import latency_pieces
+from dnnplace.graphs.evaluation.evaluate import latency, latency_pieces
+from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 
-__all__ = ["decode", "decode_slots", "decode_pieces", "warm_start_values", "symmetric_first_slots"]
+__all__ = ["decode", "decode_slots", "decode_pieces", "warm_start_values", "symmetric_first_slots", "slot_pieces",
+           "horizon", "best_split"]
 
 
 def symmetric_first_slots(data) -> list[list[int]]:
@@ -156,3 +158,38 @@ def _values(m: pyo.ConcreteModel, p: Placement) -> ComponentMap:
         vals[m.start[j]], vals[m.finish[j]] = start[-j], fin[-j]
     vals[m.total] = float(lat.max()) if g.n else 0.0
     return vals
+
+
+def slot_pieces(p: Placement) -> np.ndarray:
+    """Number of pieces (the evaluator's decomposition) on every device of ``p``."""
+    piece = latency_pieces(p)
+    out = np.zeros(p.cluster.size, dtype=np.int64)
+    np.maximum.at(out, p.device, piece + 1)
+    return out
+
+
+def horizon(inst: Instance, q: int, candidates: list[Placement] = ()) -> tuple[float, str]:
+    """An achievable latency to serve as the big-M ``H``: the best evaluator latency
+    among the feasible ``candidates`` whose pieces fit in ``q`` slots, greedy's split,
+    and the all-CPU split; ``(value, which)``."""
+    value, which, _ = best_split(inst, q, candidates)
+    return value, which
+
+
+def best_split(inst: Instance, q: int, candidates: list[Placement] = ()) -> tuple[float, str, Placement]:
+    """:func:`horizon` plus the split that achieves it (the natural warm start)."""
+    from dnnplace.heuristics.baselines import latency_starts
+
+    cl = inst.require_cluster()
+    cands = [(p, "given") for p in candidates] + [(p, name) for name, p in latency_starts(inst)]
+    best, which, split = np.inf, "", None
+    acc = np.array([k != "cpu" for k in cl.kinds])
+    for p, name in cands:
+        ev = latency(p)
+        if ev.objective is None or not ev.feasible or (slot_pieces(p)[acc] > q).any():
+            continue
+        if ev.objective < best:
+            best, which, split = ev.objective, name, p
+    if split is None:
+        raise InputError("no heuristic split fits the latency IP (needed for its big-M); pass a horizon")
+    return float(best), which, split
