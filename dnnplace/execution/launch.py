@@ -212,8 +212,9 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
         used_of.append(used)
     on = cuda_devices(device_names, torch_devices or {})
     gpus = sorted({on[d] for u in used_of for d in u if on[d] != "cpu"})
-    for (ranks, _), used in zip(jobs, used_of):
-        check_gpu_ops(cap, [on[used[r]] for r in ranks], device_names, used, ranks)
+    if gpus:   # before anything runs
+        for (ranks, _), used in zip(jobs, used_of):
+            check_gpu_ops(cap, [on[used[r]] for r in ranks], device_names, used, ranks)
     if gpus:
         atol, rtol = max(atol, CUDA_TOLERANCE[0]), max(rtol, CUDA_TOLERANCE[1])
     ref_losses, ref_grads, eager_ms = eager_reference(model, steps=warmup + steps, threads=threads,
