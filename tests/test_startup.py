@@ -73,8 +73,8 @@ def test_kernels_without_a_writable_cache_folder_compile_instead_of_failing():
 
     ns: dict = {}
     exec(compile("def plus_one(x):\n    return x + 1\n", "<no file>", "exec"), ns)
+    kernel = cached_njit(ns["plus_one"])  # made on its first call
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        kernel = cached_njit(ns["plus_one"])
-    assert kernel(41) == 42
+        assert kernel(41) == 42
     assert any("NUMBA_CACHE_DIR" in str(w.message) for w in caught)
