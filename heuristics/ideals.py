@@ -26,9 +26,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
+from dnnplace.graphs.components import strong_components, weak_components
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.orders import stack_topological_order
@@ -71,16 +70,14 @@ def _scc_merge(n: int, labels: np.ndarray, src: np.ndarray, dst: np.ndarray) -> 
     k = int(labels.max()) + 1 if labels.size else 0
     a, b = labels[src], labels[dst]
     keep = a != b
-    adj = coo_matrix((np.ones(int(keep.sum())), (a[keep], b[keep])), shape=(k, k)).tocsr()
-    _, comp = connected_components(adj, directed=True, connection="strong")
+    comp = strong_components(k, a[keep], b[keep])
     return np.unique(comp[labels], return_inverse=True)[1].astype(np.int64)
 
 
 def _union(labels: np.ndarray, pairs_a: np.ndarray, pairs_b: np.ndarray) -> np.ndarray:
     """Merge label classes joined by the pairs (connected components); relabel 0..k-1."""
     k = int(labels.max()) + 1 if labels.size else 0
-    adj = coo_matrix((np.ones(pairs_a.size), (pairs_a, pairs_b)), shape=(k, k))
-    _, comp = connected_components(adj, directed=False)
+    comp = weak_components(k, pairs_a, pairs_b)
     return np.unique(comp[labels], return_inverse=True)[1].astype(np.int64)
 
 
