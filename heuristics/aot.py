@@ -38,6 +38,7 @@ path.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -335,6 +336,21 @@ def _build(file: Path) -> str:
         tmp.rmdir()
 
 
+@functools.cache
+def numba_for(kernel_type: type):
+    """Import numba and teach it that a ``kernel_type`` object (``jit.Kernel``, a global of
+    another kernel) is its dispatcher (``.dispatcher``)."""
+    import numba
+    from numba.core import types
+    from numba.extending import typeof_impl
+
+    @typeof_impl.register(kernel_type)
+    def _typeof_kernel(val, c):
+        return types.Dispatcher(val.dispatcher)
+
+    return numba
+
+
 def _numba_type(dt: np.dtype, ndim: int):
     from numba import from_dtype, types
 
@@ -349,18 +365,17 @@ def _build_here(out: str) -> None:
     logging.disable(logging.WARNING)  # distutils' progress lines
     from numba.pycc import CC
 
-    from dnnplace.heuristics.jit import Kernel, _numba
-
-    _numba()  # kernels calling kernels
     cc = CC(_NAME)
     cc.output_dir, cc.output_file = os.path.dirname(out), os.path.basename(out)
     kernels = []
     for name in SIGNATURES:
         mod, _, attr = name.rpartition(".")
         kernels.append(getattr(importlib.import_module(mod), attr))
+    kernel_type = type(kernels[0])
+    numba_for(kernel_type)  # kernels calling kernels
     for k in kernels:
         cc.export(_symbol(k), tuple(_numba_type(dt, nd) for dt, nd in k.aot_signature))(k.py_func)
-    outside = sorted({c.__module__ for k in kernels for c in _called(k, Kernel)} - set(_MODULES))
+    outside = sorted({c.__module__ for k in kernels for c in _called(k, kernel_type)} - set(_MODULES))
     if outside:
         raise RuntimeError(f"AOT kernels call kernels of modules not in SIGNATURES' key: {outside}")
     cc.compile()

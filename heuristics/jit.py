@@ -76,24 +76,10 @@ def cached_njit(fn: Callable) -> Kernel:
     return Kernel(fn)
 
 
-@functools.cache
-def _numba():
-    """Import numba and teach it that a :class:`Kernel` (a global of another kernel) is its dispatcher."""
-    import numba
-    from numba.core import types
-    from numba.extending import typeof_impl
-
-    @typeof_impl.register(Kernel)
-    def _typeof_kernel(val, c):
-        return types.Dispatcher(val.dispatcher)
-
-    return numba
-
-
 def _dispatcher(fn: Callable):
     """``numba.njit(cache=True)(fn)``, or ``numba.njit(fn)`` (compiled in each process) where
     numba finds no writable cache folder."""
-    numba = _numba()
+    numba = aot.numba_for(Kernel)
     try:
         return numba.njit(cache=True)(fn)
     except RuntimeError as exc:  # numba: "cannot cache function ...: no locator available for file ..."
