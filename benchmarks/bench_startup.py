@@ -1,18 +1,23 @@
-"""Whole-process time of `dnnplace solve G --method dp` (start-up included), cold and warm numba cache.
+"""Whole-process time of `dnnplace solve G --method dp` (start-up included), cold and warm
+cache, on the AOT path (the default) and the JIT path (``DNNPLACE_AOT=0``) in the same run.
 
 Issue 26: the command took 1.65 s of CPU as a whole process on the ResNet-50 layer graph,
-where the authors' C++ took 0.15 s. Every figure here is one whole process, timed from
-outside: CPU = user + system seconds of the child (``os.wait4``), wall = its start to its
-exit. Each row is the median of ``--runs`` processes.
+where the authors' C++ took 0.15 s; the goal is <= 0.5 s. Every figure here is one whole
+process, timed from outside: CPU = user + system seconds of the child and its waited-for
+children (``os.wait4``: the AOT build's compiler included), wall = its start to its exit.
+Each cell is the median of ``--runs`` processes.
 
-- cold: ``NUMBA_CACHE_DIR`` is a new empty folder for every run, so the DP kernels are
-  compiled in the process (a first run after installing, or after the kernel's source
-  changed);
-- warm: ``NUMBA_CACHE_DIR`` holds the kernels one unmeasured run compiled, so the process
-  loads them from disk (every later run).
+- cold: ``NUMBA_CACHE_DIR`` is a new empty folder for every run: the AOT path builds the
+  extension of the DP's kernels (heuristics/aot.py), the JIT path compiles them (a first run
+  after installing, or after the kernels' source changed);
+- warm: ``NUMBA_CACHE_DIR`` holds what one unmeasured run of the same path left there, so the
+  process loads the extension (AOT) or numba's cache (JIT);
+- warm, no .pyc (the first graph only): warm with ``PYTHONDONTWRITEBYTECODE=1``, so every
+  process compiles the project's Python sources again (as this machine's environment does
+  by default; the other rows unset it, as in a user's environment).
 
 Beside them: the floor of the interpreter with the libraries the command needs
-(``import numpy``; ``import numba``; numba's first call of a cached kernel) and the C++
+(``import numpy``; ``import numba``; the first call of a kernel on each path) and the C++
 figures (the authors' DP on this machine class, ``benchmarks/bench_dp.py``; the issue's
 0.15 s). The C++ binary itself is not run here.
 
@@ -48,19 +53,27 @@ CPP_ISSUE = {("layer", "inference", "resnet50"): 0.15}  # the issue's figure (it
 
 _CACHED_CALL = ("import numpy as np; from dnnplace.heuristics.dp_kernel import ideal_sizes; "
                 "ideal_sizes(np.zeros(2, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), 1)")
-FLOOR = {
-    "python -c pass": [sys.executable, "-c", "pass"],
-    "import numpy": [sys.executable, "-c", "import numpy"],
-    "import numpy, numba": [sys.executable, "-c", "import numpy, numba"],
-    "import numpy, numba + first call of a cached kernel": [sys.executable, "-c", _CACHED_CALL],
+AOT, JIT = {"DNNPLACE_AOT": "1"}, {"DNNPLACE_AOT": "0"}
+NO_PYC = {"PYTHONDONTWRITEBYTECODE": "1"}
+FLOOR = {  # name -> (command, environment)
+    "python -c pass": ([sys.executable, "-c", "pass"], AOT),
+    "import numpy": ([sys.executable, "-c", "import numpy"], AOT),
+    "import numpy, numba": ([sys.executable, "-c", "import numpy, numba"], AOT),
+    "first call of a kernel, JIT path (numba's cache)": ([sys.executable, "-c", _CACHED_CALL], JIT),
+    "first call of a kernel, AOT path (the extension)": ([sys.executable, "-c", _CACHED_CALL], AOT),
 }
+# the "before" figure of issue 26 was measured in this machine's environment (PYTHONDONTWRITEBYTECODE=1):
+# it stands beside the "warm, no .pyc" row
 
 
-NOTES = """Reading: a warm row less the floor's last row is what the command itself costs (reading
-the graph, the DP, the independent evaluation, the output); the floor's last row less
-`import numpy, numba` is numba's set-up on the first call of a kernel loaded from its cache
-(its typing and lowering registries, and `scipy.linalg` for its BLAS check), paid by every
-process whatever the graph. The authors' C++ is not run here (no binary in this checkout)."""
+NOTES = """Reading: the JIT path's first call of a cached kernel less `import numpy, numba` is numba's
+set-up (its typing and lowering registries, and `scipy.linalg` for its BLAS check), paid by
+every JIT-path process whatever the graph; the AOT path loads the kernels from an extension
+module built once per machine (heuristics/aot.py) and imports neither numba nor scipy. A
+warm row less the AOT floor row is what the command itself costs (reading the graph, the
+DP, the independent evaluation, the output). A cold AOT row is the one-off build (numba
+compiling the kernels and a C compiler building the module, in a child process). The
+authors' C++ is not run here (no binary in this checkout)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,16 +98,18 @@ def _time(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return usage.ru_utime + usage.ru_stime, wall
 
 
-def _median(cmd: list[str], runs: int, cache: str | None) -> tuple[float, float]:
+def _median(cmd: list[str], runs: int, cache: str | None, path: dict[str, str]) -> tuple[float, float]:
     """Median CPU and wall s over ``runs`` processes; ``cache``: the NUMBA_CACHE_DIR (one
-    unmeasured run first fills it), or ``None`` for a new empty one per run (cold)."""
+    unmeasured run first fills it), or ``None`` for a new empty one per run (cold); ``path``:
+    the environment that picks the AOT or the JIT path."""
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     if cache is not None:
-        _time(cmd, {**os.environ, "NUMBA_CACHE_DIR": cache})
+        _time(cmd, {**base, **path, "NUMBA_CACHE_DIR": cache})
     cpu, wall = [], []
     for _ in range(runs):
         folder = cache or tempfile.mkdtemp(prefix="numba-cold-")
         try:
-            c, w = _time(cmd, {**os.environ, "NUMBA_CACHE_DIR": folder})
+            c, w = _time(cmd, {**base, **path, "NUMBA_CACHE_DIR": folder})
         finally:
             if cache is None:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -105,37 +120,47 @@ def _median(cmd: list[str], runs: int, cache: str | None) -> tuple[float, float]
 
 def run(args) -> None:
     dnnplace = [sys.executable, "-m", "dnnplace"]
-    warm = tempfile.mkdtemp(prefix="numba-warm-")
+    warm = {"AOT": tempfile.mkdtemp(prefix="numba-warm-aot-"), "JIT": tempfile.mkdtemp(prefix="numba-warm-jit-")}
     lines = ["# Start-up of `dnnplace solve G --method dp` (issue 26)", "",
-             f"{utc_now()}, {machine_load()} at the start; median of {args.runs} whole processes per row "
-             f"(CPU = user + system s of the process; wall: start to exit).", "",
+             f"{utc_now()}, {machine_load()} at the start; median of {args.runs} whole processes per cell "
+             f"(CPU = user + system s of the process and its waited-for children; wall: start to exit).", "",
              f"    {getattr(args, 'command_line', 'python -m benchmarks startup')}", ""]
     try:
-        cols = ["graph", "cache", "CPU s", "wall s", "CPU s before (issue 26)", "C++ s", "C++ from"]
-        table = [md_header(cols, ["---", "---", "--:", "--:", "--:", "--:", "---"])]
-        print(f"{'graph':28} {'cache':5} {'CPU s':>7} {'wall s':>7} {'before':>7} {'C++ s':>6}  C++ from", flush=True)
+        cols = ["graph", "cache", "AOT CPU s", "AOT wall s", "JIT CPU s", "JIT wall s", "CPU s before (issue 26)",
+                "C++ s", "C++ from"]
+        table = [md_header(cols, ["---", "---", "--:", "--:", "--:", "--:", "--:", "--:", "---"])]
+        print(f"{'graph':28} {'cache':13} {'AOT CPU':>8} {'wall':>6} {'JIT CPU':>8} {'wall':>6} {'before':>7} "
+              f"{'C++ s':>6}  C++ from", flush=True)
+        first = True
         for name, (graph, key, before) in GRAPHS.items():
             if not selected(name, args.only):
                 continue
             cmd = dnnplace + ["solve", str(graph), "--method", "dp"]
             cpp, src = ((CPP_HERE[key], "this machine class (bench_dp.py)") if key in CPP_HERE
                         else (CPP_ISSUE[key], "issue 26") if key in CPP_ISSUE else (None, "-"))
-            for label, cache in (("cold", None), ("warm", warm)):
+            for label in ("cold", "warm", "warm, no .pyc")[: 3 if first else 2]:
                 if label == "cold" and not args.cold:
                     continue
-                cpu, wall = _median(cmd, args.runs, cache)
-                b = f"{before:.2f}" if before is not None and label == "warm" else "-"
+                cells = []
+                for path, env in (("AOT", AOT), ("JIT", JIT)):
+                    env = {**env, **NO_PYC} if label == "warm, no .pyc" else env
+                    cpu, wall = _median(cmd, args.runs, None if label == "cold" else warm[path], env)
+                    cells += [f"{cpu:.2f}", f"{wall:.2f}"]
+                b = f"{before:.2f}" if before is not None and label == "warm, no .pyc" else "-"
                 c = f"{cpp:.2f}" if cpp is not None else "-"
-                table.append(md_row([name, label, f"{cpu:.2f}", f"{wall:.2f}", b, c, src]))
-                print(f"{name:28} {label:5} {cpu:>7.2f} {wall:>7.2f} {b:>7} {c:>6}  {src}", flush=True)
+                table.append(md_row([name, label, *cells, b, c, src]))
+                print(f"{name:28} {label:13} {cells[0]:>8} {cells[1]:>6} {cells[2]:>8} {cells[3]:>6} {b:>7} {c:>6}  "
+                      f"{src}", flush=True)
+            first = False
         floor = [md_header(["process", "CPU s", "wall s"], ["---", "--:", "--:"])]
-        print("\nfloor (warm numba cache):")
-        for name, cmd in FLOOR.items():
-            cpu, wall = _median(cmd, args.runs, warm)
+        print("\nfloor (warm cache):")
+        for name, (cmd, env) in FLOOR.items():
+            cpu, wall = _median(cmd, args.runs, warm["AOT" if env is AOT else "JIT"], env)
             floor.append(md_row([f"`{name}`", f"{cpu:.2f}", f"{wall:.2f}"]))
             print(f"  {name:52} {cpu:>6.2f} {wall:>6.2f}", flush=True)
     finally:
-        shutil.rmtree(warm, ignore_errors=True)
+        for folder in warm.values():
+            shutil.rmtree(folder, ignore_errors=True)
     lines += table + ["", "The floor: the interpreter with the libraries the command needs (warm cache):", ""]
     lines += floor + ["", NOTES, "", f"_{machine_load()} at the end._", ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -370,7 +370,11 @@ def _build_here(out: str) -> None:
     kernels = []
     for name in SIGNATURES:
         mod, _, attr = name.rpartition(".")
-        kernels.append(getattr(importlib.import_module(mod), attr))
+        k = getattr(importlib.import_module(mod), attr, None)
+        if k is not None and len(k.aot_signature) == k.py_func.__code__.co_argcount:
+            kernels.append(k)
+        else:  # its calls take the JIT path; tests/test_aot.py says so
+            print(f"AOT: {name} is missing or its signature has the wrong number of arguments", file=sys.stderr)
     kernel_type = type(kernels[0])
     numba_for(kernel_type)  # kernels calling kernels
     for k in kernels:
