@@ -156,3 +156,70 @@ def test_cli_solve_counts_the_limit_from_the_process_start(tmp_path, capsys):
     rec = json.loads(out.read_text())
     assert rec["termination"] == "time_limit" and rec["status"] == "feasible"  # the process is older than 1 s
     assert np.isfinite(rec["objective"])
+
+
+def _knapsack() -> tuple[pyo.ConcreteModel, float]:
+    """A 12-item 0/1 knapsack and its optimum (by enumeration)."""
+    import itertools
+
+    w = [23, 31, 29, 44, 53, 38, 63, 85, 89, 82, 17, 41]
+    v = [92, 57, 49, 68, 60, 43, 67, 84, 87, 72, 21, 50]
+    cap = 165
+    best = max(sum(v[i] for i in range(12) if bits[i]) for bits in itertools.product((0, 1), repeat=12)
+               if sum(w[i] for i in range(12) if bits[i]) <= cap)
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(12), domain=pyo.Binary)
+    m.cap = pyo.Constraint(expr=sum(w[i] * m.x[i] for i in range(12)) <= cap)
+    m.obj = pyo.Objective(expr=sum(v[i] * m.x[i] for i in range(12)), sense=pyo.maximize)
+    return m, float(best)
+
+
+def test_highs_that_does_not_return_by_its_deadline_answers_with_its_last_incumbent(monkeypatch):
+    """HiGHS checks its limits only between root cut rounds (one ran 119 s past a 60 s
+    limit): a solve still running a grace after its deadline is answered with the last
+    improving solution HiGHS reported, loaded into the model, and left behind."""
+    from pyomo.contrib.solver.solvers.highs import Highs
+
+    from dnnplace.formulations.solvers import backends
+    from dnnplace.formulations.solvers.interrupts import wait_for_left_behind
+
+    real = Highs.solve
+
+    def solve_then_hang(self, *args, **kwargs):  # a solver whose last stretch checks no limit
+        out = real(self, *args, **kwargs)
+        time.sleep(3.0)
+        return out
+
+    monkeypatch.setattr(Highs, "solve", solve_then_hang)
+    monkeypatch.setattr(backends, "_grace", lambda deadline: 0.3)
+    m, best = _knapsack()
+    t0 = time.monotonic()
+    out = solve_model(m, SolverOptions(time_limit=30), deadline=Deadline(1.0))
+    took = time.monotonic() - t0
+    assert (out.status, out.termination) == ("feasible", "maxTimeLimit")
+    assert out.incumbent == pytest.approx(best, abs=1e-6) and pyo.value(m.obj) == pytest.approx(best, abs=1e-6)
+    assert "did not stop" in out.message and out.bound is not None and out.bound >= best - 1e-6
+    assert 1.0 <= took < 1.0 + 0.3 + 1.0
+    monkeypatch.setattr(Highs, "solve", real)
+    m2, _ = _knapsack()  # the next HiGHS solve waits for the one left behind, then solves
+    again = solve_model(m2, SolverOptions(time_limit=30))
+    assert again.status == "optimal" and again.incumbent == pytest.approx(best, abs=1e-6)
+    assert wait_for_left_behind() < 0.5
+
+
+def test_highs_asked_to_stop_at_its_deadline_reports_a_time_limit(monkeypatch):
+    """A solve that returns after being asked to stop at the deadline (HiGHS's
+    ``kInterrupt``) is a time limit with its incumbent, never an interrupt."""
+    from pyomo.contrib.solver.solvers.highs import Highs
+
+    real = Highs.solve
+
+    def slow_start(self, *args, **kwargs):  # the deadline passes before HiGHS starts: it stops at its first check
+        time.sleep(1.5)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Highs, "solve", slow_start)
+    m, best = _knapsack()
+    out = solve_model(m, SolverOptions(time_limit=30), deadline=Deadline(1.0))
+    assert out.termination == "maxTimeLimit", out
+    assert out.status in ("feasible", "no_solution")

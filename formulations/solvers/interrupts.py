@@ -16,11 +16,12 @@ re-raised. An ``interrupted`` termination (Gurobi's own handler) is re-raised to
   signal itself;
 - :func:`no_interrupt_warning`: silences Pyomo's HiGHS interface warning about the
   ``kInterrupt`` status, which is our own interrupt;
-- :func:`run_stoppable`: a native solve that never runs Python code in the main thread
-  (OR-Tools CP-SAT: its search and its callbacks run in C++ threads, so Python's SIGINT
-  handler would wait for the whole solve) runs in a helper thread while the main thread
-  waits under :class:`InterruptGuard`; a Ctrl-C calls the solver's own stop (CP-SAT's
-  ``stop_search``), awaits its return and raises :class:`KeyboardInterrupt`.
+- :func:`run_stoppable`: a native solve that may not run Python code for a long time
+  (OR-Tools CP-SAT: its search and its callbacks run in C++ threads; HiGHS between its
+  root cut rounds) runs in a helper thread while the calling thread waits (in the main
+  thread under :class:`InterruptGuard`); a Ctrl-C or the hard end of the time limit
+  calls the solver's own stop and gives it a grace to return; past the grace its thread
+  is left behind (:class:`SolverOverran`, :func:`wait_for_left_behind`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["InterruptGuard", "raise_if_interrupted", "no_interrupt_warning", "run_stoppable"]
+__all__ = ["InterruptGuard", "raise_if_interrupted", "no_interrupt_warning", "run_stoppable", "SolverOverran",
+           "wait_for_left_behind"]
 
 T = TypeVar("T")
 
@@ -99,20 +102,53 @@ def no_interrupt_warning():
         log.removeFilter(_DropInterruptWarning)
 
 
-def run_stoppable(run: Callable[[], T], stop: Callable[[], None], *, poll: float = 0.05) -> T:
-    """``run()``, stoppable by Ctrl-C although it never returns to Python in between.
+class SolverOverran(Exception):
+    """The solver did not return by the hard end of its time limit, nor within the grace
+    after it was asked to stop: :func:`run_stoppable` left its thread behind (it ends at
+    the solver's next check of its stop flag) and the caller answers with what the solver
+    reported so far."""
 
-    In the main thread, ``run`` goes to a helper thread and the main thread waits for it
-    under :class:`InterruptGuard` (its waits wake up for signals): on a Ctrl-C, ``stop()``
-    asks the solver to stop (CP-SAT's ``stop_search``, thread-safe), the helper's return
-    is awaited (its answer dropped) and :class:`KeyboardInterrupt` is raised. A second
-    Ctrl-C raises at once (after ``stop()``). Elsewhere (a worker thread, where no
-    signal arrives) ``run()`` is simply called. An exception of ``run`` is re-raised.
+
+_LEFT_BEHIND: list[threading.Thread] = []
+
+
+def wait_for_left_behind() -> float:
+    """Wait for the solver threads :func:`run_stoppable` left behind (each was asked to
+    stop); returns the seconds waited. A solve that shares process-wide state with them
+    (HiGHS's task scheduler) calls this first."""
+    t0 = time.monotonic()
+    while _LEFT_BEHIND:
+        _LEFT_BEHIND.pop().join()
+    return time.monotonic() - t0
+
+
+def run_stoppable(run: Callable[[], T], stop: Callable[[], None], *, poll: float = 0.05,
+                  hard_end: float | None = None, grace: float = 2.0) -> T:
+    """``run()``, stoppable by Ctrl-C and by a hard end although it may not return to
+    Python for minutes (CP-SAT's search and callbacks run in C++ threads; HiGHS checks its
+    limits and interrupt callbacks between root cut rounds, which took 119 s on a Pesto
+    model with 225k rows: results/time-limits.md).
+
+    ``run`` goes to a helper thread and the calling thread waits for it (in the main
+    thread under :class:`InterruptGuard`, whose waits wake up for signals). On a Ctrl-C or
+    at ``hard_end`` (a :func:`time.monotonic` time), ``stop()`` asks the solver to stop
+    (thread-safe: CP-SAT's ``stop_search``, a flag HiGHS's interrupt callbacks read), and
+    the helper gets ``grace`` seconds more to return. After a Ctrl-C the answer is dropped
+    and :class:`KeyboardInterrupt` raised (a second Ctrl-C raises at once); at the hard
+    end a helper that returned gives its answer, one that did not is left behind
+    (:func:`wait_for_left_behind`) and :class:`SolverOverran` is raised. Without
+    ``hard_end``, outside the main thread (where no signal arrives), ``run()`` is simply
+    called. An exception of ``run`` is re-raised.
 
     >>> run_stoppable(lambda: 6 * 7, lambda: None)
     42
+    >>> import time
+    >>> run_stoppable(lambda: time.sleep(5), lambda: None, hard_end=time.monotonic() + 0.1, grace=0.1)
+    Traceback (most recent call last):
+    ...
+    dnnplace.formulations.solvers.interrupts.SolverOverran: the solver ran 0.1 s past its time limit ...
     """
-    if threading.current_thread() is not threading.main_thread():
+    if hard_end is None and threading.current_thread() is not threading.main_thread():
         return run()
     box: dict[str, Any] = {}
 
@@ -123,19 +159,28 @@ def run_stoppable(run: Callable[[], T], stop: Callable[[], None], *, poll: float
             box["error"] = exc
 
     worker = threading.Thread(target=target, name="dnnplace-stoppable-solve", daemon=True)
-    stopped = False
+    stopped_at: float | None = None
     with InterruptGuard() as guard:
         worker.start()
         try:
             while worker.is_alive():
                 worker.join(poll)
-                if guard.requested and not stopped:
+                now = time.monotonic()
+                if stopped_at is None and (guard.requested or (hard_end is not None and now >= hard_end)):
                     stop()
-                    stopped = True
+                    stopped_at = now
+                elif stopped_at is not None and now >= stopped_at + grace:
+                    break
         except KeyboardInterrupt:  # a second Ctrl-C: do not wait for the solver
-            if not stopped:
+            if stopped_at is None:
                 stop()
+            _LEFT_BEHIND.append(worker)
             raise
+        if worker.is_alive():
+            _LEFT_BEHIND.append(worker)
+            if not guard.requested:  # (a Ctrl-C is raised by the guard on leaving the block)
+                raise SolverOverran(f"the solver ran {grace:g} s past its time limit and did not stop when asked "
+                                    "(it stops at its next check; its thread is left behind)")
     if "error" in box:
         raise box["error"]
     return box["value"]
