@@ -66,6 +66,12 @@ SIGNATURES = {
         f"{_B}[:], uint64[:, :], uint64[:, :], uint64[:, :], {_B}, {_I}, {_I}, {_F}, {_B}, "  # ideal_ok ... overlap
         f"{_F}[:, :, :], int32[:, :, :], int8[:, :, :], int8[:, :, :], {_I}[:], {_I}, {_I}, "  # dp ... max_pairs
         f"{_F}[:], {_F}, {_I}, {_B}, {_F}[:], {_F}[:, :], {_I}, {_B}[:]"),  # wgt ... stop
+    "dnnplace.heuristics.dp_segments._ideal_terms": (f"{_I}, {_I}[:], {_I}[:], {_I}[:], uint64[:, :], {_B}[:], "
+                                                    f"{_F}[:], {_F}[:], {_F}[:], {_F}[:], {_I}[:], {_I}[:], {_I}[:], "
+                                                    f"{_I}[:], {_I}[:], {_I}[:]"),
+    "dnnplace.heuristics.dp_segments.cross_into": (f"{_I}, {_I}, {_I}[:], {_F}[:], {_F}[:], {_F}[:], {_F}[:], {_F}, "
+                                                  f"{_I}, {_I}, {_F}, {_F}[:, :, :], int32[:, :, :], int8[:, :, :], "
+                                                  "int8[:, :, :]"),
     "dnnplace.heuristics.dp_lattice.rehash": f"uint64[:, :], {_I}, {_I}[:]",
     "dnnplace.heuristics.dp_lattice.bfs_chunk": (f"{_I}, {_I}, uint64[:, :], {_I}[:], {_I}[:], {_I}[:], {_I}[:], "
                                                 f"uint64[:, :], {_I}[:], {_I}[:], {_I}"),
@@ -74,7 +80,9 @@ SIGNATURES = {
 the max-load DP) and the one signature their callers use, in the order of the arguments:
 numpy dtype names, ``[:]``/``[:, :]``/...: a C-contiguous array of that many dimensions.
 A kernel whose arguments change must change here too (else its calls take the JIT path and
-``tests/test_aot.py`` fails); kernels it calls need no entry (they are compiled into it)."""
+``tests/test_aot.py`` fails); kernels it calls need no entry (they are compiled into it). An
+entry whose module or kernel does not exist, or whose number of arguments is wrong, is left
+out of the extension (its calls, if any, take the JIT path)."""
 
 _SPEC = re.compile(r"\s*(\w+)\s*(?:\[([:,\s]*)\])?\s*")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -158,7 +166,10 @@ def load(kernel):
         _status = "off"
         return None
     if _status == "not yet":
-        _ext, _status = _find_or_build()
+        try:
+            _ext, _status = _find_or_build()
+        except Exception as exc:  # noqa: BLE001 - whatever goes wrong here, the JIT path still works
+            _ext, _status = None, f"failed: {type(exc).__name__}: {exc}"
     return None if _ext is None else getattr(_ext, _symbol(kernel), None)
 
 
@@ -169,11 +180,14 @@ def _symbol(kernel) -> str:
 
 # -- naming and locating ---------------------------------------------------------------------
 
-def _source(module: str) -> Path:
-    """The source file of ``module`` (found, not imported)."""
+def _source_bytes(module: str) -> bytes:
+    """The source of ``module`` (found, not imported); ``b""`` where there is none."""
     mod = sys.modules.get(module)
-    origin = getattr(mod, "__file__", None) or importlib.util.find_spec(module).origin
-    return Path(origin)
+    origin = getattr(mod, "__file__", None)
+    if origin is None:
+        spec = importlib.util.find_spec(module)
+        origin = None if spec is None else spec.origin
+    return Path(origin).read_bytes() if origin and Path(origin).is_file() else b""
 
 
 def _package_version_text(name: str) -> str:
@@ -192,7 +206,7 @@ def _key() -> str:
     for pkg in ("numba", "llvmlite"):
         h.update(_package_version_text(pkg).encode())
     for mod in [__name__, "dnnplace.heuristics.jit", *_MODULES]:
-        h.update(mod.encode() + b"\n" + _source(mod).read_bytes())
+        h.update(mod.encode() + b"\n" + _source_bytes(mod))
     return h.hexdigest()[:20]
 
 
@@ -270,7 +284,17 @@ def _find_or_build() -> tuple[ModuleType | None, str]:
             except OSError:
                 pass
             return None, "failed: " + why.splitlines()[0]
+    _prune(file)
     return ext, "built"
+
+
+def _prune(keep: Path) -> None:
+    """Delete the other extensions of this folder (older sources or versions: never loaded
+    again; a process that still has one loaded keeps it, and one about to load it rebuilds)."""
+    stem = keep.name.split(".", 1)[0]
+    for old in keep.parent.glob(_NAME + "_*"):
+        if old.name.split(".", 1)[0] != stem:
+            old.unlink(missing_ok=True)
 
 
 def _atomic_write(file: Path, data: bytes) -> None:
@@ -359,7 +383,6 @@ def _numba_type(dt: np.dtype, ndim: int):
 
 def _build_here(out: str) -> None:
     """In the child: compile the kernels of :data:`SIGNATURES` with ``numba.pycc`` into ``out``."""
-    import importlib
     import logging
 
     logging.disable(logging.WARNING)  # distutils' progress lines
@@ -369,8 +392,7 @@ def _build_here(out: str) -> None:
     cc.output_dir, cc.output_file = os.path.dirname(out), os.path.basename(out)
     kernels = []
     for name in SIGNATURES:
-        mod, _, attr = name.rpartition(".")
-        k = getattr(importlib.import_module(mod), attr, None)
+        k = kernel_named(name)
         if k is not None and len(k.aot_signature) == k.py_func.__code__.co_argcount:
             kernels.append(k)
         else:  # its calls take the JIT path; tests/test_aot.py says so
@@ -383,6 +405,15 @@ def _build_here(out: str) -> None:
     if outside:
         raise RuntimeError(f"AOT kernels call kernels of modules not in SIGNATURES' key: {outside}")
     cc.compile()
+
+
+def kernel_named(name: str):
+    """The kernel ``module.name`` of :data:`SIGNATURES`, or ``None`` where there is none."""
+    mod, _, attr = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(mod), attr, None)
+    except ImportError:
+        return None
 
 
 def _called(kernel, kernel_type) -> list:

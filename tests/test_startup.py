@@ -2,10 +2,12 @@
 command needs and nothing else; the numba kernels are cached on disk or, where numba finds
 no writable cache folder, still compile instead of failing the import.
 
-What the solve-dp process still imports, and why: numpy; scipy (``scipy.sparse.csgraph``
-in heuristics/ideals.py, and numba's first call imports ``scipy.linalg`` for its BLAS
-check); numba and llvmlite (the DP kernel, loaded from numba's disk cache). Timings are
-in ``benchmarks/bench_startup.py``, not here.
+What the solve-dp process still imports, and why: numpy; the DP's kernels from the
+ahead-of-time built extension (heuristics/aot.py), so neither numba, llvmlite nor scipy
+(the components the DP graph needs are graphs/components.py). Where that extension cannot
+be built (no C compiler) the kernels take numba's JIT path, which imports numba, llvmlite
+and, on its first call, ``scipy.linalg``. Timings are in ``benchmarks/bench_startup.py``,
+not here.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ def test_solve_dp_imports_only_what_it_needs(tarnawski_dir, tmp_path):
     assert "dnnplace.heuristics.maxload_dp" in mods
     heavy = sorted(m for m in mods if m.split(".")[0] in NOT_IMPORTED)
     assert not heavy, heavy
+    from dnnplace.heuristics import aot
+    from dnnplace.heuristics.dp_kernel import ideal_sizes
+
+    if aot.load(ideal_sizes) is not None:  # the same cache folder as the process above
+        assert not [m for m in mods if m.split(".")[0] in ("numba", "llvmlite", "scipy")]
     ours = sorted(m for m in mods if any(m == p or m.startswith(p + ".") for p in NOT_IMPORTED_OURS))
     assert not ours, ours
 
