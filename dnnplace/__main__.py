@@ -1,8 +1,6 @@
 """``python -m dnnplace`` runs the command line (same as the ``dnnplace`` script)."""
 
-import sys
-
-from dnnplace.cli import main
+from dnnplace.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

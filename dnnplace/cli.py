@@ -311,5 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def run() -> None:
+    """The ``dnnplace`` console script: :func:`main`'s exit code as the process's
+    (:func:`~dnnplace.formulations.solvers.interrupts.exit_process`: a solver thread left
+    running past its deadline does not hold the process or abort it)."""
+    from dnnplace.formulations.solvers.interrupts import exit_process
+
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -178,19 +178,19 @@ def test_highs_that_does_not_return_by_its_deadline_answers_with_its_last_incumb
     """HiGHS checks its limits only between root cut rounds (one ran 119 s past a 60 s
     limit): a solve still running a grace after its deadline is answered with the last
     improving solution HiGHS reported, loaded into the model, and left behind."""
-    from pyomo.contrib.solver.solvers.highs import Highs
+    from highspy import Highs
 
     from dnnplace.formulations.solvers import backends
     from dnnplace.formulations.solvers.interrupts import wait_for_left_behind
 
-    real = Highs.solve
+    real = Highs.run
 
-    def solve_then_hang(self, *args, **kwargs):  # a solver whose last stretch checks no limit
-        out = real(self, *args, **kwargs)
+    def run_then_hang(self):  # a solver whose last stretch checks no limit
+        out = real(self)
         time.sleep(3.0)
         return out
 
-    monkeypatch.setattr(Highs, "solve", solve_then_hang)
+    monkeypatch.setattr(Highs, "run", run_then_hang)
     monkeypatch.setattr(backends, "_grace", lambda deadline: 0.3)
     m, best = _knapsack()
     t0 = time.monotonic()
@@ -200,7 +200,7 @@ def test_highs_that_does_not_return_by_its_deadline_answers_with_its_last_incumb
     assert out.incumbent == pytest.approx(best, abs=1e-6) and pyo.value(m.obj) == pytest.approx(best, abs=1e-6)
     assert "did not stop" in out.message and out.bound is not None and out.bound >= best - 1e-6
     assert 1.0 <= took < 1.0 + 0.3 + 1.0
-    monkeypatch.setattr(Highs, "solve", real)
+    monkeypatch.setattr(Highs, "run", real)
     m2, _ = _knapsack()  # the next HiGHS solve waits for the one left behind, then solves
     again = solve_model(m2, SolverOptions(time_limit=30))
     assert again.status == "optimal" and again.incumbent == pytest.approx(best, abs=1e-6)
@@ -210,16 +210,62 @@ def test_highs_that_does_not_return_by_its_deadline_answers_with_its_last_incumb
 def test_highs_asked_to_stop_at_its_deadline_reports_a_time_limit(monkeypatch):
     """A solve that returns after being asked to stop at the deadline (HiGHS's
     ``kInterrupt``) is a time limit with its incumbent, never an interrupt."""
-    from pyomo.contrib.solver.solvers.highs import Highs
+    from highspy import Highs
 
-    real = Highs.solve
+    real = Highs.run
 
-    def slow_start(self, *args, **kwargs):  # the deadline passes before HiGHS starts: it stops at its first check
+    def slow_start(self):  # the deadline passes before HiGHS starts: it stops at its first check
         time.sleep(1.5)
-        return real(self, *args, **kwargs)
+        return real(self)
 
-    monkeypatch.setattr(Highs, "solve", slow_start)
+    monkeypatch.setattr(Highs, "run", slow_start)
     m, best = _knapsack()
     out = solve_model(m, SolverOptions(time_limit=30), deadline=Deadline(1.0))
     assert out.termination == "maxTimeLimit", out
     assert out.status in ("feasible", "no_solution")
+
+
+_LEFT_RUNNING = r"""
+import sys
+import numpy as np
+import pyomo.environ as pyo
+from dnnplace.formulations.solvers import backends
+from dnnplace.formulations.solvers.driver import solve_model
+from dnnplace.formulations.solvers.interrupts import exit_process
+from dnnplace.graphs.deadline import Deadline
+from dnnplace.registry import SolverOptions
+
+# a HiGHS that ignores its deadline: its own limit stays 60 s and it is never asked to stop
+backends.capped = lambda limit, deadline: limit
+real = backends.run_stoppable
+backends.run_stoppable = lambda run, stop, **kw: real(run, lambda: None, **kw)
+backends._grace = lambda deadline: 0.1
+rng = np.random.default_rng(0)
+n, rows = 400, 60
+a = rng.integers(1, 100, size=(rows, n))
+v = rng.integers(1, 100, size=n)
+m = pyo.ConcreteModel()
+m.x = pyo.Var(range(n), domain=pyo.Binary)
+m.c = pyo.Constraint(range(rows), rule=lambda m, r: sum(int(a[r, i]) * m.x[i] for i in range(n)) <= int(a[r].sum() // 3))
+m.obj = pyo.Objective(expr=sum(int(v[i]) * m.x[i] for i in range(n)), sense=pyo.maximize)
+out = solve_model(m, SolverOptions(time_limit=60, threads=1), deadline=Deadline(1.0))
+print(out.status, out.termination, "left behind" if "left behind" in (out.message or "") else "returned", flush=True)
+exit_process(3)
+"""
+
+
+def test_a_process_ends_at_once_with_a_solver_thread_left_running(tmp_path):
+    """A script ending through ``exit_process`` with a HiGHS thread still inside its
+    search exits with its own status at once: the interpreter's shutdown around the
+    native thread aborted the process (status 134, its output lost) before."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "left_running.py"
+    script.write_text(_LEFT_RUNNING)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["feasible", "maxTimeLimit", "left", "behind"]
+    assert took < 30, took  # the search alone would run 60 s

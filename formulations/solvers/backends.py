@@ -33,6 +33,7 @@ is an ``error`` outcome, an interrupt a :class:`KeyboardInterrupt`.
 from __future__ import annotations
 
 import contextvars
+import io
 import math
 import threading
 import time
@@ -220,11 +221,13 @@ def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
     hard_end = None if deadline is None else deadline.end
     if waited > 1.0:
         base["message"] = f"waited {waited:.1f} s for an earlier HiGHS solve left running past its deadline"
+    grace = 2.0 if deadline is None else _grace(deadline)
+    solver._solve = _highs_solve_step(solver, lambda run: run_stoppable(run, stop.set, hard_end=hard_end,
+                                                                        grace=grace))
     t0 = time.perf_counter()
     try:
         with no_interrupt_warning():
-            res = run_stoppable(lambda: solver.solve(model, **cfg), stop.set, hard_end=hard_end,
-                                grace=2.0 if deadline is None else _grace(deadline))
+            res = solver.solve(model, **cfg)
     except SolverOverran as exc:
         return _overran(model, solver, warm_start, last.get("x"), trace, base, time.perf_counter() - t0, str(exc))
     wall = time.perf_counter() - t0
@@ -236,6 +239,32 @@ def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
     nodes = int(info.mip_node_count) if info.mip_node_count >= 0 else None
     return _finish(res, base, "highs", solver.version(), wall, nodes=nodes, trace=trace, gap=gap,
                    termination="maxTimeLimit" if timed_out else None)
+
+
+def _highs_solve_step(solver: Any, runner: Any) -> Any:
+    """The persistent interface's solve step (Pyomo's ``Highs._solve``: the options, HiGHS's
+    run, reading the results) with the run handed to ``runner`` and HiGHS's log on the
+    console only with ``tee``. Pyomo's own step captures the process's standard output
+    *file descriptors* for the whole run, so a run left behind at its deadline would
+    swallow everything the process prints after it (and abort the process at its exit):
+    here nothing is redirected."""
+
+    def step() -> Any:
+        config = solver._active_config
+        h = solver._solver_model
+        h.setOptionValue("log_to_console", bool(config.tee))
+        for key, value in (("threads", config.threads), ("time_limit", config.time_limit),
+                           ("mip_rel_gap", config.rel_gap), ("mip_abs_gap", config.abs_gap)):
+            if value is not None:
+                h.setOptionValue(key, value)
+        for key, value in config.solver_options.items():
+            h.setOptionValue(key, value)
+        config.timer.start("optimize")
+        runner(h.run)
+        config.timer.stop("optimize")
+        return solver._postsolve(io.StringIO())
+
+    return step
 
 
 def _overran(model, solver, warm_start, x, trace, base, wall: float, why: str) -> SolveOutcome:

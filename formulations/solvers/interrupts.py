@@ -26,16 +26,19 @@ re-raised. An ``interrupted`` termination (Gurobi's own handler) is re-raised to
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 __all__ = ["InterruptGuard", "raise_if_interrupted", "no_interrupt_warning", "run_stoppable", "SolverOverran",
-           "wait_for_left_behind"]
+           "wait_for_left_behind", "exit_process"]
 
 T = TypeVar("T")
 
@@ -112,6 +115,28 @@ class SolverOverran(Exception):
 _LEFT_BEHIND: list[threading.Thread] = []
 
 
+def _leave_behind(worker: threading.Thread) -> None:
+    """Keep ``worker`` (asked to stop) for :func:`wait_for_left_behind`, which also runs at
+    the interpreter's exit: a thread still inside native code then would abort the process
+    (a script ends through :func:`exit_process` instead)."""
+    _LEFT_BEHIND.append(worker)
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with exit status ``code`` (the command line's last step).
+
+    Where :func:`run_stoppable` left a solver thread behind, it is still inside the
+    solver's native code, and an interpreter shutting down around it aborts the process
+    (HiGHS: ``terminate called without an active exception``, status 134) or, waiting for
+    it, overruns the time limit: the output is flushed and the process ends at once."""
+    if any(t.is_alive() for t in _LEFT_BEHIND):
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 def wait_for_left_behind() -> float:
     """Wait for the solver threads :func:`run_stoppable` left behind (each was asked to
     stop); returns the seconds waited. A solve that shares process-wide state with them
@@ -120,6 +145,9 @@ def wait_for_left_behind() -> float:
     while _LEFT_BEHIND:
         _LEFT_BEHIND.pop().join()
     return time.monotonic() - t0
+
+
+atexit.register(wait_for_left_behind)
 
 
 def run_stoppable(run: Callable[[], T], stop: Callable[[], None], *, poll: float = 0.05,
@@ -174,10 +202,10 @@ def run_stoppable(run: Callable[[], T], stop: Callable[[], None], *, poll: float
         except KeyboardInterrupt:  # a second Ctrl-C: do not wait for the solver
             if stopped_at is None:
                 stop()
-            _LEFT_BEHIND.append(worker)
+            _leave_behind(worker)
             raise
         if worker.is_alive():
-            _LEFT_BEHIND.append(worker)
+            _leave_behind(worker)
             if not guard.requested:  # (a Ctrl-C is raised by the guard on leaving the block)
                 raise SolverOverran(f"the solver ran {grace:g} s past its time limit and did not stop when asked "
                                     "(it stops at its next check; its thread is left behind)")
