@@ -72,7 +72,6 @@ from dnnplace.formulations.multilevel.pesto import memory_ok, safe_horizon
 from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, warm_start_values
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import generate
 from dnnplace.graphs.placement import Placement
@@ -243,7 +242,7 @@ def _engine_rows(label, g, cl, time_limit: float) -> list[dict]:
         if engine == "mip":
             model = build_pesto_model(g, cl, horizon=horizon, options=PestoOptions())
             out = solve_model(model, sopts, warm_start=warm_start_values(model, dev0, sim.start, xs) if ok else None,
-                              build_seconds=time.perf_counter() - t0, deadline=Deadline(time_limit))
+                              build_seconds=time.perf_counter() - t0)
         else:
             out, _ = solve_pesto_cpsat(g, cl, horizon=horizon, options=PestoOptions(), solver=sopts,
                                        warm_start=(dev0, sim.start, xs) if ok else None)
