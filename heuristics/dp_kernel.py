@@ -128,14 +128,15 @@ def run_dp(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c,
     return run_dp_pruned(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c, cpu_ok_node, mem,
                          mem_cap, owner, cost, ntarget, own_ptr, own_term, tgt_ptr, tgt_term, ideal_ok, bmask, desc,
                          anc, check_bw, k, l, ub, overlap, dp, parent, kind, rep, stamp, src_lo, max_pairs, wgt,
-                         sync, rmax, False, np.zeros(1), np.zeros((1, 1)))
+                         sync, rmax, False, np.zeros(1), np.zeros((1, 1)), n_ideals,
+                         np.zeros(acc_c.shape[0], dtype=np.bool_))
 
 
 @cached_njit
 def run_dp_pruned(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node, cpu_c, cpu_ok_node, mem, mem_cap,
                   owner, cost, ntarget, own_ptr, own_term, tgt_ptr, tgt_term,
                   ideal_ok, bmask, desc, anc, check_bw, k, l, ub, overlap,  # noqa: E741 (the paper's k, l)
-                  dp, parent, kind, rep, stamp, src_lo, max_pairs, wgt, sync, rmax, prune, rest, cap):
+                  dp, parent, kind, rep, stamp, src_lo, max_pairs, wgt, sync, rmax, prune, rest, cap, src_hi, stop):
     """Push the sources from ``src_lo`` on into the DP table (from :func:`new_tables`;
     ``dp`` has shape ``(n_ideals, k+1, l+1)``, ``parent``/``kind`` the argmin ideal and
     device kind, 0 accelerator, 1 CPU) until all are done or ``max_pairs`` ideal pairs
@@ -157,7 +158,12 @@ def run_dp_pruned(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node,
     split of max-load ``<= ub`` passes through it. Skipping whole sources keeps every
     ``dp[j]`` non-increasing in both counts, which the loops' early breaks rely on, and
     every value in the table achievable; every split of max-load ``<= ub`` is still
-    found, so a final ``dp[-1] <= ub`` is the optimum."""
+    found, so a final ``dp[-1] <= ub`` is the optimum.
+
+    Sources stop before ``src_hi``, and a walk never adds a DP node marked in ``stop``:
+    with the cut nodes of :mod:`dnnplace.heuristics.dp_segments` marked, each walk stays
+    inside its block and the stages into later blocks come from
+    :func:`~dnnplace.heuristics.dp_segments.cross_into`."""
     inf = np.inf
     n_nodes = acc_c.shape[0]
     in_s = np.zeros(n_nodes, dtype=np.bool_)
@@ -168,7 +174,7 @@ def run_dp_pruned(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node,
     words = bmask.shape[1]
     visited = 0
     src = src_lo - 1
-    while src + 1 < n_ideals - 1 and visited < max_pairs:
+    while src + 1 < min(n_ideals - 1, src_hi) and visited < max_pairs:
         src += 1
         best = inf
         for a in range(k + 1):
@@ -202,10 +208,10 @@ def run_dp_pruned(n_ideals, cover_ptr, cover_node, cover_to, acc_c, acc_ok_node,
             if p < cover_ptr[i + 1]:
                 stack_p[depth] = p + 1
                 j = cover_to[p]
-                if stamp[j] == src:
+                x = cover_node[p]
+                if stamp[j] == src or stop[x]:
                     continue
                 stamp[j] = src
-                x = cover_node[p]
                 # the bound test first, on the sums alone: the transfer terms are only
                 # updated for a set the walk keeps
                 acc2, cpu2, mm2, ww2, bad2, cbad2 = _sums(1, acc, cpu, mm, ww, bad, cbad, x, acc_c, cpu_c, mem, wgt,

@@ -15,6 +15,7 @@ import numpy as np
 
 from dnnplace.heuristics.dp_bounds import knapsack_bound, state_caps
 from dnnplace.heuristics.dp_kernel import ideal_sizes, new_tables, run_dp_pruned
+from dnnplace.heuristics.dp_segments import cross_into
 from dnnplace.heuristics.ideals import DPGraph, IdealLattice
 
 __all__ = ["Prepared", "run_table", "threshold_runs", "reset_tables", "prefix_lower_bound", "FIRST_SHARE"]
@@ -50,21 +51,30 @@ def run_table(prep: Prepared, ub: float, overlap: bool, deadline: float | None,
     prune = rest is not None
     rest = np.zeros(1) if rest is None else rest
     caps = np.zeros((1, 1)) if caps is None else caps
+    seg = a.get("seg")
+    stop = a["stop"] if seg is not None else np.zeros(a["acc_c"].size, dtype=np.bool_)
+    starts = seg["starts"] if seg is not None else np.array([0, lat.size], dtype=np.int64)
     visited, done, budget = 0, 0, 100_000
+    t, chunk = time.perf_counter(), 0
     while done < lat.size - 1:
-        t = time.perf_counter()
+        hi = int(starts[np.searchsorted(starts, done, side="right")])  # the next block's first ideal
         pairs, done = run_dp_pruned(
             lat.size, lat.cover_ptr, lat.cover_node, lat.cover_to, a["acc_c"], a["acc_ok_node"], a["cpu_c"],
             a["cpu_ok_node"], a["mem"], a["mem_cap"], a["owner"], a["cost"], a["ntarget"], a["own_ptr"],
             a["own_term"], a["tgt_ptr"], a["tgt_term"], a["ideal_ok"], a["bmask"], a["desc"], a["anc"],
-            a["check_bw"], a["k"], a["l"], float(ub), overlap, dp, parent, kind, rep, stamp, done, budget, a["wgt"],
-            float(a.get("sync", 0.0)), int(a.get("rmax", 1)), prune, rest, caps)
-        visited += pairs
+            a["check_bw"], a["k"], a["l"], float(ub), overlap, dp, parent, kind, rep, stamp, done, budget - chunk,
+            a["wgt"], float(a.get("sync", 0.0)), int(a.get("rmax", 1)), prune, rest, caps, hi, stop)
+        visited, chunk = visited + pairs, chunk + pairs
+        if seg is not None and done == hi < lat.size:  # every source before the block is pushed
+            _cross(seg, a, int(np.searchsorted(starts, hi)), float(ub), dp, parent, kind, rep, stamp)
         now = time.perf_counter()
+        if chunk < budget and now - t < 0.25:  # a block border inside the chunk: go on
+            continue
         if deadline is not None and now > deadline:
             break
-        if pairs and now > t:
-            budget = int(min(max(pairs * 0.25 / (now - t), 10_000), 1e9))
+        if chunk and now > t:
+            budget = int(min(max(chunk * 0.25 / (now - t), 10_000), 1e9))
+        t, chunk = now, 0
     return dp, parent, kind, rep, visited, done
 
 
@@ -111,6 +121,21 @@ def threshold_runs(prep: Prepared, lo: float, hi: float, overlap: bool, deadline
         if out[5] < lat.size - 1 or out[0][-1, a["k"], a["l"]] <= t or t >= hi:
             return (*out[:4], visited, out[5]), lo, t, runs
         lo = t
+
+
+def _cross(seg: dict, a: dict, block: int, ub: float, dp, parent, kind, rep, stamp) -> None:
+    """The stages into ``block`` from the pushed sources of earlier blocks
+    (:func:`~dnnplace.heuristics.dp_segments.cross_into`); sources whose every stage into
+    the block costs more than ``ub`` (by (**): ``F(J) - E(I)`` and the CPU time) are left out."""
+    lo, hi = int(seg["starts"][block]), int(seg["starts"][block + 1])
+    e, cpu = seg["E"][:lo], seg["cpu_i"][:lo]
+    pushed = stamp[:lo] == np.arange(lo)
+    reach = e >= seg["F"][lo:hi].min() - ub
+    if a["l"] > 0:
+        reach |= cpu >= seg["cpu_i"][lo:hi].min() - ub
+    cand = np.flatnonzero(pushed & reach).astype(np.int64)
+    cross_into(lo, hi, cand, seg["E"], seg["F"], seg["mem_i"], seg["cpu_i"], float(a["mem_cap"]), a["k"], a["l"],
+               ub, dp, parent, kind, rep)
 
 
 def reset_tables(tables: tuple[np.ndarray, ...]) -> None:

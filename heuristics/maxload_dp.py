@@ -31,7 +31,12 @@ runs as decisions "is the optimum at most ``T``?" for rising ``T`` from a knapsa
 bound up to DPL's value (:func:`~dnnplace.heuristics.dp_runs.threshold_runs`); each run skips every ideal that no split
 of max-load ``<= T`` passes through, by its table entries and a bound on what the
 remaining devices can carry (:mod:`dnnplace.heuristics.dp_bounds`). A failed run proves
-the optimum above ``T``, so a run cut by the time limit still reports that bound.
+the optimum above ``T``, so a run cut by the time limit still reports that bound. Where
+the DP graph has narrow cut nodes (nodes comparable to every other one, e.g. the cell
+boundaries of Inception-like networks; ``pipedream`` objective, no replicas), a stage's load
+across a cut separates into a term of each end ideal, so those stages come from sorted
+min-max queries and the superset walks stay between two cuts
+(:mod:`dnnplace.heuristics.dp_segments`).
 
 Size limit: the ideals are held as bitsets with their cover relation, so memory grows
 with the number of ideals (``max_ideals``, default 6 million; measured in
@@ -54,6 +59,7 @@ from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.replication import Replication, node_weights
 from dnnplace.heuristics.dp_backward import backward_contiguity
 from dnnplace.heuristics.dp_runs import Prepared, prefix_lower_bound, run_table, threshold_runs
+from dnnplace.heuristics.dp_segments import narrow_cuts, segment_arrays
 from dnnplace.heuristics.ideals import (
     TooManyIdeals,
     build_dp_graph,
@@ -122,7 +128,7 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
 
 
 def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 6_000_000,
-             deadline: float | None = None) -> Prepared:
+             deadline: float | None = None, segments: bool = True) -> Prepared:
     g, cl = inst.graph, inst.require_cluster()
     accs, cpus = dp_devices(cl)
     h = build_dp_graph(g, trivial=trivial)
@@ -164,7 +170,25 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: 
                   tgt_ptr=tgt_ptr, tgt_term=term_of[tgt_order].astype(np.int64),
                   **backward_contiguity(g, grp, h.n, lattice),
                   k=int(accs.size), l=int(cpus.size), accs=accs, cpus=cpus)
+    if segments and not linear:
+        arrays.update(_blocks(h, lattice, arrays, pairs, term_of))
     return Prepared(h, lattice, arrays)
+
+
+def _blocks(h, lattice, arrays: dict, pairs: np.ndarray, term_of: np.ndarray) -> dict:
+    """The cut nodes of the DP graph and the per-ideal arrays of the cross-block queries
+    (:mod:`dnnplace.heuristics.dp_segments`), or nothing where the conditions fail.
+    ``pairs``: (original node, target DP node) of every transfer term's edge, ``term_of``
+    its term."""
+    cut = narrow_cuts(h.n, h.src, h.dst, also=np.stack([arrays["owner"][term_of], pairs[:, 1]], axis=1))
+    if cut is None:
+        return {}
+    term_ptr = np.zeros(arrays["ntarget"].size + 1, dtype=np.int64)
+    np.cumsum(arrays["ntarget"], out=term_ptr[1:])
+    by_term = np.argsort(term_of, kind="stable")
+    seg = segment_arrays(cut, lattice, {**arrays, "term_ptr": term_ptr,
+                                        "term_node": pairs[by_term, 1].astype(np.int64)})
+    return {} if seg is None else {"seg": seg, "stop": cut}
 
 
 def _decode(inst: Instance, prep: Prepared, parent: np.ndarray, kind: np.ndarray, rep: np.ndarray) -> Placement:
@@ -223,7 +247,7 @@ def _dpl_instead(inst: Instance, exc: TooManyIdeals, t0: float, *, objective: st
 def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pipedream",
                upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 6_000_000,
                time_limit: float | None = None, replicas: int = 1, sync_per_byte: float | None = None,
-               prune: bool = True) -> DPResult:
+               prune: bool = True, segments: bool = True) -> DPResult:
     """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
 
     Parameters
@@ -258,6 +282,10 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     prune : bool
         Bound pruning with threshold runs (see the module docstring); ``False`` runs the
         DP once with DPL's value as the only bound (the benchmark's comparison).
+    segments : bool
+        Where the DP graph has narrow cut nodes (:mod:`dnnplace.heuristics.dp_segments`;
+        ``pipedream`` without replicas), the stages across a cut come from sorted
+        queries and the superset walks stay between cuts; ``False`` walks everywhere.
 
     Returns
     -------
@@ -286,12 +314,13 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         return _on_original_nodes(inst, sub, maxload_dp(
             Instance(sub, inst.cluster, inst.source), linearized=linearized, objective=objective,
             upper_bound=upper_bound, trivial=trivial, max_ideals=max_ideals, time_limit=time_limit,
-            replicas=replicas, sync_per_byte=sync_per_byte, prune=prune))
+            replicas=replicas, sync_per_byte=sync_per_byte, prune=prune, segments=segments))
     sync = _replication_settings(inst, replicas, sync_per_byte)
     t0 = time.perf_counter()
     deadline = None if time_limit is None or linearized else t0 + float(time_limit)
     try:
-        prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals, deadline=deadline)
+        prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals, deadline=deadline,
+                        segments=segments and replicas == 1 and objective == "pipedream")
     except TooManyIdeals as exc:
         if linearized:
             raise
