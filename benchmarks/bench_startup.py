@@ -11,10 +11,11 @@ Each cell is the median of ``--runs`` processes.
   extension of the DP's kernels (heuristics/aot.py), the JIT path compiles them (a first run
   after installing, or after the kernels' source changed);
 - warm: ``NUMBA_CACHE_DIR`` holds what one unmeasured run of the same path left there, so the
-  process loads the extension (AOT) or numba's cache (JIT);
-- warm, no .pyc (the first graph only): warm with ``PYTHONDONTWRITEBYTECODE=1``, so every
-  process compiles the project's Python sources again (as this machine's environment does
-  by default; the other rows unset it, as in a user's environment).
+  process loads the extension (AOT) or numba's cache (JIT).
+
+Every child runs without ``PYTHONDONTWRITEBYTECODE``, as in a user's environment (this
+machine's environment sets it: with no .pyc files in the checkout every process compiled
+the project's sources again, as in the earlier tables of results/startup.md).
 
 Beside them: the floor of the interpreter with the libraries the command needs
 (``import numpy``; ``import numba``; the first call of a kernel on each path) and the C++
@@ -54,7 +55,6 @@ CPP_ISSUE = {("layer", "inference", "resnet50"): 0.15}  # the issue's figure (it
 _CACHED_CALL = ("import numpy as np; from dnnplace.heuristics.dp_kernel import ideal_sizes; "
                 "ideal_sizes(np.zeros(2, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), 1)")
 AOT, JIT = {"DNNPLACE_AOT": "1"}, {"DNNPLACE_AOT": "0"}
-NO_PYC = {"PYTHONDONTWRITEBYTECODE": "1"}
 FLOOR = {  # name -> (command, environment)
     "python -c pass": ([sys.executable, "-c", "pass"], AOT),
     "import numpy": ([sys.executable, "-c", "import numpy"], AOT),
@@ -62,8 +62,6 @@ FLOOR = {  # name -> (command, environment)
     "first call of a kernel, JIT path (numba's cache)": ([sys.executable, "-c", _CACHED_CALL], JIT),
     "first call of a kernel, AOT path (the extension)": ([sys.executable, "-c", _CACHED_CALL], AOT),
 }
-# the "before" figure of issue 26 was measured in this machine's environment (PYTHONDONTWRITEBYTECODE=1):
-# it stands beside the "warm, no .pyc" row
 
 
 NOTES = """Reading: the JIT path's first call of a cached kernel less `import numpy, numba` is numba's
@@ -129,29 +127,26 @@ def run(args) -> None:
         cols = ["graph", "cache", "AOT CPU s", "AOT wall s", "JIT CPU s", "JIT wall s", "CPU s before (issue 26)",
                 "C++ s", "C++ from"]
         table = [md_header(cols, ["---", "---", "--:", "--:", "--:", "--:", "--:", "--:", "---"])]
-        print(f"{'graph':28} {'cache':13} {'AOT CPU':>8} {'wall':>6} {'JIT CPU':>8} {'wall':>6} {'before':>7} "
+        print(f"{'graph':28} {'cache':5} {'AOT CPU':>8} {'wall':>6} {'JIT CPU':>8} {'wall':>6} {'before':>7} "
               f"{'C++ s':>6}  C++ from", flush=True)
-        first = True
         for name, (graph, key, before) in GRAPHS.items():
             if not selected(name, args.only):
                 continue
             cmd = dnnplace + ["solve", str(graph), "--method", "dp"]
             cpp, src = ((CPP_HERE[key], "this machine class (bench_dp.py)") if key in CPP_HERE
                         else (CPP_ISSUE[key], "issue 26") if key in CPP_ISSUE else (None, "-"))
-            for label in ("cold", "warm", "warm, no .pyc")[: 3 if first else 2]:
+            for label in ("cold", "warm"):
                 if label == "cold" and not args.cold:
                     continue
                 cells = []
                 for path, env in (("AOT", AOT), ("JIT", JIT)):
-                    env = {**env, **NO_PYC} if label == "warm, no .pyc" else env
                     cpu, wall = _median(cmd, args.runs, None if label == "cold" else warm[path], env)
                     cells += [f"{cpu:.2f}", f"{wall:.2f}"]
-                b = f"{before:.2f}" if before is not None and label == "warm, no .pyc" else "-"
+                b = f"{before:.2f}" if before is not None and label == "warm" else "-"
                 c = f"{cpp:.2f}" if cpp is not None else "-"
                 table.append(md_row([name, label, *cells, b, c, src]))
-                print(f"{name:28} {label:13} {cells[0]:>8} {cells[1]:>6} {cells[2]:>8} {cells[3]:>6} {b:>7} {c:>6}  "
+                print(f"{name:28} {label:5} {cells[0]:>8} {cells[1]:>6} {cells[2]:>8} {cells[3]:>6} {b:>7} {c:>6}  "
                       f"{src}", flush=True)
-            first = False
         floor = [md_header(["process", "CPU s", "wall s"], ["---", "--:", "--:"])]
         print("\nfloor (warm cache):")
         for name, (cmd, env) in FLOOR.items():
