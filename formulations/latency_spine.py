@@ -1,0 +1,417 @@
+r"""The spine bound: a lower bound on the single-sample latency (docs/semantics.md 2.3) of
+every split with at most ``q`` contiguous pieces per accelerator (Tarnawski et al.'s
+latency IP, Figs. 3-4) that sees *all* parallel branches of a fork-join graph, where the
+closure segmentation bound (:mod:`dnnplace.formulations.latency_bound`) follows one path.
+
+**Cut nodes.** A node :math:`a` is a cut node when every other node is its ancestor or its
+descendant and no edge jumps over it (none from a strict ancestor to a strict descendant).
+They are totally ordered, :math:`a_0 < \dots < a_K`; the *block* :math:`B_m` holds the
+nodes strictly between :math:`a_{m-1}` and :math:`a_m` (:math:`B_0` before :math:`a_0`,
+:math:`B_{K+1}` after :math:`a_K`). An edge into :math:`B_m` comes from :math:`B_m` or
+:math:`a_{m-1}`, one out of it goes to :math:`B_m` or :math:`a_m`.
+
+**Spine units.** Let :math:`U_m` be the unit (accelerator piece, or CPU node) holding
+:math:`a_m`. Every other unit lies inside one block: a piece with nodes in two blocks, or
+on both sides of :math:`a_m`, has :math:`a_m` on a path between two of its nodes, so holds
+it (convexity, Definition 3.1). A unit inside :math:`B_{m}` is reached from
+:math:`U_{m-1}` and reaches :math:`U_m` in the unit graph. So the latency (the longest
+path of the acyclic unit graph, durations (7)) is at least
+
+.. math::
+
+    \sum_{\text{distinct } U_m} \mathrm{dur}(U_m) \;+\;
+    \sum_{m:\ U_{m-1} \ne U_m} \mathrm{chain}(M_m),
+
+where :math:`M_m` are the nodes of :math:`B_m` in neither :math:`U_{m-1}` nor :math:`U_m`
+and :math:`\mathrm{chain}(M)` the longest chain of the units that hold them.
+
+**Pieces.** A spine piece :math:`S = U_s = \dots = U_l` holds :math:`a_s..a_l`, the blocks
+between them, an up-closed part :math:`Q` of :math:`B_s` (a descendant in :math:`B_s` of
+a member lies between it and :math:`a_s`) and a down-closed part :math:`P` of
+:math:`B_{l+1}`. Its in-sources lie in :math:`(B_s \setminus Q) \cup \{a_{s-1}\}`, its
+out-sources in :math:`P \cup \{a_l\}`, so with :math:`c^{in}_u`, :math:`c^{out}_x` the
+least host transfers of a node's output (as in the closure bound)
+
+.. math::
+
+    \mathrm{dur}(S) \ge \underbrace{p(Q) + \sum_{u \notin Q,\ u \to Q \cup \{a_s\}} c^{in}_u}_{E(Q)}
+    + p(a_s..a_l \text{ and the blocks between})
+    + \underbrace{p(P) + \sum_{x \in P \cup \{a_l\},\ x \to \text{outside } S} c^{out}_x}_{X(P)},
+
+:math:`p` the least accelerator compute. A CPU spine unit lasts :math:`p_{cpu}(a_m)` and
+takes no part of a block. **Middle.** :math:`\mathrm{chain}(M)` is at least, for every
+path :math:`\pi` of a block, the path segmentation of :math:`\pi \cap M` (a contiguous
+stretch of :math:`\pi`: :math:`P` meets it in a prefix, :math:`Q` in a suffix): each node
+on the CPU (:math:`p_{cpu}`) or in a piece meeting :math:`\pi` in a stretch
+:math:`v_i..v_j`, which pays at least :math:`c^{in}_{v_{i-1}} + p(v_i..v_j) +
+c^{out}_{v_j}` (its path neighbours are outside it). Different weakly connected
+components of a block share no node, so the chain is the max over components.
+
+**The DP.** Over the cut nodes, in order, with states (spine pieces used, memory of the
+open piece): at each block either the open piece takes the block and the next cut node,
+or the block is split into :math:`(P, Q, M)` (every down-closed :math:`P` and up-closed
+:math:`Q` of each component, combined over the components with the transfers of
+:math:`a_{m-1}` paid once), closing one unit and opening the next (a piece or a CPU node).
+Relaxations (each keeps a lower bound): colocation is ignored; the pieces inside blocks
+have neither memory nor a count; a spine piece fits in the largest accelerator memory
+:math:`M` with memory counted in units of :math:`M/R` rounded down (a sum of roundings down
+never exceeds the rounded sum); at most ``q`` times the number of accelerators spine
+pieces. A component with more than ``MAX_DOWNSETS`` down-closed sets (or 62 nodes) is
+relaxed to "its block costs nothing to cross and needs no memory" (0 is below every
+crossing cost), so the bound stays valid on any graph.
+
+>>> import numpy as np
+>>> from dnnplace.graphs.cluster import Cluster
+>>> from dnnplace.graphs.graph import OpGraph
+>>> from dnnplace.formulations.latency_closure_data import closure_data
+>>> # a -> {b, c} -> d: one accelerator holds two nodes; cutting the fork costs both branches
+>>> g = OpGraph(ids=list("abcd"), kinds=["acc", "cpu"], compute=[[1.0, 9.0]] * 4, memory=[2] * 4,
+...             src=[0, 0, 1, 2], dst=[1, 2, 3, 3], edge_cost=[3.0] * 4)
+>>> spine_bound(closure_data(g, Cluster.tarnawski(2, 1, 4), 1))
+16.0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+from dnnplace.formulations.latency_closure_data import ClosureData
+
+__all__ = ["spine_bound", "spine_dp", "cut_nodes"]
+
+_INF = float("inf")
+#: components with more down-closed sets than this are relaxed (module docstring)
+MAX_DOWNSETS = 600
+#: at most this many paths per component are used for the middle chains (any subset is a bound)
+MAX_PATHS = 64
+#: middle pieces counted per component (more count as ``KCAP``, with the time of any number)
+KCAP = 2
+#: memory grid: a spine piece holds at most ``GRID`` units of ``M / GRID`` (rounded down)
+GRID = 100
+
+
+def cut_nodes(d: ClosureData) -> np.ndarray:
+    """The cut nodes of the module docstring, in topological order."""
+    g, n = d.g, d.g.n
+    n_anc = d.up.sum(axis=1)
+    cand = np.flatnonzero(d.down.sum(axis=1) + n_anc - 1 == n)
+    keep = []
+    for a in cand.tolist():
+        jump = d.up[a][g.src] & d.down[a][g.dst] & (g.src != a) & (g.dst != a)
+        if not jump.any():
+            keep.append(a)
+    return np.array(sorted(keep, key=lambda a: n_anc[a]), dtype=np.int64)
+
+
+def _downsets(pred: list[int], k: int) -> list[int] | None:
+    """Every down-closed subset of a ``k``-node DAG (``pred``: bit masks), or ``None`` past
+    ``MAX_DOWNSETS``."""
+    seen, frontier = {0}, [0]
+    while frontier:
+        nxt = []
+        for D in frontier:
+            for v in range(k):
+                if not (D >> v) & 1 and pred[v] & ~D == 0:
+                    E = D | (1 << v)
+                    if E not in seen:
+                        seen.add(E)
+                        nxt.append(E)
+                        if len(seen) > MAX_DOWNSETS:
+                            return None
+        frontier = nxt
+    return sorted(seen)
+
+
+def _paths(succ: list[int], pred: list[int], k: int) -> list[list[int]]:
+    """Up to ``MAX_PATHS`` source-to-sink paths of a small DAG (local indices)."""
+    out: list[list[int]] = []
+    stack = [[v] for v in range(k) if pred[v] == 0]
+    while stack and len(out) < MAX_PATHS:
+        p = stack.pop()
+        nxt = [w for w in range(k) if (succ[p[-1]] >> w) & 1]
+        if not nxt:
+            out.append(p)
+        stack += [p + [w] for w in nxt]
+    return out
+
+
+def _path_costs(d: ClosureData, nodes: np.ndarray, cin_first: float, cpu_only: bool) -> tuple:
+    """Per node of a path its CPU time, and ``piece(x, y)``: the least duration of a piece on
+    ``nodes[x:y]`` (``c_in`` of ``nodes[x-1]``, ``cin_first`` for ``x = 0``, + compute +
+    ``c_out`` of ``nodes[y-1]``; ``inf`` if a node is unrunnable or ``cpu_only``)."""
+    acc, cout = d.p_acc[nodes], d.c_out[nodes]
+    cin = np.r_[cin_first, d.c_in[nodes][:-1]] if len(nodes) else np.zeros(0)
+    fin = np.isfinite(acc) & (not cpu_only)
+    pref = np.r_[0.0, np.cumsum(np.where(fin, acc, 0.0))]
+    bad = np.r_[0, np.cumsum(~fin)]
+
+    def piece(x: np.ndarray, y: int) -> np.ndarray:
+        return np.where(bad[y] > bad[x], _INF, cin[x] + (pref[y] - pref[x]) + cout[y - 1])
+    return d.p_cpu[nodes], piece
+
+
+def seg_table(d: ClosureData, nodes: np.ndarray, cin_first: float, cpu_only: bool, i: int) -> np.ndarray:
+    """``f[y, k]``: least time of ``nodes[i:y]`` on CPU nodes and exactly ``k`` pieces."""
+    L = len(nodes)
+    cpu, piece = _path_costs(d, nodes, cin_first, cpu_only)
+    f = np.full((L + 1, L + 2), _INF)
+    f[i, 0] = 0.0
+    for y in range(i + 1, L + 1):
+        f[y] = f[y - 1] + cpu[y - 1]
+        f[y, 1:] = np.minimum(f[y, 1:], (f[i:y, :-1] + piece(np.arange(i, y), y)[:, None]).min(axis=0))
+    return f
+
+
+def _segments(d: ClosureData, nodes: np.ndarray, cin_first: float, mode: str) -> np.ndarray:
+    """``seg[k, i, j]``: least time of the path ``nodes[i:j]`` processed by CPU nodes and at
+    most ``k`` pieces (:func:`seg_table`): the middle chains. The last row ``k = KCAP`` is
+    any number of pieces for ``mode="bound"``, at most ``KCAP`` for ``"split"``; ``"cpu"``:
+    no pieces."""
+    L = len(nodes)
+    seg = np.full((KCAP + 1, L + 1, L + 1), _INF)
+    for i in range(L + 1):
+        best = np.minimum.accumulate(seg_table(d, nodes, cin_first, mode == "cpu", i), axis=1)
+        seg[:, i, i:] = best[i:, :KCAP + 1].T
+        if mode == "bound":
+            seg[KCAP, i, i:] = best[i:, -1]
+    return seg
+
+
+class _Options:
+    """The choices ``(P, Q)`` in one component: per choice the exit cost ``X(P)``, the entry
+    cost ``E(Q)``, the middle chain, memory units of ``P`` and ``Q``, whether ``a_{m-1}``
+    sends to a node outside ``P`` (``out``) and to a node of ``Q`` (``into``), and whether
+    ``P`` / ``Q`` is empty."""
+
+    def __init__(self, d: ClosureData, nodes: np.ndarray, prev: int, nxt: int, unit: float, split: bool):
+        g, k = d.g, nodes.size
+        self.nodes = nodes
+        loc = {int(v): i for i, v in enumerate(nodes.tolist())}
+        pred, succ = [0] * k, [0] * k
+        fed, to_next = 0, np.zeros(k, dtype=bool)
+        for u, w in zip(g.src.tolist(), g.dst.tolist()):
+            if u in loc and w in loc:
+                succ[loc[u]] |= 1 << loc[w]
+                pred[loc[w]] |= 1 << loc[u]
+            elif w in loc and u == prev:
+                fed |= 1 << loc[w]
+            elif u in loc and w == nxt:
+                to_next[loc[u]] = True
+        downs = _downsets(pred, k)
+        self.ok = downs is not None and k <= 62
+        if not self.ok:
+            return
+        D = np.array(downs, dtype=np.int64)
+        bit = (D[:, None] >> np.arange(k)) & 1 == 1              # (#downsets, k)
+        acc, mem = d.p_acc[nodes], d.mem[nodes]
+        succ_a, cin, cout = np.array(succ, dtype=np.int64), d.c_in[nodes], d.c_out[nodes]
+        comp_p = np.where(bit, acc, 0.0).sum(axis=1)
+        leaves = bit & (((succ_a[None, :] & ~D[:, None]) != 0) | to_next[None, :])
+        exit_ = comp_p + np.where(leaves, cout, 0.0).sum(axis=1)
+        qbit = ~bit                                               # Q = the complement of a down-set
+        Qm = ~D & ((1 << k) - 1)
+        feeds = ~qbit & (((succ_a[None, :] & Qm[:, None]) != 0) | to_next[None, :])
+        entry = np.where(qbit, acc, 0.0).sum(axis=1) + np.where(feeds, cin, 0.0).sum(axis=1)
+        memd = np.where(bit, mem, 0.0).sum(axis=1)
+        memq = mem.sum() - memd
+        cin_prev = float(d.c_in[prev]) if prev >= 0 else 0.0
+        paths = _paths(succ, pred, k)
+        self.chain_path = paths[0] if len(paths) == 1 and len(paths[0]) == k else None
+        self.cin_prev = cin_prev
+        mode = "bound" if not split else "split" if self.chain_path is not None else "cpu"
+        segs = [_segments(d, nodes[p], cin_prev, mode) for p in paths]
+        cnt = np.stack([bit[:, p].sum(axis=1) for p in paths], axis=1)   # path nodes in each down-set
+        iP, iD = np.nonzero((D[:, None] & ~D[None, :]) == 0)     # P subset of D2 (Q = complement of D2)
+        # middle pieces (at least; KCAP: or more; split: at most, none where the middle is on the CPU)
+        kk = np.arange(1 if split and self.chain_path is None else KCAP + 1)
+        chain = np.zeros((kk.size, iP.size))
+        for t, s in enumerate(segs):
+            chain = np.maximum(chain, s[kk][:, cnt[iP, t], cnt[iD, t]])
+        self.pieces = np.repeat(kk, iP.size)
+        iP, iD, chain = np.tile(iP, kk.size), np.tile(iD, kk.size), chain.ravel()
+        self.exit, self.entry, self.chain = exit_[iP], entry[iD], chain
+        units = np.ceil if split else np.floor
+        self.mp = units(memd[iP] / unit).astype(np.int64)
+        self.mq = units(memq[iD] / unit).astype(np.int64)
+        self.P, self.D2 = D[iP], D[iD]
+        self.out = (fed & ~D[iP]) != 0
+        self.into = (fed & Qm[iD]) != 0
+        self.p_empty, self.q_empty = D[iP] == 0, D[iD] == (1 << k) - 1
+
+
+def _pareto(cols: dict, R: int) -> dict:
+    """Drop the rows another row with the same memory units and flags beats on both cost
+    and chain (exact: a group-wise running minimum by doubling)."""
+    key = (((cols["k"] * (R + 1) + cols["mp"]) * (R + 1) + cols["mq"]) * 2 + cols["out"]) * 2 + cols["into"]
+    order = np.lexsort((cols["cost"], cols["chain"], key))
+    key, cost = key[order], cols["cost"][order]
+    run = cost.copy()
+    shift = 1
+    while shift < run.size:
+        same = key[shift:] == key[:-shift]
+        run[shift:] = np.where(same, np.minimum(run[shift:], run[:-shift]), run[shift:])
+        shift *= 2
+    keep = np.ones(run.size, dtype=bool)
+    keep[1:] = ~((key[1:] == key[:-1]) & (run[:-1] <= cost[1:]))
+    return {c: v[order][keep] for c, v in cols.items()}
+
+
+def _crossing(comps: list[_Options], case: str, R: int, C: int, pays: tuple, keep: bool) -> tuple:
+    """The choices of a block that cross it: the least ``X(P)`` + chain + ``E(Q)`` + the
+    transfers of ``a_{m-1}`` (``pays``: its ``c_out``, ``c_in``, whether an edge
+    ``a_{m-1} -> a_m`` pays both) per middle pieces and memory units ``(k, P, Q)``, as a
+    ``(C+1, R+1, R+1)`` table, and with ``keep`` the best choice of every cell (columns
+    ``cost``, ``chain``, ``mp``, ``mq``, flags ``out``, ``into``, ``k`` and ``idx``, the option
+    of every component; ``total``). ``case``: ``pp`` piece to piece, ``pc`` piece to CPU
+    (``Q`` empty), ``cp`` (``P`` empty), ``cc`` (both)."""
+    rows = {"cost": np.zeros(1), "chain": np.zeros(1), "mp": np.zeros(1, dtype=np.int64),
+            "mq": np.zeros(1, dtype=np.int64), "out": np.zeros(1, dtype=np.int64),
+            "into": np.zeros(1, dtype=np.int64), "idx": np.zeros((1, 0), dtype=np.int64),
+            "k": np.zeros(1, dtype=np.int64)}
+    for i, o in enumerate(comps):
+        sel = np.ones(o.exit.size, dtype=bool)
+        if case in ("pc", "cc"):
+            sel &= o.q_empty
+        if case in ("cp", "cc"):
+            sel &= o.p_empty
+        cost = np.zeros(int(sel.sum()))
+        if case in ("pp", "pc"):
+            cost = cost + o.exit[sel]
+        if case in ("pp", "cp"):
+            cost = cost + o.entry[sel]
+        cols = {"cost": cost, "chain": o.chain[sel], "mp": o.mp[sel], "mq": o.mq[sel],
+                "out": o.out[sel].astype(np.int64), "into": o.into[sel].astype(np.int64), "idx": np.flatnonzero(sel),
+                "k": o.pieces[sel]}
+        ok = np.isfinite(cols["cost"]) & np.isfinite(cols["chain"])
+        cols = _pareto({c: v[ok] for c, v in cols.items()}, R)
+        a, b = (x.ravel() for x in np.meshgrid(np.arange(rows["cost"].size), np.arange(cols["cost"].size),
+                                                indexing="ij"))
+        names = [c for c in rows if c != "idx" or keep]
+        prod = {c: (np.c_[rows[c][a], cols[c][b]] if c == "idx" else np.maximum(rows[c][a], cols[c][b])
+                    if c == "chain" else rows[c][a] | cols[c][b] if c in ("out", "into") else rows[c][a] + cols[c][b])
+                for c in names}
+        fit = np.flatnonzero((prod["mp"] <= R) & (prod["mq"] <= R) & (prod["k"] <= C))
+        rows = {c: v[fit] for c, v in prod.items()}
+        if i < len(comps) - 1:
+            rows = _pareto(rows, R)
+    c_out, c_in, direct = pays
+    pays_out = c_out if case in ("pp", "pc") else 0.0
+    pays_in = c_in if case in ("pp", "cp") else 0.0
+    # a_{m-1}'s transfers, once each; an edge a_{m-1} -> a_m pays both
+    rows["total"] = rows["cost"] + rows["chain"] + pays_out * (rows["out"] | direct) + pays_in * (rows["into"] | direct)
+    table = np.full((C + 1, R + 1, R + 1), _INF)
+    cell = (rows["k"] * (R + 1) + rows["mp"]) * (R + 1) + rows["mq"]
+    if not keep:
+        np.minimum.at(table.reshape(-1), cell, rows["total"])
+        return table, None
+    order = np.lexsort((rows["total"], cell))                 # the best choice of every cell
+    first = order[np.r_[True, cell[order][1:] != cell[order][:-1]]]
+    rows = {c: v[first] for c, v in rows.items()}
+    table.reshape(-1)[cell[first]] = rows["total"]
+    return table, rows
+
+
+def _block(d: ClosureData, nodes: np.ndarray, prev: int, nxt: int, unit: float, R: int, split: bool) -> dict | None:
+    """The crossing tables of one block (:func:`_crossing`, per case; ``None``: a component
+    is too large); the components by their number of choices, most first."""
+    C = int(d.stretches)
+    if nodes.size:
+        sub = csr_matrix((np.ones(d.g.m), (d.g.src, d.g.dst)), shape=(d.g.n, d.g.n))[nodes][:, nodes]
+        _, lab = connected_components(sub, directed=True, connection="weak")
+        comps = [_Options(d, nodes[lab == c], prev, nxt, unit, split) for c in range(int(lab.max()) + 1)]
+    else:
+        comps = []
+    if not all(o.ok for o in comps):
+        return None
+    comps.sort(key=lambda o: -o.exit.size)
+    direct = prev >= 0 and nxt >= 0 and bool(((d.g.src == prev) & (d.g.dst == nxt)).any())
+    pays = (float(d.c_out[prev]) if prev >= 0 else 0.0, float(d.c_in[prev]) if prev >= 0 else 0.0, direct)
+    out = {"comps": comps}
+    for case in ("pp", "pc", "cp", "cc"):
+        out[case], out[case + "_rows"] = _crossing(comps, case, R, C, pays, split)
+    rnd = np.ceil if split else np.floor
+    out["p"] = float(d.p_acc[nodes].sum())
+    out["m"] = int(rnd(d.mem[nodes].sum() / unit)) if np.isfinite(d.p_acc[nodes]).all() else R + 1
+    return out
+
+
+def _relaxed(R: int, C: int) -> dict:
+    """A block whose crossing costs nothing and needs no memory (a valid relaxation)."""
+    t = np.full((C + 1, R + 1, R + 1), _INF)
+    t[0, 0, 0] = 0.0
+    return {"pp": t, "pc": t, "cp": t, "cc": t, "p": 0.0, "m": 0}
+
+
+def spine_bound(d: ClosureData, grid: int = GRID) -> float:
+    """The spine bound of the module docstring (``0.0`` where the graph has no nodes)."""
+    value, _ = spine_dp(d, grid)
+    return value if np.isfinite(value) else 0.0
+
+
+def spine_dp(d: ClosureData, grid: int = GRID, split: bool = False) -> tuple[float, list]:
+    """The DP of the module docstring: its value and the steps (one per block and the cut
+    node after it: the DP tables before the step and the block's crossing tables). With
+    ``split`` it is the DP of :func:`~dnnplace.formulations.latency_spine_split.spine_split`
+    instead: memory rounded up, the middle on the CPU, no relaxed blocks (``inf`` if one is
+    too large), whose value is the latency of a split (not a bound)."""
+    g = d.g
+    if g.n == 0 or d.cap <= 0:
+        return 0.0, []
+    R, unit = int(grid), d.cap * (1 + 1e-9) / int(grid)
+    rnd = np.ceil if split else np.floor
+    C = int(d.stretches)
+    F = np.full((C + 1, R + 1), _INF)        # U_m a piece: spine pieces used, memory units of U_m
+    G = np.full(C + 1, _INF)                 # U_m a CPU node
+    G[0] = 0.0                               # a virtual CPU node of no time before everything
+    ends = [-1] + cut_nodes(d).tolist() + [-1]
+    steps = []
+    for m in range(len(ends) - 1):
+        prev, nxt = ends[m], ends[m + 1]
+        inside = np.ones(g.n, dtype=bool)
+        for a, rel in ((prev, d.down), (nxt, d.up)):
+            if a >= 0:
+                inside &= rel[a]
+                inside[a] = False
+        nodes = np.flatnonzero(inside)
+        nodes = nodes[np.argsort(d.up[nodes].sum(axis=1), kind="stable")]
+        b = _block(d, nodes, prev, nxt, unit, R, split)
+        if b is None:
+            if split:
+                return _INF, []
+            b = _relaxed(R, C)
+        last = nxt < 0
+        st = {"F": F, "G": G, "b": b, "nodes": nodes, "prev": prev, "nxt": nxt,
+              "p_acc": 0.0 if last else float(d.p_acc[nxt]), "p_cpu": 0.0 if last else float(d.p_cpu[nxt]),
+              "ma": 0 if last else int(rnd(d.mem[nxt] / unit))}
+        steps.append(st)
+        F, G = _step(st, C, R, last)
+        st["after"] = (F, G)
+    return float(G.min()), steps
+
+
+def _step(st: dict, C: int, R: int, last: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One block and the cut node after it: the DP tables after the step (``k`` middle
+    pieces of a crossing count towards the pieces used)."""
+    F, G, b, p_acc, p_cpu, ma = st["F"], st["G"], st["b"], st["p_acc"], st["p_cpu"], st["ma"]
+    F2, G2 = np.full_like(F, _INF), np.full_like(G, _INF)
+    h = np.minimum.accumulate(F, axis=1)[:, ::-1]          # h[c, mp]: least F[c, mu] with mu <= R - mp
+    st["h"] = h
+    live = [k for k in range(C + 1) if np.isfinite(b["pp"][k]).any() or np.isfinite(b["pc"][k]).any()
+            or np.isfinite(b["cp"][k]).any() or np.isfinite(b["cc"][k]).any()]
+    piece_next = not last and np.isfinite(p_acc) and ma <= R
+    if piece_next and b["m"] + ma <= R:                     # the open piece takes the block and a_m
+        sh = b["m"] + ma
+        F2[:, sh:] = np.minimum(F2[:, sh:], F[:, :R + 1 - sh] + b["p"] + p_acc)
+    for c in range(C + 1):
+        for k in live:
+            if piece_next and c + k + 1 <= C:
+                if np.isfinite(h[c]).any():
+                    v = (h[c][:, None] + b["pp"][k]).min(axis=0)
+                    F2[c + k + 1, ma:] = np.minimum(F2[c + k + 1, ma:], v[:R + 1 - ma] + p_acc)
+                if np.isfinite(G[c]):
+                    F2[c + k + 1, ma:] = np.minimum(F2[c + k + 1, ma:], G[c] + b["cp"][k, 0, :R + 1 - ma] + p_acc)
+            if np.isfinite(p_cpu) and c + k <= C:
+                G2[c + k] = min(G2[c + k], (h[c] + b["pc"][k, :, 0]).min() + p_cpu, G[c] + b["cc"][k, 0, 0] + p_cpu)
+    return F2, G2
