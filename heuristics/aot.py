@@ -349,7 +349,9 @@ def _build(file: Path) -> str:
         built = tmp / file.name
         if out.returncode != 0 or not built.is_file():
             tail = (out.stderr or out.stdout).strip().splitlines()
-            return "\n".join(["the build failed: " + (tail[-1] if tail else f"exit {out.returncode}"), *tail[-30:]])
+            errors = [line for line in tail if re.match(r"\w*(Error|Exception)\b", line)]  # the exception's line
+            first = (errors or tail or [f"exit {out.returncode}"])[-1]
+            return "\n".join(["the build failed: " + first, *tail[-30:]])
         digest = _digest(built)
         os.replace(built, file)
         _atomic_write(_beside(file, ".sha256"), digest.encode())

@@ -50,7 +50,10 @@ class Kernel:
         self._aot = None if self.aot_signature is not None else False  # None: not looked up yet
         self.aot_calls = self.jit_calls = 0
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            self.jit_calls += 1
+            return self.dispatcher(*args, **kwargs)
         f = self._aot
         if f is None:
             f = self._aot = aot.load(self) or False
