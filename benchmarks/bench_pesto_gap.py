@@ -40,7 +40,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from benchmarks.bench_pesto import SCALING_GRAPHS, _time_to, scaling_instances
+from benchmarks.bench_pesto import SCALING_GRAPHS, _time_to, per_edge_start, scaling_instances
 from benchmarks.common import REPO, add_shared, append_jsonl, load_average, read_jsonl, utc_now
 
 OUT = REPO / "results" / "pesto" / "bench.jsonl"
@@ -72,16 +72,10 @@ def _gap_at(trace, t: float) -> float | None:
 
 def _start(cg, cl):
     """The best list schedule of ``cg`` simulated per edge: horizon and start of every variant."""
-    from dnnplace.formulations.pesto_ip import canonical_relabel
-    from dnnplace.graphs.evaluation.simulate import simulate, transfer_semantics
-    from dnnplace.graphs.placement import Placement
-    from dnnplace.heuristics.list_scheduling import best_list_schedule
-
-    with transfer_semantics("per_edge"):
-        ls, ms, _ = best_list_schedule(cg, cl)
-    dev = canonical_relabel(cg, cl, ls.placement.device)
-    sim = simulate(Placement(cg, cl, dev), policy="order", priorities=ls.priorities, transfer_mode="per_edge")
-    return sim.makespan, (dev, sim.start, {int(e): float(s) for e, s in zip(sim.xfer_edge, sim.xfer_start)})
+    horizon, start = per_edge_start(cg, cl)
+    if start is None:
+        raise ValueError(f"{cg.name}: the best list schedule breaks memory")
+    return horizon, start
 
 
 def _replayed(cg, times) -> float:
