@@ -131,12 +131,11 @@ def _ideal_terms(n_ideals, cover_ptr, cover_node, cover_to, member, is_cut, acc_
     return blk, acc - fr, acc + fr, mm, cpu
 
 
-def segment_arrays(is_cut: np.ndarray, lattice, a: dict) -> dict | None:
+def segment_arrays(is_cut: np.ndarray, lattice, a: dict) -> dict:
     """Per ideal ``E``, ``F``, memory and CPU time, and the first ideal of every block
-    (``starts``, length ``blocks + 1``), for :func:`cross_into`; ``None`` where the module's
-    conditions fail (a node an accelerator or CPU cannot run, backward contiguity)."""
-    if a["check_bw"] or not a["acc_ok_node"].all() or (a["l"] > 0 and not a["cpu_ok_node"].all()):
-        return None
+    (``starts``, length ``blocks + 1``), for :func:`cross_into`, where the module's
+    conditions hold (every node runs on an accelerator and a CPU, no backward contiguity:
+    the caller checks)."""
     blk, e, f, mm, cpu = _ideal_terms(lattice.size, lattice.cover_ptr, lattice.cover_node, lattice.cover_to,
                                       lattice.member, is_cut, a["acc_c"], a["cpu_c"], a["mem"], a["cost"],
                                       a["own_ptr"], a["own_term"], a["tgt_ptr"], a["tgt_term"], a["term_ptr"],

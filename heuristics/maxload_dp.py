@@ -180,6 +180,9 @@ def _blocks(h, lattice, arrays: dict, pairs: np.ndarray, term_of: np.ndarray) ->
     (:mod:`dnnplace.heuristics.dp_segments`), or nothing where the conditions fail.
     ``pairs``: (original node, target DP node) of every transfer term's edge, ``term_of``
     its term."""
+    if arrays["check_bw"] or not arrays["acc_ok_node"].all() \
+            or (arrays["l"] > 0 and not arrays["cpu_ok_node"].all()):
+        return {}
     cut = narrow_cuts(h.n, h.src, h.dst, also=np.stack([arrays["owner"][term_of], pairs[:, 1]], axis=1))
     if cut is None:
         return {}
@@ -188,7 +191,7 @@ def _blocks(h, lattice, arrays: dict, pairs: np.ndarray, term_of: np.ndarray) ->
     by_term = np.argsort(term_of, kind="stable")
     seg = segment_arrays(cut, lattice, {**arrays, "term_ptr": term_ptr,
                                         "term_node": pairs[by_term, 1].astype(np.int64)})
-    return {} if seg is None else {"seg": seg, "stop": cut}
+    return {"seg": seg, "stop": cut}
 
 
 def _decode(inst: Instance, prep: Prepared, parent: np.ndarray, kind: np.ndarray, rep: np.ndarray) -> Placement:
