@@ -89,7 +89,8 @@ the ends ``j``; then the lazy cuts.
 On Table 4 (``results/tarnawski-latency-cert.md``) the bound equals the latency of its own
 split on BERT-3, -6, -24, layer ResNet-50 and GNMT (each optimal) and is within 0.0001 %
 of it on BERT-12 (0.2-9 s each); it is 0.25 % below the best known split of operator
-ResNet-50 and 4-8 % below InceptionV3's, where the path bound left 2.8-65 %.
+ResNet-50 and 4-8 % below InceptionV3's (1.4 % with the spine bound of 5), where the path
+bound left 2.8-65 %.
 
 >>> import numpy as np
 >>> from dnnplace.graphs.cluster import Cluster
@@ -120,6 +121,7 @@ from dnnplace.formulations.latency_closure_data import (
 )
 from dnnplace.formulations.latency_piece_cut import piece_cut
 from dnnplace.formulations.latency_spine import spine_bound
+from dnnplace.formulations.latency_spine_split import spine_split
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluation.bounds import latency_lower_bound
 from dnnplace.graphs.evaluation.evaluate import latency
@@ -369,8 +371,10 @@ def closure_segmentation(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: i
     """:func:`closure_segmentation_bound` and, with ``split`` (``q = 1``), the split read
     off the bound: per path, the DP's stretches become pieces (the source sides of their
     minimum cuts, the largest on the accelerator with the most memory), every other node
-    goes to the first CPU; the best of them the evaluator accepts with one piece per
-    accelerator (``None`` if none). Where its latency equals the bound it is optimal."""
+    goes to the first CPU; with the split of the spine DP
+    (:func:`~dnnplace.formulations.latency_spine_split.spine_split`), the best of them the
+    evaluator accepts with one piece per accelerator (``None`` if none). Where its latency
+    equals the bound it is optimal."""
     if graph.n == 0:
         return 0.0, None
     until = _INF if seconds is None else time.monotonic() + float(seconds)
@@ -387,6 +391,12 @@ def closure_segmentation(graph: OpGraph, cluster: Cluster, q: int = 1, rounds: i
                 found, found_value = p, ev.objective
     if d.uneven:
         best = max(best, latency_lower_bound(graph, cluster, q))
+    if split and int(q) == 1:
+        p = spine_split(d, cluster)
+        ev = latency(p) if p is not None else None
+        if ev is not None and ev.feasible and ev.objective < found_value \
+                and max(ev.details["subgraphs"].values(), default=0) <= 1:
+            found = p
     return max(best, spine_bound(d)), found
 
 

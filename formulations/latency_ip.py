@@ -56,10 +56,12 @@ default) is the closure segmentation bound
 (:func:`~dnnplace.formulations.latency_bound.closure_segmentation_bound`: each stretch of a
 path charged the closure a contiguous piece must hold, the transfers it is forced to pay
 and, lazily, a minimum cut over the undecided neighbours, with a Lagrange price on
-memory; ``bound_seconds`` caps its time). On Table 4 it meets the best split of BERT-3,
--6, -24, layer ResNet-50 and GNMT (optimal at the root) and of BERT-12 within 0.0001 %,
-and leaves operator ResNet-50 at 0.25 % of the best known split and InceptionV3 at 4-8 %
-(``results/tarnawski-latency-cert.md``). ``bound="path"`` is the path segmentation bound
+memory; on fork-join graphs at least the spine bound of
+:mod:`dnnplace.formulations.latency_spine`; ``bound_seconds`` caps the refinement's time;
+``lower_bound`` passes it in when the caller has computed it). On Table 4 it meets the best
+split of BERT-3, -6, -24, layer ResNet-50 and GNMT (optimal at the root) and of BERT-12
+within 0.0001 %, and leaves operator ResNet-50 at 0.25 % of the best known split and
+InceptionV3 at 1.4 % (``results/tarnawski-latency-cert.md``). ``bound="path"`` is the path segmentation bound
 (:func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound`: only the path's own nodes
 and edges), which it extends (2.8-65 % gaps on Table 4 after 60 s).
 
@@ -141,7 +143,8 @@ class LatencyOptions:
     ``finish_bounds`` and ``symmetry_breaking``: the valid strengthenings of the module
     docstring; ``bound``: ``"closure"`` or ``"path"``, the lower bound ``Total`` starts at
     (module docstring); ``bound_seconds``: the closure bound stops refining after about
-    that long (``None``: until it converges)."""
+    that long (``None``: until it converges); ``lower_bound``: that bound, already computed
+    by the caller for the same instance and ``q`` (then not computed again)."""
 
     subgraphs_per_device: int = 1
     horizon: float | None = None
@@ -153,6 +156,7 @@ class LatencyOptions:
     symmetry_breaking: bool = False
     bound: str = "closure"
     bound_seconds: float | None = 60.0
+    lower_bound: float | None = None
 
     def __post_init__(self) -> None:
         if self.bound not in ("closure", "path"):
@@ -218,8 +222,10 @@ def build_latency_ip(inst: Instance, opts: LatencyOptions | None = None) -> pyo.
                     doc="Latency_v: v's output is in RAM (>= the fastest-device critical path into v)")
     m.start = pyo.Var(m.acc_slots, bounds=(0, data.H), doc="SubgraphStart_j")
     m.finish = pyo.Var(m.acc_slots, bounds=(0, data.H), doc="SubgraphFinish_j")
-    lower = min(closure_segmentation_bound(g, cl, q, seconds=opts.bound_seconds) if opts.bound == "closure"
-                else latency_lower_bound(g, cl, q), data.H)
+    lower = opts.lower_bound if opts.lower_bound is not None else \
+        closure_segmentation_bound(g, cl, q, seconds=opts.bound_seconds) if opts.bound == "closure" \
+        else latency_lower_bound(g, cl, q)
+    lower = min(float(lower), data.H)
     m.total = pyo.Var(bounds=(lower, data.H), doc="TotalLatency (>= the closure or path segmentation bound)")
     add_families(m, data, [(True, _add_assignment), (opts.memory, _add_memory), (opts.colocation, _add_colocation),
                            (opts.contiguity, _add_contiguity), (opts.acyclic, _add_pipeline_order),

@@ -52,11 +52,14 @@ open piece): at each block either the open piece takes the block and the next cu
 or the block is split into :math:`(P, Q, M)` (every down-closed :math:`P` and up-closed
 :math:`Q` of each component, combined over the components with the transfers of
 :math:`a_{m-1}` paid once), closing one unit and opening the next (a piece or a CPU node).
-Relaxations (each keeps a lower bound): colocation is ignored; the pieces inside blocks
-have neither memory nor a count; a spine piece fits in the largest accelerator memory
-:math:`M` with memory counted in units of :math:`M/R` rounded down (a sum of roundings down
-never exceeds the rounded sum); at most ``q`` times the number of accelerators spine
-pieces. A component with more than ``MAX_DOWNSETS`` down-closed sets (or 62 nodes) is
+Relaxations (each keeps a lower bound): colocation is ignored; the pieces inside a block
+have no memory limit, and count only as many as the one component that needs the most (a
+piece may hold nodes of several components, so their sum is no bound; a component that
+meets ``k`` pieces has its chain with at most ``k``, ``KCAP`` or more counting as
+``KCAP`` with any number); spine and middle pieces together are at most ``q`` times the
+number of accelerators; a spine piece fits in the largest accelerator memory :math:`M`
+with memory counted in units of :math:`M/R` rounded down (a sum of roundings down never
+exceeds the rounded sum). A component with more than ``MAX_DOWNSETS`` down-closed sets (or 62 nodes) is
 relaxed to "its block costs nothing to cross and needs no memory" (0 is below every
 crossing cost), so the bound stays valid on any graph.
 
@@ -265,7 +268,9 @@ def _crossing(comps: list[_Options], case: str, R: int, C: int, pays: tuple, kee
     ``(C+1, R+1, R+1)`` table, and with ``keep`` the best choice of every cell (columns
     ``cost``, ``chain``, ``mp``, ``mq``, flags ``out``, ``into``, ``k`` and ``idx``, the option
     of every component; ``total``). ``case``: ``pp`` piece to piece, ``pc`` piece to CPU
-    (``Q`` empty), ``cp`` (``P`` empty), ``cc`` (both)."""
+    (``Q`` empty), ``cp`` (``P`` empty), ``cc`` (both). Middle pieces ``k``: the most any
+    component uses (a piece may hold nodes of several), with ``keep`` (the split, where
+    every component gets its own) their sum."""
     rows = {"cost": np.zeros(1), "chain": np.zeros(1), "mp": np.zeros(1, dtype=np.int64),
             "mq": np.zeros(1, dtype=np.int64), "out": np.zeros(1, dtype=np.int64),
             "into": np.zeros(1, dtype=np.int64), "idx": np.zeros((1, 0), dtype=np.int64),
@@ -289,9 +294,11 @@ def _crossing(comps: list[_Options], case: str, R: int, C: int, pays: tuple, kee
         a, b = (x.ravel() for x in np.meshgrid(np.arange(rows["cost"].size), np.arange(cols["cost"].size),
                                                 indexing="ij"))
         names = [c for c in rows if c != "idx" or keep]
+        # middle pieces: a piece may hold nodes of several components, so the bound counts the
+        # most any one component uses; the split gives every component its own
         prod = {c: (np.c_[rows[c][a], cols[c][b]] if c == "idx" else np.maximum(rows[c][a], cols[c][b])
-                    if c == "chain" else rows[c][a] | cols[c][b] if c in ("out", "into") else rows[c][a] + cols[c][b])
-                for c in names}
+                    if c == "chain" or (c == "k" and not keep) else rows[c][a] | cols[c][b]
+                    if c in ("out", "into") else rows[c][a] + cols[c][b]) for c in names}
         fit = np.flatnonzero((prod["mp"] <= R) & (prod["mq"] <= R) & (prod["k"] <= C))
         rows = {c: v[fit] for c, v in prod.items()}
         if i < len(comps) - 1:
