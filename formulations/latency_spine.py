@@ -59,9 +59,10 @@ meets ``k`` pieces has its chain with at most ``k``, ``KCAP`` or more counting a
 ``KCAP`` with any number); spine and middle pieces together are at most ``q`` times the
 number of accelerators; a spine piece fits in the largest accelerator memory :math:`M`
 with memory counted in units of :math:`M/R` rounded down (a sum of roundings down never
-exceeds the rounded sum). A component with more than ``MAX_DOWNSETS`` down-closed sets (or 62 nodes) is
-relaxed to "its block costs nothing to cross and needs no memory" (0 is below every
-crossing cost), so the bound stays valid on any graph.
+exceeds the rounded sum). A component with more than ``MAX_DOWNSETS`` down-closed sets
+(or 62 nodes), or a block whose choices multiply past ``MAX_PRODUCT`` rows, is relaxed to
+"its block costs nothing to cross and needs no memory" (0 is below every crossing cost),
+so the bound stays valid, and its time bounded, on any graph.
 
 >>> import numpy as np
 >>> from dnnplace.graphs.cluster import Cluster
@@ -87,6 +88,8 @@ __all__ = ["spine_bound", "spine_dp", "cut_nodes"]
 _INF = float("inf")
 #: components with more down-closed sets than this are relaxed (module docstring)
 MAX_DOWNSETS = 600
+#: a block whose choices multiply past this many rows is relaxed like a large component
+MAX_PRODUCT = 4_000_000
 #: at most this many paths per component are used for the middle chains (any subset is a bound)
 MAX_PATHS = 64
 #: middle pieces counted per component (more count as ``KCAP``, with the time of any number)
@@ -291,6 +294,8 @@ def _crossing(comps: list[_Options], case: str, R: int, C: int, pays: tuple, kee
                 "k": o.pieces[sel]}
         ok = np.isfinite(cols["cost"]) & np.isfinite(cols["chain"])
         cols = _pareto({c: v[ok] for c, v in cols.items()}, R)
+        if rows["cost"].size * cols["cost"].size > MAX_PRODUCT:
+            return None, None
         a, b = (x.ravel() for x in np.meshgrid(np.arange(rows["cost"].size), np.arange(cols["cost"].size),
                                                 indexing="ij"))
         names = [c for c in rows if c != "idx" or keep]
@@ -338,6 +343,8 @@ def _block(d: ClosureData, nodes: np.ndarray, prev: int, nxt: int, unit: float, 
     out = {"comps": comps}
     for case in ("pp", "pc", "cp", "cc"):
         out[case], out[case + "_rows"] = _crossing(comps, case, R, C, pays, split)
+        if out[case] is None:
+            return None
     rnd = np.ceil if split else np.floor
     out["p"] = float(d.p_acc[nodes].sum())
     out["m"] = int(rnd(d.mem[nodes].sum() / unit)) if np.isfinite(d.p_acc[nodes]).all() else R + 1
