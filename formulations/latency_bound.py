@@ -71,7 +71,7 @@ is a lower bound for every path.
    larger of the paths' DP values and the spine bound
    (:func:`~dnnplace.formulations.latency_spine.spine_bound`: a DP over the cut nodes of a
    fork-join graph that charges every branch of a block a spine piece enters or leaves),
-   each a lower bound. On InceptionV3 it lifts the bound from 1151.35 to 1186.55.
+   each a lower bound. On InceptionV3 it lifts the bound from 1151.35 to 1192.74.
 
 **The split read off the bound** (:func:`closure_segmentation` with ``split=True``): the
 stretches of the final DP optimum become pieces (the source sides of their cuts, at the
@@ -89,7 +89,7 @@ the ends ``j``; then the lazy cuts.
 On Table 4 (``results/tarnawski-latency-cert.md``) the bound equals the latency of its own
 split on BERT-3, -6, -24, layer ResNet-50 and GNMT (each optimal) and is within 0.0001 %
 of it on BERT-12 (0.2-9 s each); it is 0.25 % below the best known split of operator
-ResNet-50 and 4-8 % below InceptionV3's (1.4 % with the spine bound of 5), where the path
+ResNet-50 and 4-8 % below InceptionV3's (0.87 % with the spine bound of 5), where the path
 bound left 2.8-65 %.
 
 >>> import numpy as np

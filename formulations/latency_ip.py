@@ -61,7 +61,7 @@ memory; on fork-join graphs at least the spine bound of
 ``lower_bound`` passes it in when the caller has computed it). On Table 4 it meets the best
 split of BERT-3, -6, -24, layer ResNet-50 and GNMT (optimal at the root) and of BERT-12
 within 0.0001 %, and leaves operator ResNet-50 at 0.25 % of the best known split and
-InceptionV3 at 1.4 % (``results/tarnawski-latency-cert.md``). ``bound="path"`` is the path segmentation bound
+InceptionV3 at 0.87 % (``results/tarnawski-latency-cert.md``). ``bound="path"`` is the path segmentation bound
 (:func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound`: only the path's own nodes
 and edges), which it extends (2.8-65 % gaps on Table 4 after 60 s).
 

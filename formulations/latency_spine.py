@@ -52,17 +52,24 @@ open piece): at each block either the open piece takes the block and the next cu
 or the block is split into :math:`(P, Q, M)` (every down-closed :math:`P` and up-closed
 :math:`Q` of each component, combined over the components with the transfers of
 :math:`a_{m-1}` paid once), closing one unit and opening the next (a piece or a CPU node).
-Relaxations (each keeps a lower bound): colocation is ignored; the pieces inside a block
-have no memory limit, and count only as many as the one component that needs the most (a
-piece may hold nodes of several components, so their sum is no bound; a component that
-meets ``k`` pieces has its chain with at most ``k``, ``KCAP`` or more counting as
-``KCAP`` with any number); spine and middle pieces together are at most ``q`` times the
-number of accelerators; a spine piece fits in the largest accelerator memory :math:`M`
-with memory counted in units of :math:`M/R` rounded down (a sum of roundings down never
-exceeds the rounded sum). A component with more than ``MAX_DOWNSETS`` down-closed sets
-(or 62 nodes), or a block whose choices multiply past ``MAX_PRODUCT`` rows, is relaxed to
-"its block costs nothing to cross and needs no memory" (0 is below every crossing cost),
-so the bound stays valid, and its time bounded, on any graph.
+**Middle pieces** (inside a block) have no memory limit and are counted: a component that
+meets ``k`` of them has its chain with at most ``k`` (``KCAP`` or more count as ``KCAP``,
+with any number). Where no piece holds nodes of two components they number at least the
+sum of the components' ``k``; where one does (for some pair ``a, b`` of components, each
+with a piece), at least the largest ``k``, and then both paths pass through that piece:
+the chain is at least :math:`\mathrm{chain}_a + \mathrm{part}_b` and
+:math:`\mathrm{chain}_b + \mathrm{part}_a`, :math:`\mathrm{part}` the least duration of a
+piece on a stretch of that component's middle without the transfer of :math:`a_{m-1}`
+(counted in the other's chain; the two parts' other terms are distinct). Each block takes
+the least of the two cases over all pairs.
+Relaxations (each keeps a lower bound): colocation is ignored; spine and middle pieces
+together are at most ``q`` times the number of accelerators; a spine piece fits in the
+largest accelerator memory :math:`M` with memory counted in units of :math:`M/R` rounded
+down (a sum of roundings down never exceeds the rounded sum). A component with more than
+``MAX_DOWNSETS`` down-closed sets (or 62 nodes), or a block whose choices multiply past
+``MAX_PRODUCT`` rows, is relaxed to "its block costs nothing to cross and needs no
+memory" (0 is below every crossing cost), so the bound stays valid, and its time bounded,
+on any graph.
 
 >>> import numpy as np
 >>> from dnnplace.graphs.cluster import Cluster
@@ -236,6 +243,19 @@ class _Options:
         for t, s in enumerate(segs):
             chain = np.maximum(chain, s[kk][:, cnt[iP, t], cnt[iD, t]])
         self.pieces = np.repeat(kk, iP.size)
+        if self.chain_path is not None:
+            _, piece = _path_costs(d, nodes[self.chain_path], 0.0, False)
+            L = len(self.chain_path)
+            tab = np.full((L + 1, L + 1), _INF)            # tab[i, j]: least piece on a stretch of [i, j)
+            for y in range(1, L + 1):
+                best = np.minimum.accumulate(piece(np.arange(0, y), y)[::-1])[::-1]   # over x >= i
+                for i in range(y):
+                    tab[i, y:] = np.minimum(tab[i, y:], best[i])
+            part = tab[cnt[iP, 0], cnt[iD, 0]]
+        else:
+            z = np.where(np.isfinite(acc), acc + cout, _INF)
+            part = np.full(iP.size, float(z.min()))
+        self.part = np.where(self.pieces > 0, np.tile(part, kk.size), _INF)
         iP, iD, chain = np.tile(iP, kk.size), np.tile(iD, kk.size), chain.ravel()
         self.exit, self.entry, self.chain = exit_[iP], entry[iD], chain
         units = np.ceil if split else np.floor
@@ -264,22 +284,29 @@ def _pareto(cols: dict, R: int) -> dict:
     return {c: v[order][keep] for c, v in cols.items()}
 
 
-def _crossing(comps: list[_Options], case: str, R: int, C: int, pays: tuple, keep: bool) -> tuple:
+def _crossing(comps: list[_Options], case: str, R: int, C: int, pays: tuple, keep: bool,
+              pair: tuple | None = None) -> tuple:
     """The choices of a block that cross it: the least ``X(P)`` + chain + ``E(Q)`` + the
     transfers of ``a_{m-1}`` (``pays``: its ``c_out``, ``c_in``, whether an edge
     ``a_{m-1} -> a_m`` pays both) per middle pieces and memory units ``(k, P, Q)``, as a
     ``(C+1, R+1, R+1)`` table, and with ``keep`` the best choice of every cell (columns
     ``cost``, ``chain``, ``mp``, ``mq``, flags ``out``, ``into``, ``k`` and ``idx``, the option
     of every component; ``total``). ``case``: ``pp`` piece to piece, ``pc`` piece to CPU
-    (``Q`` empty), ``cp`` (``P`` empty), ``cc`` (both). Middle pieces ``k``: the most any
-    component uses (a piece may hold nodes of several), with ``keep`` (the split, where
-    every component gets its own) their sum."""
+    (``Q`` empty), ``cp`` (``P`` empty), ``cc`` (both). Middle pieces ``k``: their sum over
+    the components (no piece holds nodes of two; the split gives each its own), or with
+    ``pair`` (a piece holds nodes of components ``pair``, each with a piece) the most any
+    component uses, with each of the pair's chains raised by the other's least part
+    (module docstring)."""
     rows = {"cost": np.zeros(1), "chain": np.zeros(1), "mp": np.zeros(1, dtype=np.int64),
             "mq": np.zeros(1, dtype=np.int64), "out": np.zeros(1, dtype=np.int64),
             "into": np.zeros(1, dtype=np.int64), "idx": np.zeros((1, 0), dtype=np.int64),
             "k": np.zeros(1, dtype=np.int64)}
+    if pair is not None:
+        comps = [comps[pair[0]], comps[pair[1]]] + [o for j, o in enumerate(comps) if j not in pair]
     for i, o in enumerate(comps):
         sel = np.ones(o.exit.size, dtype=bool)
+        if pair is not None and i < 2:
+            sel &= o.pieces > 0
         if case in ("pc", "cc"):
             sel &= o.q_empty
         if case in ("cp", "cc"):
@@ -293,7 +320,11 @@ def _crossing(comps: list[_Options], case: str, R: int, C: int, pays: tuple, kee
                 "out": o.out[sel].astype(np.int64), "into": o.into[sel].astype(np.int64), "idx": np.flatnonzero(sel),
                 "k": o.pieces[sel]}
         ok = np.isfinite(cols["cost"]) & np.isfinite(cols["chain"])
-        cols = _pareto({c: v[ok] for c, v in cols.items()}, R)
+        cols = {c: v[ok] for c, v in cols.items()}
+        paired = pair is not None and i < 2
+        part = o.part[sel][ok] if paired else None
+        if not paired:
+            cols = _pareto(cols, R)
         if rows["cost"].size * cols["cost"].size > MAX_PRODUCT:
             return None, None
         a, b = (x.ravel() for x in np.meshgrid(np.arange(rows["cost"].size), np.arange(cols["cost"].size),
@@ -302,11 +333,17 @@ def _crossing(comps: list[_Options], case: str, R: int, C: int, pays: tuple, kee
         # middle pieces: a piece may hold nodes of several components, so the bound counts the
         # most any one component uses; the split gives every component its own
         prod = {c: (np.c_[rows[c][a], cols[c][b]] if c == "idx" else np.maximum(rows[c][a], cols[c][b])
-                    if c == "chain" or (c == "k" and not keep) else rows[c][a] | cols[c][b]
+                    if c == "chain" or (c == "k" and pair is not None) else rows[c][a] | cols[c][b]
                     if c in ("out", "into") else rows[c][a] + cols[c][b]) for c in names}
+        if paired and i == 0:
+            first_part = part[b]
+        if paired and i == 1:
+            # a piece holds parts of both: each one's path also passes the other's part
+            prod["chain"] = np.maximum(prod["chain"], np.maximum(rows["chain"][a] + part[b],
+                                                                  cols["chain"][b] + first_part[a]))
         fit = np.flatnonzero((prod["mp"] <= R) & (prod["mq"] <= R) & (prod["k"] <= C))
         rows = {c: v[fit] for c, v in prod.items()}
-        if i < len(comps) - 1:
+        if i < len(comps) - 1 and not (pair is not None and i == 0):
             rows = _pareto(rows, R)
     c_out, c_in, direct = pays
     pays_out = c_out if case in ("pp", "pc") else 0.0
@@ -345,6 +382,11 @@ def _block(d: ClosureData, nodes: np.ndarray, prev: int, nxt: int, unit: float, 
         out[case], out[case + "_rows"] = _crossing(comps, case, R, C, pays, split)
         if out[case] is None:
             return None
+        for pair in ([] if split else [(x, y) for x in range(len(comps)) for y in range(x + 1, len(comps))]):
+            t, _ = _crossing(comps, case, R, C, pays, False, pair)
+            if t is None:
+                return None
+            out[case] = np.minimum(out[case], t)
     rnd = np.ceil if split else np.floor
     out["p"] = float(d.p_acc[nodes].sum())
     out["m"] = int(rnd(d.mem[nodes].sum() / unit)) if np.isfinite(d.p_acc[nodes]).all() else R + 1
