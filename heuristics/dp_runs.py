@@ -23,6 +23,10 @@ __all__ = ["Prepared", "run_table", "threshold_runs", "reset_tables", "prefix_lo
 FIRST_SHARE = 1 / 3
 """Share of the time left that :func:`threshold_runs` gives its first run, at the achievable value."""
 
+RISING_FIRST_STEPS = 4
+"""When the bound is this few steps below the achievable value, :func:`threshold_runs`
+starts with the rising runs (no first run)."""
+
 
 @dataclass
 class Prepared:
@@ -79,7 +83,7 @@ def run_table(prep: Prepared, ub: float, overlap: bool, deadline: float | None,
 
 
 def threshold_runs(prep: Prepared, lo: float, hi: float, overlap: bool, deadline: float | None,
-                   step: float = 0.01, first_share: float | None = None) -> tuple[tuple, float, float, int]:
+                   step: float = 0.01, first_share: float | None = None) -> tuple[tuple, float, float, int, bool]:
     """The exact DP as a sequence of decisions "is the optimum at most ``T``?" for
     ``T = lo (1 + step)`` (``lo`` the bound proven so far) up to ``hi`` (an achievable max-load),
     each a run of the kernel that skips every source no split of max-load ``<= T``
@@ -92,10 +96,15 @@ def threshold_runs(prep: Prepared, lo: float, hi: float, overlap: bool, deadline
     so it holds the optimum in one run wherever the plain DP would finish (on the Table 1
     graphs the rising runs from a far bound took 20x as long); only where it has not
     finished within ``first_share`` of the time left (default :data:`FIRST_SHARE`; ``0``: no
-    first run) do the rising runs take the rest.
+    first run) do the rising runs take the rest. Where the bound is at most
+    :data:`RISING_FIRST_STEPS` steps below ``hi``, the rising runs come alone: the last one
+    is at most one step above the optimum and the run at ``hi`` may cost far more (the
+    cost of a run grows steeply with ``T``; results/dp-scale.md: the 4.3M cell network is
+    proven optimal by three rising runs in 520 s, and not within 600 s with a first run).
 
     Returns ``(last run's :func:`run_table` tuple with the pairs of all runs, proven lower bound,
-    last T, runs)``; the last run stopped early when the deadline passed."""
+    last T, runs, whether a first run came)``; the last run stopped early when the deadline
+    passed."""
     a, lat = prep.arrays, prep.lattice
     acc_c = np.where(a["acc_ok_node"], a["acc_c"], 0.0)
     cpu_ok = a["cpu_ok_node"] & (a["l"] > 0)
@@ -104,6 +113,8 @@ def threshold_runs(prep: Prepared, lo: float, hi: float, overlap: bool, deadline
     rest = acc_c.sum() - work
     tables = new_tables(lat.size, a["k"], a["l"])
     share = FIRST_SHARE if first_share is None else first_share
+    if lo > 0 and hi <= lo * (1 + step) ** RISING_FIRST_STEPS:
+        share = 0.0
     visited, runs = 0, 0
     if share > 0:
         now = time.perf_counter()
@@ -111,7 +122,7 @@ def threshold_runs(prep: Prepared, lo: float, hi: float, overlap: bool, deadline
         out = run_table(prep, hi, overlap, first, tables, rest, state_caps(acc_c, a["cpu_c"], cpu_ok, a["k"], a["l"],
                                                                            hi))
         if out[5] >= lat.size - 1 or (deadline is not None and time.perf_counter() >= deadline):
-            return out, lo, hi, 1
+            return out, lo, hi, 1, True
         visited, runs = out[4], 1
     while True:
         t = min(hi, lo * (1 + step)) if lo > 0 else hi
@@ -119,7 +130,7 @@ def threshold_runs(prep: Prepared, lo: float, hi: float, overlap: bool, deadline
         out = run_table(prep, t, overlap, deadline, tables, rest, caps)
         visited, runs = visited + out[4], runs + 1
         if out[5] < lat.size - 1 or out[0][-1, a["k"], a["l"]] <= t or t >= hi:
-            return (*out[:4], visited, out[5]), lo, t, runs
+            return (*out[:4], visited, out[5]), lo, t, runs, share > 0
         lo = t
 
 

@@ -342,7 +342,9 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     a = prep.arrays
     lo = load_lower_bound(inst, replicas) if not linearized else 0.0
     if prune and not linearized and np.isfinite(ub):
-        out, lo, t_run, seconds["thresholds"] = threshold_runs(prep, lo, ub_slack, objective == "overlap", deadline)
+        out, lo, t_run, seconds["thresholds"], had_first = threshold_runs(prep, lo, ub_slack,
+                                                                          objective == "overlap", deadline)
+        seconds["first_run"] = float(had_first)
     else:
         out, t_run = run_table(prep, ub_slack, objective == "overlap", deadline), ub_slack
     dp, parent, kind, rep, visited, done = out
