@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from instances import maxload_tiny_instance
 
 from dnnplace.graphs.io import load_instance
 from dnnplace.heuristics import aot
 from dnnplace.heuristics.dp_kernel import ideal_sizes
 from dnnplace.heuristics.jit import Kernel
 from dnnplace.heuristics.maxload_dp import maxload_dp
-from tests.instances import maxload_tiny_instance
 
 KERNELS = tuple(k for k in map(aot.kernel_named, aot.SIGNATURES) if k is not None)  # what this checkout has
 
