@@ -43,7 +43,7 @@ VARIANTS = {"paper": dict(acyclic=False, bound="path"), "closure": dict(bound="c
 #: shares of ``--time-limit`` per row: the closure bound's refinement (its split and the
 #: spine bound and split come on top), then of what is left latency-ls from its usual
 #: starts and from the bound's split (at most ``POLISH_SECONDS``); the IP gets the rest
-BOUND_SHARE, LS_SHARE, POLISH_SHARE, POLISH_SECONDS = 0.2, 0.5, 0.15, 10.0
+BOUND_SHARE, LS_SHARE, POLISH_SHARE, POLISH_SECONDS = 0.1, 0.5, 0.15, 10.0
 #: handing the model to HiGHS and reading the solution back takes about this many times the
 #: build (measured on operator ResNet-50 and BERT-12: 8-14 s beside HiGHS' own time)
 HANDOVER = 3.0
