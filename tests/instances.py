@@ -130,6 +130,27 @@ def random_inference(seed: int) -> Instance:
     return Instance(g, Cluster.tarnawski(n_acc, n_cpu, cap))
 
 
+def dp_costs(rng: np.random.Generator, n: int, edges: list[tuple[int, int]], *, cpu_only: float | None,
+             full_memory: float, devices: tuple[int, int] | None = None) -> Instance:
+    """Random max-load costs on ``n`` nodes and ``edges``, drawn from ``rng`` in this order:
+    accelerator times 1-7 (ties), CPUs 2-7x slower, with probability ``cpu_only`` one node
+    only a CPU can run (``None``: no draw), memory 1-4 per node with an accelerator cap of
+    all of it with probability ``full_memory`` (else 1/3 to 2/3 of it), per-node transfer
+    costs 0-3; ``devices`` = (accelerators, CPUs), else 2-4 and 0-2 at random."""
+    acc = rng.integers(1, 8, n).astype(float)
+    cpu = acc * rng.integers(2, 8, n)
+    if cpu_only is not None and rng.random() < cpu_only:
+        acc[rng.integers(n)] = np.nan
+    src = np.array([u for u, _ in edges], dtype=np.int64)
+    dst = np.array([v for _, v in edges], dtype=np.int64)
+    mem = rng.integers(1, 5, n).astype(float)
+    cap = float(mem.sum()) if rng.random() < full_memory else float(mem.sum()) / rng.uniform(1.5, 3.0)
+    g = OpGraph(ids=range(n), kinds=("acc", "cpu"), compute=np.stack([acc, cpu], axis=1), memory=mem, src=src,
+                dst=dst, edge_cost=rng.integers(0, 4, n).astype(float)[src])
+    k, cpus = devices or (int(rng.integers(2, 5)), int(rng.integers(0, 3)))
+    return Instance(g, Cluster.tarnawski(k, cpus, cap))
+
+
 def random_training(seed: int) -> Instance:
     """A 2-4 node forward chain/DAG, its mirrored backward part (each backward node
     colocated with its forward node), fw->bw activation edges, and sometimes an

@@ -12,13 +12,12 @@ import itertools
 
 import numpy as np
 import pytest
-from instances import random_inference, random_training
+from instances import dp_costs, random_inference, random_training
 from test_maxload_dp import brute_force
 
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.generators.cells import cell_network
-from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.heuristics import dp_runs
 from dnnplace.heuristics.dp_bounds import knapsack_bound
@@ -84,17 +83,7 @@ def _random_dag(seed: int) -> Instance:
     n = int(rng.integers(8, 14))
     p = rng.uniform(0.15, 0.45)
     edges = [(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < p]
-    acc = rng.integers(1, 8, n).astype(float)
-    cpu = acc * rng.integers(2, 8, n)
-    if rng.random() < 0.2:
-        acc[rng.integers(n)] = np.nan
-    src = np.array([u for u, _ in edges], dtype=np.int64)
-    dst = np.array([v for _, v in edges], dtype=np.int64)
-    mem = rng.integers(1, 5, n).astype(float)
-    cap = float(mem.sum()) if rng.random() < 0.6 else float(mem.sum()) / rng.uniform(1.5, 3.0)
-    g = OpGraph(ids=range(n), kinds=("acc", "cpu"), compute=np.stack([acc, cpu], axis=1), memory=mem, src=src,
-                dst=dst, edge_cost=rng.integers(0, 4, n).astype(float)[src])
-    return Instance(g, Cluster.tarnawski(int(rng.integers(2, 5)), int(rng.integers(0, 3)), cap))
+    return dp_costs(rng, n, edges, cpu_only=0.2, full_memory=0.6)
 
 
 def test_pruned_dp_equals_brute_force():

@@ -12,12 +12,12 @@ import itertools
 
 import numpy as np
 import pytest
+from instances import dp_costs
 from test_maxload_dp import brute_force
 
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.generators.cells import cell_network
-from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.heuristics.dp_segments import narrow_cuts
 from dnnplace.heuristics.maxload_dp import _prepare, maxload_dp
@@ -50,16 +50,7 @@ def _blob_chain(seed: int, blobs: int, size: tuple[int, int], skip: float = 0.0,
         u = int(rng.integers(1, n // 2))
         edges.append((u, n - 2 if n - 2 > u else n - 1))
     edges = sorted(set(edges))
-    acc = rng.integers(1, 8, n).astype(float)
-    cpu = acc * rng.integers(2, 8, n)
-    src = np.array([u for u, _ in edges], dtype=np.int64)
-    dst = np.array([v for _, v in edges], dtype=np.int64)
-    mem = rng.integers(1, 5, n).astype(float)
-    cap = float(mem.sum()) if rng.random() < 0.5 else float(mem.sum()) / rng.uniform(1.5, 3.0)
-    g = OpGraph(ids=range(n), kinds=("acc", "cpu"), compute=np.stack([acc, cpu], axis=1), memory=mem, src=src,
-                dst=dst, edge_cost=rng.integers(0, 4, n).astype(float)[src])
-    k, cpus = devices or (int(rng.integers(2, 5)), int(rng.integers(0, 3)))
-    return Instance(g, Cluster.tarnawski(k, cpus, cap))
+    return dp_costs(rng, n, edges, cpu_only=None, full_memory=0.5, devices=devices)
 
 
 def test_narrow_cuts():
