@@ -1,5 +1,7 @@
-"""Whole-process time of `dnnplace solve G --method dp` (start-up included), cold and warm
-cache, on the AOT path (the default) and the JIT path (``DNNPLACE_AOT=0``) in the same run.
+"""Whole-process time of `dnnplace solve G --method dp`, start-up included, AOT and JIT.
+
+Cold and warm cache, on the AOT path (the default) and the JIT path (``DNNPLACE_AOT=0``)
+in the same run.
 
 Issue 26: the command took 1.65 s of CPU as a whole process on the ResNet-50 layer graph,
 where the authors' C++ took 0.15 s; the goal is <= 0.5 s. Every figure here is one whole

@@ -117,6 +117,7 @@ def _run(cache: Path) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.slow  # two builds of the extension of their own (54 s of the default run on 2 cores)
 def test_concurrent_builds_then_a_corrupt_module_is_rebuilt(tmp_path):
     """Three processes start on an empty cache folder at once: one builds, the others wait
     for it and load its module (none sees half a file); then a corrupted module is
