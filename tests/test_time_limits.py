@@ -180,7 +180,7 @@ def test_highs_that_does_not_return_by_its_deadline_answers_with_its_last_incumb
     improving solution HiGHS reported, loaded into the model, and left behind."""
     from highspy import Highs
 
-    from dnnplace.formulations.solvers import backends
+    from dnnplace.formulations.solvers import highs_backend
     from dnnplace.formulations.solvers.interrupts import wait_for_left_behind
 
     real = Highs.run
@@ -191,7 +191,7 @@ def test_highs_that_does_not_return_by_its_deadline_answers_with_its_last_incumb
         return out
 
     monkeypatch.setattr(Highs, "run", run_then_hang)
-    monkeypatch.setattr(backends, "_grace", lambda deadline: 0.3)
+    monkeypatch.setattr(highs_backend, "_grace", lambda deadline: 0.3)
     m, best = _knapsack()
     t0 = time.monotonic()
     out = solve_model(m, SolverOptions(time_limit=30), deadline=Deadline(1.0))
@@ -229,7 +229,7 @@ _LEFT_RUNNING = r"""
 import sys
 import numpy as np
 import pyomo.environ as pyo
-from dnnplace.formulations.solvers import backends
+from dnnplace.formulations.solvers import backends, highs_backend
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.formulations.solvers.interrupts import exit_process
 from dnnplace.graphs.deadline import Deadline
@@ -237,9 +237,9 @@ from dnnplace.registry import SolverOptions
 
 # a HiGHS that ignores its deadline: its own limit stays 60 s and it is never asked to stop
 backends.capped = lambda limit, deadline: limit
-real = backends.run_stoppable
-backends.run_stoppable = lambda run, stop, **kw: real(run, lambda: None, **kw)
-backends._grace = lambda deadline: 0.1
+real = highs_backend.run_stoppable
+highs_backend.run_stoppable = lambda run, stop, **kw: real(run, lambda: None, **kw)
+highs_backend._grace = lambda deadline: 0.1
 rng = np.random.default_rng(0)
 n, rows = 400, 60
 a = rng.integers(1, 100, size=(rows, n))

@@ -8,7 +8,8 @@ the incumbent apart from the best bound. A time limit with an incumbent is a res
 never an exception.
 
 Backends (``pyomo.contrib.solver`` interfaces, see ``docs/backends.md``, "Solver facts"; each in
-:mod:`dnnplace.formulations.solvers.backends`): ``highs`` (default, persistent HiGHS with warm
+:mod:`dnnplace.formulations.solvers.backends`, HiGHS in
+:mod:`dnnplace.formulations.solvers.highs_backend`): ``highs`` (default, persistent HiGHS with warm
 start and progress trace), ``gurobi`` (``gurobi_persistent``, the same; the size-limited
 pip licence becomes a one-line message), ``scip`` (``scip_persistent`` on PySCIPOpt, the
 extra ``dnnplace[scip]``: the same), and any other name that
@@ -33,14 +34,8 @@ from typing import Any
 
 import pyomo.environ as pyo
 
-from dnnplace.formulations.solvers.backends import (
-    DEADLINE,
-    solve_contrib,
-    solve_gurobi,
-    solve_highs,
-    solve_legacy,
-    solve_scip,
-)
+from dnnplace.formulations.solvers.backends import DEADLINE, solve_contrib, solve_gurobi, solve_legacy, solve_scip
+from dnnplace.formulations.solvers.highs_backend import solve_highs
 from dnnplace.formulations.solvers.options import SOLVER_ALIASES as _ALIASES
 from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.formulations.solvers.outcome import SolveOutcome
