@@ -14,7 +14,7 @@ import numpy as np
 
 from dnnplace.graphs.graph import OpGraph
 
-__all__ = ["closure_bits", "reachability"]
+__all__ = ["closure_bits", "reachability", "descendant_matrix", "narrow_cut_mask"]
 
 
 def _bits(n: int, order: np.ndarray, ptr: np.ndarray, nbr: np.ndarray) -> np.ndarray:
@@ -44,6 +44,51 @@ def closure_bits(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
     return desc, anc
 
 
+def _unpack(bits: np.ndarray, n: int) -> np.ndarray:
+    as_bytes = bits.astype("<u8").view(np.uint8).reshape(bits.shape[0], -1)
+    return np.unpackbits(as_bytes, axis=1, count=n, bitorder="little").astype(bool)[:n]
+
+
+def descendant_matrix(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """:func:`reachability` of the DAG given by its edge arrays (``n`` nodes, edges
+    ``src[i] -> dst[i]``), for graphs that are not an :class:`OpGraph` (the DP's).
+
+    >>> descendant_matrix(3, np.array([0, 1]), np.array([1, 2])).astype(int).tolist()
+    [[0, 1, 1], [0, 0, 1], [0, 0, 0]]
+    """
+    order = np.argsort(src, kind="stable")
+    ptr = np.r_[0, np.cumsum(np.bincount(src, minlength=n))]
+    nbr = np.asarray(dst)[order]
+    indeg = np.bincount(dst, minlength=n)
+    topo, stack = [], [v for v in range(n) if indeg[v] == 0]
+    while stack:
+        u = stack.pop()
+        topo.append(u)
+        for v in nbr[ptr[u]:ptr[u + 1]].tolist():
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                stack.append(v)
+    return _unpack(_bits(n, np.array(topo[::-1], dtype=np.int64), ptr, nbr), n)
+
+
+def narrow_cut_mask(desc: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """The *narrow cut* nodes, as a mask: comparable to every other node (``desc``: the
+    strict descendant matrix) and jumped over by no pair ``(u, v)`` of ``pairs`` (an edge,
+    or any other pair that must stay within a block: ``u`` above the node, ``v`` below).
+    The max-load DP's block borders (``heuristics/dp_segments.py``) and the latency spine
+    bound's cut nodes (``formulations/latency_spine.py``).
+
+    >>> d = descendant_matrix(4, np.array([0, 1, 2, 0]), np.array([1, 2, 3, 2]))
+    >>> narrow_cut_mask(d, np.array([[0, 1], [1, 2], [2, 3], [0, 2]])).tolist()  # 0 -> 2 jumps over 1
+    [True, False, True, True]
+    """
+    cut = desc.sum(axis=1) + desc.sum(axis=0) == desc.shape[0] - 1
+    for lo in range(0, pairs.shape[0], 4096):  # a node with a pair jumping over it is no cut
+        p = pairs[lo:lo + 4096]
+        cut &= ~(desc[p[:, 0]] & desc[:, p[:, 1]].T).any(axis=0)
+    return cut
+
+
 def reachability(graph: OpGraph) -> np.ndarray:
     """``R[u, v]``: there is a path ``u -> ... -> v`` (``u != v``), as a bool matrix.
 
@@ -51,6 +96,4 @@ def reachability(graph: OpGraph) -> np.ndarray:
     >>> reachability(g).astype(int).tolist()
     [[0, 1, 1], [0, 0, 1], [0, 0, 0]]
     """
-    desc = _bits(graph.n, graph.topo_order[::-1], graph.out_ptr, graph.out_nbr)
-    as_bytes = desc.astype("<u8").view(np.uint8).reshape(desc.shape[0], -1)
-    return np.unpackbits(as_bytes, axis=1, count=graph.n, bitorder="little").astype(bool)[:graph.n]
+    return _unpack(_bits(graph.n, graph.topo_order[::-1], graph.out_ptr, graph.out_nbr), graph.n)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dnnplace.graphs.reach import descendant_matrix, narrow_cut_mask
 from dnnplace.heuristics.jit import cached_njit
 
 __all__ = ["narrow_cuts", "segment_arrays", "cross_into"]
@@ -58,34 +59,14 @@ def narrow_cuts(n: int, src: np.ndarray, dst: np.ndarray, also: np.ndarray | Non
     """
     if n < 2 or n > max_nodes or src.size == 0:
         return None
-    succ = [[] for _ in range(n)]
-    indeg = np.zeros(n, dtype=np.int64)
-    for u, v in zip(src.tolist(), dst.tolist()):
-        succ[u].append(v)
-        indeg[v] += 1
-    order, stack = [], [v for v in range(n) if indeg[v] == 0]
-    while stack:
-        u = stack.pop()
-        order.append(u)
-        for v in succ[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack.append(v)
-    desc = np.zeros((n, n), dtype=bool)
-    for u in reversed(order):
-        for v in succ[u]:
-            desc[u] |= desc[v]
-            desc[u, v] = True
-    cut = desc.sum(axis=1) + desc.sum(axis=0) == n - 1
+    desc = descendant_matrix(n, src, dst)
     pairs = np.stack([src, dst], axis=1)
     if also is not None:
         also = also.reshape(-1, 2)
         if not desc[also[:, 0], also[:, 1]].all():
             return None
         pairs = np.concatenate([pairs, also])
-    for lo in range(0, pairs.shape[0], 4096):  # a cut with a pair jumping over it is no block border
-        p = pairs[lo:lo + 4096]
-        cut &= ~(desc[p[:, 0]] & desc[:, p[:, 1]].T).any(axis=0)
+    cut = narrow_cut_mask(desc, pairs)
     if not cut.any():
         return None
     return cut
