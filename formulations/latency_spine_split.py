@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.formulations.latency_closure_data import ClosureData
-from dnnplace.formulations.latency_spine import GRID, _path_costs, seg_table, spine_dp
+from dnnplace.formulations.latency_spine import GRID, spine_dp
+from dnnplace.formulations.latency_spine_blocks import _path_costs, seg_table
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.placement import Placement
 
