@@ -3,7 +3,8 @@
 Prints: workload, ideals, ideal pairs visited by the pruned superset walks (and all
 ideal pairs ``I' <= I`` for scale, where counted), seconds (DPL bound + exact DP, after
 JIT warm-up), peak resident memory of the process, and the reference C++ time: the
-authors' DP as run on this machine class (issue 4), else the paper's Table 1 figure.
+authors' DP as run on this machine class (2026-11-21; ``this box`` in results/bench-dp.txt),
+else the paper's Table 1 figure.
 
     .venv/bin/python -m benchmarks dp            # all 16 (about 10 min on 2 cores)
     .venv/bin/python -m benchmarks dp --quick    # without the two InceptionV3 rows
@@ -25,7 +26,7 @@ from benchmarks.common import add_shared, selected
 
 REF = ROOT / "experiments" / "reference" / "tarnawski-neurips20.json"
 
-# the authors' C++ DP on this 2-core machine class (issue 4), seconds
+# the authors' C++ DP on this 2-core machine class (measured 2026-11-21), seconds
 CPP_HERE = {
     ("op", "inference", "bert_l-3"): 0.7, ("op", "inference", "bert_l-6"): 2.4,
     ("op", "inference", "bert_l-12"): 10.4, ("op", "inference", "resnet50"): 0.1,

@@ -7,8 +7,8 @@ Run from the repository root::
 
 Part 1 times DPOS and CPOP (:mod:`dnnplace.heuristics.fastt`) on a random layered DAG
 (``random_layered_dag``, ~1.5 edges per node, GPU-only) on one host with ``--devices``
-GPUs on NVLink, and the simulator's strict replay of the DPOS order. Target (issue 12):
-DPOS under 60 s at 200k operators and 8 GPUs.
+GPUs on NVLink, and the simulator's strict replay of the DPOS order. Target (docs/heuristics.md
+5.6, speed targets): DPOS under 60 s at 200k operators and 8 GPUs.
 
 Part 2 runs OS-DPOS on a ``--os-nodes`` training DAG whose forward nodes are ``Conv2D``
 / ``MatMul`` and backward nodes ``Conv2DBackpropInput`` / ``Conv2DBackpropFilter`` in

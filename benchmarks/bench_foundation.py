@@ -7,8 +7,9 @@ Run from the repository root::
 Generates a random layered DAG (``dnnplace.graphs.generators.random_layered_dag``, ~1.5 edges per
 node), writes it as native JSON, then times each step of the evaluation chain on a
 random placement over a single host with ``--devices`` GPUs on NVLink (congestion on),
-and every simulator policy with congestion on and off. Targets (issue 2): the whole
-chain load + validate + maxload + simulate under 10 s, ``simulate`` alone under 5 s.
+and every simulator policy with congestion on and off. Targets (set with this benchmark
+on 2026-11-21; results/README.md, 'Foundation speed'): the whole chain load + validate +
+maxload + simulate under 10 s, ``simulate`` alone under 5 s.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Why PARDNN Table 4's superlinear batch scaling does not show on our Word-RNN stand-in, measured.
 
-PARDNN Table 4 scales the batch 4-16x over ideal data parallelism (issue 25 part 5).
+PARDNN Table 4 scales the batch 4-16x over ideal data parallelism (Qararyah et al.; not
+reproduced here: results/pardnn/README.md).
 
 The stand-in (``pardnn-models.toml``: the rnnlm-2x2048 layer block captured at batch 64 and
 128, tiled to the paper's node count) is placed whole on one 32 GB GPU (method ``single``)

@@ -1,12 +1,13 @@
 """Pesto's congestion ablation (Fig. 5) swept over coarse sizes, solver seeds and both exact engines.
 
-Issue 25 part 4, on the captured RNNLM-2x2048 training graph, 2 GPUs on PCIe.
+Why Fig. 5's ratio is not reproduced (results/pesto/README.md), on the captured RNNLM-2x2048
+training graph, 2 GPUs on PCIe.
 
 Per (engine, coarse size, seed): the ``pesto`` ILP without its congestion constraints (7) and
 with them, both reporting the ILP's own placement and order (``fallback=false``) and both
 re-scored by the simulator *with* link congestion (shared PCIe ports, a tensor once per
-consuming GPU). The ratio is makespan without / with (Pesto Fig. 5: about 3 on real
-RNNLM-2-2048 hardware, the congestion-aware ILP ahead). Every run is a RunSpec on the
+consuming GPU). The ratio is makespan without / with (Pesto Fig. 5: about 3 for
+RNNLM-2-2048 in the paper's own simulator, Sec. 3.2.2, the congestion-aware ILP ahead). Every run is a RunSpec on the
 instance file of ``pesto-congestion-captured`` through the one sweep driver (resumable:
 ``<out>/runs.jsonl``); the table and ``ratio.png`` are drawn from the records.
 
@@ -101,7 +102,8 @@ def run(args) -> None:
            "sweep (short limits, few seeds) on a shared 2-core machine.",
            "**Simulation**, not hardware: both ILPs' own placements and orders (`fallback=false`) replayed by the "
            "simulator with link congestion (shared PCIe ports, a tensor once per consuming GPU). Ratio = makespan "
-           "without constraints (7) / with them; Pesto Fig. 5: about 3 on real RNNLM-2-2048 hardware. The "
+           "without constraints (7) / with them; Pesto Fig. 5: about 3 for RNNLM-2-2048 in the paper's own "
+           "simulator (Sec. 3.2.2). The "
            "per-edge columns replay the congestion-free ILP's schedule sending every edge separately (the "
            "project's earlier semantics and the ILP's accounting), against the with-(7) run as simulated."]
     write_table(out / "table", "Pesto congestion ablation vs coarse size (captured RNNLM-2x2048, 2 GPUs, PCIe)",

@@ -1,6 +1,7 @@
 """Why our Pesto Fig. 8 (hardware sensitivity) runs opposite to the paper's trend, measured.
 
-Issue 25 part 4; from the records of ``dnnplace reproduce pesto-hardware-captured``.
+The verdict (not reproduced) is in results/pesto/README.md; this reads the records of
+``dnnplace reproduce pesto-hardware-captured``.
 
 The paper: Pesto's reduction over the layer-wise Expert grows with compute speed and with
 slower links (higher communication-to-compute ratio), because the Expert is oblivious to

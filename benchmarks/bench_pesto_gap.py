@@ -1,6 +1,7 @@
-r"""Pesto's exact model at 200-300 coarse nodes: time to a certified 1% gap (issue 26).
+r"""Pesto's exact model at 200-300 coarse nodes: time to a certified 1% gap.
 
-The engines as they were (HiGHS, CP-SAT on one worker) against the strengthened CP-SAT model.
+The engines as they were (HiGHS, CP-SAT on one worker) against the strengthened CP-SAT model
+(2026-11-27; ``formulations/pesto_cpsat.py``).
 
 Usage (from the repository root)::
 
@@ -17,7 +18,7 @@ coarsened by Theorem 3.5 batch merging, 2 GPUs on NVLink, link congestion on, on
 per edge (the model's accounting: horizon and start are the best list schedule simulated per
 edge). Variants (``--variants``; leave ``cpsat`` out for the old rows only):
 
-- ``mip``: the Pyomo MIP on HiGHS, one thread, as before issue 26 (``comm_windows=False``);
+- ``mip``: the Pyomo MIP on HiGHS, one thread, as before 2026-11-27 (``comm_windows=False``);
 - ``cpsat-1``: CP-SAT, one worker, ``comm_windows=False`` (the setting of ``engines.md``);
 - ``cpsat``: CP-SAT with the transfer-aware, energetic windows and tails, the
   combinatorial bound on :math:`C_{\max}` and the all-devices cumulative
@@ -51,14 +52,14 @@ VARIANTS = {"mip": ("HiGHS MIP, 1 thread, as before", False, 1),
 #: bounds (the LP-based default left the RNNLM@200 bound at the combinatorial one)
 LB_SEARCH = {"cpsat_parameters": {"subsolvers": ["objective_lb_search"]}}
 CURVE = (5, 10, 30, 60, 120, 300, 600)
-BEFORE = ("Before issue 26, the same graphs and list starts: HiGHS at 200 nodes ended at 1.92% (LSTM) and "
-          "2.91% (RNNLM) "
+BEFORE = ("Before the strengthened model (2026-11-27), the same graphs and list starts: HiGHS at 200 nodes "
+          "ended at 1.92% (LSTM) and 2.91% (RNNLM) "
           "after 600 s, neither incumbent nor bound moving after ~20 s (`ilp-scaling-200.md`, 2026-11-23, bound = "
           "the combinatorial bound of that day); at 300 nodes 31.22% and 0.46% after 180 s, builds of 303 s and "
           "579 s (`ilp-scaling.md`); CP-SAT dropped its bound on real durations (rounded to the nearest unit). "
           "The `mip` and `cpsat-1` rows here rerun those engines without the new model rows (`comm_windows=False`); "
-          "the MIP's C_max still starts at today's combinatorial bound (`cheap bound`, transfer-aware since issue "
-          "26's bound work), CP-SAT's at 0.")
+          "the MIP's C_max still starts at today's combinatorial bound (`cheap bound`, transfer-aware since the "
+          "bound work of 2026-11-27), CP-SAT's at 0.")
 
 
 def _gap_at(trace, t: float) -> float | None:
@@ -205,7 +206,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_shared(parser, sizes=[200, 300], time_limit=120.0, out=REPO / "results" / "pesto" / "time-to-1pct.md", rows=OUT)
     parser.add_argument("--graphs", nargs="+", default=list(SCALING_GRAPHS), choices=list(SCALING_GRAPHS))
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
-                        help="engines to run (leave out cpsat for the rows as before issue 26)")
+                        help="engines to run (leave out cpsat for the rows as before 2026-11-27)")
     parser.add_argument("--mip-max-nodes", type=int, default=200,
                         help="run the MIP only up to this many coarse nodes (at 300 its build alone took 300-580 s "
                              "in ilp-scaling.md)")

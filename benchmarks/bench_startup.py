@@ -3,11 +3,11 @@
 Cold and warm cache, on the AOT path (the default) and the JIT path (``DNNPLACE_AOT=0``)
 in the same run.
 
-Issue 26: the command took 1.65 s of CPU as a whole process on the ResNet-50 layer graph,
-where the authors' C++ took 0.15 s; the goal is <= 0.5 s. Every figure here is one whole
-process, timed from outside: CPU = user + system seconds of the child and its waited-for
-children (``os.wait4``: the AOT build's compiler included), wall = its start to its exit.
-Each cell is the median of ``--runs`` processes.
+Before 2026-11-27 the command took 1.65 s of CPU as a whole process on the ResNet-50 layer
+graph, where the authors' C++ took 0.15 s; the goal is <= 0.5 s (results/startup.md). Every
+figure here is one whole process, timed from outside: CPU = user + system seconds of the
+child and its waited-for children (``os.wait4``: the AOT build's compiler included), wall =
+its start to its exit. Each cell is the median of ``--runs`` processes.
 
 - cold: ``NUMBA_CACHE_DIR`` is a new empty folder for every run: the AOT path builds the
   extension of the DP's kernels (heuristics/aot.py), the JIT path compiles them (a first run
@@ -21,8 +21,8 @@ the project's sources again, as in the earlier tables of results/startup.md).
 
 Beside them: the floor of the interpreter with the libraries the command needs
 (``import numpy``; ``import numba``; the first call of a kernel on each path) and the C++
-figures (the authors' DP on this machine class, ``benchmarks/bench_dp.py``; the issue's
-0.15 s). The C++ binary itself is not run here.
+figures (the authors' DP on this machine class, ``benchmarks/bench_dp.py``; the
+0.15 s quoted with the task). The C++ binary itself is not run here.
 
     .venv/bin/python -m benchmarks startup               # 5 runs each, writes results/startup.md
     .venv/bin/python -m benchmarks startup --runs 3 --only resnet50
@@ -43,7 +43,7 @@ from benchmarks.bench_dp import CPP_HERE
 from benchmarks.common import REPO, add_shared, machine_load, md_header, md_row, selected, utc_now
 
 WL = REPO / "graphs" / "workloads" / "tarnawski" / "throughput-inputs"
-# name -> (graph file, (granularity, mode, model) key of the C++ figures, CPU s before issue 26)
+# name -> (graph file, (granularity, mode, model) key of the C++ figures, CPU s before 2026-11-27)
 GRAPHS = {
     "layer inference resnet50": (WL / "LayerGraphs" / "resnet50_inference.json",
                                  ("layer", "inference", "resnet50"), 1.65),
@@ -52,7 +52,7 @@ GRAPHS = {
     "op inference bert_l-12": (WL / "OperatorGraphs" / "bert_l-12_inference.json",
                                ("op", "inference", "bert_l-12"), None),
 }
-CPP_ISSUE = {("layer", "inference", "resnet50"): 0.15}  # the issue's figure (its measurement is not in results/)
+CPP_QUOTED = {("layer", "inference", "resnet50"): 0.15}  # quoted with the task (its measurement is not in results/)
 
 _CACHED_CALL = ("import numpy as np; from dnnplace.heuristics.dp_kernel import ideal_sizes; "
                 "ideal_sizes(np.zeros(2, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), 1)")
@@ -121,12 +121,12 @@ def _median(cmd: list[str], runs: int, cache: str | None, path: dict[str, str]) 
 def run(args) -> None:
     dnnplace = [sys.executable, "-m", "dnnplace"]
     warm = {"AOT": tempfile.mkdtemp(prefix="numba-warm-aot-"), "JIT": tempfile.mkdtemp(prefix="numba-warm-jit-")}
-    lines = ["# Start-up of `dnnplace solve G --method dp` (issue 26)", "",
+    lines = ["# Start-up of `dnnplace solve G --method dp`", "",
              f"{utc_now()}, {machine_load()} at the start; median of {args.runs} whole processes per cell "
              f"(CPU = user + system s of the process and its waited-for children; wall: start to exit).", "",
              f"    {getattr(args, 'command_line', 'python -m benchmarks startup')}", ""]
     try:
-        cols = ["graph", "cache", "AOT CPU s", "AOT wall s", "JIT CPU s", "JIT wall s", "CPU s before (issue 26)",
+        cols = ["graph", "cache", "AOT CPU s", "AOT wall s", "JIT CPU s", "JIT wall s", "CPU s before (2026-11-27)",
                 "C++ s", "C++ from"]
         table = [md_header(cols, ["---", "---", "--:", "--:", "--:", "--:", "--:", "--:", "---"])]
         print(f"{'graph':28} {'cache':5} {'AOT CPU':>8} {'wall':>6} {'JIT CPU':>8} {'wall':>6} {'before':>7} "
@@ -136,7 +136,8 @@ def run(args) -> None:
                 continue
             cmd = dnnplace + ["solve", str(graph), "--method", "dp"]
             cpp, src = ((CPP_HERE[key], "this machine class (bench_dp.py)") if key in CPP_HERE
-                        else (CPP_ISSUE[key], "issue 26") if key in CPP_ISSUE else (None, "-"))
+                        else (CPP_QUOTED[key], "quoted with the task (2026-11-27)") if key in CPP_QUOTED
+                        else (None, "-"))
             for label in ("cold", "warm"):
                 if label == "cold" and not args.cold:
                     continue

@@ -52,6 +52,23 @@ def _capture_one(args: argparse.Namespace, batch: int | None, over: dict):
     return inst, name
 
 
+def _batches(text: str) -> list[int]:
+    """``--batches 8,16,32``: positive batch sizes, each once.
+
+    >>> _batches("8,16")
+    [8, 16]
+    >>> _batches("8,0")
+    Traceback (most recent call last):
+    ...
+    dnnplace.graphs.errors.InputError: --batches '8,0': expected positive batch sizes, each once, ...
+    """
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() and int(p) > 0 for p in parts) or len(set(map(int, parts))) != len(parts):
+        raise InputError(f"--batches {text!r}: expected positive batch sizes, each once, joined by commas, "
+                         "e.g. 8,16,32")
+    return [int(p) for p in parts]
+
+
 def _batch_path(out: str, batch: int) -> str:
     """``g.json`` -> ``g-b8.json``."""
     from pathlib import Path
@@ -87,12 +104,20 @@ def cmd_capture(args: argparse.Namespace) -> int:
                              "--batches")
     if args.batches and args.batch:
         raise InputError("give --batch or --batches, not both")
-    batches = [int(b) for b in args.batches.split(",")] if args.batches else [args.batch]
+    batches = _batches(args.batches) if args.batches else [args.batch]
+    from dnnplace.graphs.capture.zoo import entry
+    for flag, value in (("--batch", args.batch), ("--seq", args.seq), ("--layers", args.layers),
+                        ("--cells", args.cells)):
+        if value is not None and value < 1:   # zoo.build refuses them too, after an earlier batch was written
+            raise InputError(f"{flag} {value}: must be a positive integer"
+                             f"{'' if user else f' (zoo model {entry(args.model).name!r})'}")
+    from dnnplace.command_args import cluster_file
     from dnnplace.outpaths import check_outputs
 
     model_file = args.model.rpartition(":")[0] if user else ""  # mymodel.py:Net reads mymodel.py
     check_outputs([("--out", _batch_path(args.out, b) if args.batches else args.out) for b in batches],
-                  [("model", model_file if model_file.endswith(".py") else None)])  # before any capture
+                  [("model", model_file if model_file.endswith(".py") else None),
+                   ("--cluster", cluster_file(args.cluster))])
     require_torch()
     over = model_params(args.param)
     over.update({k: v for k, v in (("layers", args.layers), ("cells", args.cells)) if v is not None})
@@ -103,7 +128,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
             inst = Instance(inst.graph, cluster_preset(args.cluster, inst.graph), inst.source)
         g = inst.graph
         if not user:
-            g.meta["batch"] = batch or zoo.entry(args.model).defaults.get("batch")
+            g.meta["batch"] = batch if batch is not None else zoo.entry(args.model).defaults.get("batch")
         out = _batch_path(args.out, batch) if args.batches else args.out
         if args.batches:
             made_graphs[batch] = g

@@ -4,8 +4,9 @@ Subcommands (a stable contract: later work adds methods and generator families, 
 shapes)::
 
     dnnplace info GRAPH [--json]
-    dnnplace evaluate GRAPH PLACEMENT --problem maxload|latency|makespan [--out EVAL.json]
-    dnnplace simulate GRAPH PLACEMENT [--no-congestion] [--policy P] [--gantt out.png] [--out SIM.json]
+    dnnplace evaluate GRAPH PLACEMENT --problem maxload|latency|makespan [--transfer-mode M] [--out EVAL.json]
+    dnnplace simulate GRAPH PLACEMENT [--no-congestion] [--policy P] [--transfer-mode M] [--gantt out.png]
+                      [--out SIM.json]
     dnnplace generate FAMILY --nodes N --seed S --out GRAPH.json [--cluster PRESET]
     dnnplace solve GRAPH --problem P --method M [solver and method options] [--out RESULT.json]
     dnnplace methods
@@ -19,7 +20,8 @@ Exit codes: 0 success; 2 bad input (one ``dnnplace: error: ...`` line on stderr 
 the culprit, nothing on stdout, no output file): unreadable or inconsistent files,
 unknown methods, options, solvers or solver options, out-of-range solver settings
 (``--time-limit`` <= 0, ``--rel-gap`` outside [0, 1), ``--threads`` < 1), an output path (``--out``,
-``--gantt``) naming a folder, an input or another output, or not writable (all checked before any work),
+``--gantt``) naming a folder, any input of the command or another output, or not writable (all checked before
+any work), a result solved on another graph than the one given (its ``graph_fingerprint``),
 a model over the solver's licence (Gurobi's size-limited pip licence), an invalid
 experiment config (checked whole before its first run); 1 an unexpected failure (rerun
 with ``--verbose`` for the traceback) or a sweep with failed runs; 130 interrupted
@@ -58,10 +60,19 @@ def _add_eval_flags(p: argparse.ArgumentParser, makespan_only: bool = False) -> 
         p.add_argument("--contiguity", choices=CONTIGUITY_MODES,
                        help="contiguity the placement must satisfy (default none)")
     p.add_argument("--policy", choices=("fifo", "critical_path", "priority", "order"),
-                   help="makespan: dispatch policy (default fifo)")
+                   help="makespan: dispatch policy (default: order for a result with start times, else fifo; "
+                        "priority: the result's priorities, else its start times)")
     p.add_argument("--congestion", dest="congestion", action="store_true", default=None,
                    help="makespan: one transfer at a time per link (default)")
     p.add_argument("--no-congestion", dest="congestion", action="store_false", help="makespan: links never queue")
+    _add_transfer_mode(p)
+
+
+def _add_transfer_mode(p) -> None:
+    p.add_argument("--transfer-mode", type=lambda s: s.replace("_", "-"), choices=("per-destination", "per-edge"),
+                   help="makespan: what is sent (docs/semantics.md 2.1): a tensor once to each device that consumes "
+                        "it (per-destination, the default, or the mode a result was solved under) or one transfer "
+                        "per cross-device edge (per-edge)")
 
 
 class _Spelled(argparse.Action):
@@ -82,7 +93,7 @@ class _Parser(argparse.ArgumentParser):
 
 # Subcommands whose parsing needs none of the imports that only other subcommands' parsers
 # need (the generator families, the reproduction names read from the bundled configs, the
-# capture and execute parsers): their process leaves those out (start-up time, issue 26).
+# capture and execute parsers): their process leaves those out (start-up time: results/startup.md).
 _LEAN = frozenset({"info", "evaluate", "simulate", "solve", "methods", "run", "compare"})
 
 
@@ -130,7 +141,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="score a placement with the independent evaluator")
     p.add_argument("graph")
-    p.add_argument("placement", help="result JSON, Tarnawski split file, or {node: device} map")
+    p.add_argument("placement", help="result JSON, Tarnawski split file, or {node: device} map; a makespan result "
+                                     "with start times is scored in its own order (--policy order) by default")
     p.add_argument("--problem", choices=PROBLEMS,
                    help="default: the result's problem (a result JSON), else maxload")
     _add_eval_flags(p)
@@ -142,10 +154,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("graph")
     p.add_argument("placement", help="result JSON (its 'start' gives the order for --policy order|priority), "
                                      "Tarnawski split file, or {node: device} map")
-    p.add_argument("--policy", choices=("fifo", "critical_path", "priority", "order"), default="fifo")
-    p.add_argument("--congestion", dest="congestion", action="store_true", default=True,
-                   help="one transfer at a time per directed link (default)")
+    p.add_argument("--policy", choices=("fifo", "critical_path", "priority", "order"),
+                   help="dispatch policy (default: a result's own order where it carries start times, else fifo)")
+    p.add_argument("--congestion", dest="congestion", action="store_true", default=None,
+                   help="one transfer at a time per directed link (default; an ordered result: as it was scored)")
     p.add_argument("--no-congestion", dest="congestion", action="store_false")
+    _add_transfer_mode(p)
     p.add_argument("--gantt", metavar="OUT.png", help="draw the schedule as a Gantt chart")
     p.add_argument("--out", metavar="SIM.json", help="write the simulation summary and trace as JSON")
     _add_cluster(p)
@@ -201,6 +215,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="makespan: dispatch policy used to score")
     g.add_argument("--congestion", dest="congestion", action="store_true", default=None)
     g.add_argument("--no-congestion", dest="congestion", action="store_false")
+    _add_transfer_mode(g)
     g.add_argument("--split", metavar="FILE", help="expert: the split file to evaluate")
     g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="method-specific parameter (value parsed as JSON if possible), repeatable")
@@ -239,8 +254,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=commands.cmd_run)
 
     p = sub.add_parser("compare", help="compare runs across methods, MIP backends and instances (tables, plots)")
-    p.add_argument("results", nargs="+", metavar="RESULTS", help="runs.jsonl files or folders holding one")
-    p.add_argument("--out", metavar="DIR", help="output folder (default: the first RESULTS folder)")
+    p.add_argument("results", nargs="+", metavar="RESULTS",
+                   help="runs.jsonl files, folders holding one (dnnplace run), or result JSON files (dnnplace solve "
+                        "--out)")
+    p.add_argument("--out", metavar="DIR", help="output folder, made when written to (default: the first RESULTS "
+                                                "folder, or the folder of the first result file)")
     p.add_argument("--no-plots", dest="plots", action="store_false", help="tables only")
     p.set_defaults(func=commands.cmd_compare)
 
@@ -277,23 +295,38 @@ def _one_line(exc: BaseException, limit: int = 500) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_INTERRUPTED: list[BaseException] = []  # the last Ctrl-C, kept with the work it stopped (see main)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``dnnplace`` console script; returns the exit code."""
+    """Entry point of the ``dnnplace`` console script; returns the exit code.
+
+    Ctrl-C (:func:`~dnnplace.formulations.solvers.interrupts.stop_on_ctrl_c`): 130, nothing
+    recorded. The interrupt's traceback, and so the interrupted work (a Pesto model of
+    millions of Pyomo objects), is kept until the next call: freeing it on the way out took
+    2.8-8 s, and the console script ends without it
+    (:func:`~dnnplace.formulations.solvers.interrupts.exit_process`)."""
+    from dnnplace.formulations.solvers.interrupts import INTERRUPTED, stop_on_ctrl_c
+    from dnnplace.formulations.solvers.progress import quiet
+
+    _INTERRUPTED.clear()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with stop_on_ctrl_c(), quiet(args.quiet):  # -q: no progress line of a long solve either
+            return int(args.func(args) or 0)
     except BrokenPipeError:  # `dnnplace ... | head`: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        _INTERRUPTED.append(exc)
         if args.verbose:
             traceback.print_exc()
         hint = " (finished runs are saved; the same command resumes)" if args.command == "run" else ""
         print(f"dnnplace: interrupted{hint}", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except (InputError, FileNotFoundError, json.JSONDecodeError, IsADirectoryError, NotADirectoryError) as exc:
         if args.verbose:
             traceback.print_exc()

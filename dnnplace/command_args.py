@@ -12,7 +12,8 @@ from typing import Any
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["load", "graph_path", "placement_instance", "parse_param", "check_out", "SOLVER_FLAGS",
-           "solver_flag_error"]
+           "solver_flag_error", "positive_seconds",
+           "cluster_file", "param_files", "transfer_mode", "warn_uneven_outputs"]
 
 
 def load(graph: str, cluster: str | None = None):
@@ -52,13 +53,76 @@ def parse_param(text: str, flag: str = "--param") -> tuple[str, Any]:
         return key, val
 
 
+def positive_seconds(flag: str, value: float | None, absent: str) -> None:
+    """A flag of seconds (``--bound-time-limit``): left out, or a finite number > 0; ``0``
+    and negatives are one line naming the flag (``absent``: what leaving it out means).
+
+    >>> positive_seconds("--bound-time-limit", 0.0, "no relaxation bound")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnplace.graphs.errors.InputError: --bound-time-limit 0: must be a positive number of seconds (leave it ...
+    """
+    import math
+
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise InputError(f"{flag} {value:g}: must be a positive number of seconds (leave it out for {absent})")
+
+
 def check_out(outputs: list[tuple[str, str | None]], inputs: list[tuple[str, str | None]] = (),
-               folders: bool = False) -> None:
+              folders: bool = False, contents: tuple[str, ...] = ()) -> None:
     """Fail before any work if an output path is an input or cannot be written
     (:func:`dnnplace.outpaths.check_outputs`, the one home of the rule)."""
     from dnnplace.outpaths import check_outputs
 
-    check_outputs(outputs, inputs, folders=folders)
+    check_outputs(outputs, inputs, folders=folders, contents=contents)
+
+
+def param_files(params: list[str], flag: str = "--param") -> list[tuple[str, str]]:
+    """The ``KEY=VALUE`` parameters whose value names an existing file (``--param
+    split=expert.json``), as inputs for :func:`check_out`."""
+    from pathlib import Path
+
+    out = []
+    for text in params:
+        key, _, val = text.partition("=")
+        if val and Path(val).is_file():
+            out.append((f"{flag} {key.strip()}", val))
+    return out
+
+
+def cluster_file(arg: str | None) -> str | None:
+    """``--cluster`` as an input file to protect from the outputs (``None`` for a preset name)."""
+    from pathlib import Path
+
+    return arg if arg and Path(arg).is_file() else None
+
+
+def transfer_mode(args: argparse.Namespace, recorded: str | None = None) -> str:
+    """The transfer mode a command simulates with (docs/semantics.md 2.1): ``--transfer-mode``
+    (``per-destination``/``per-edge``, spelled with ``-`` or ``_``), else the mode a result
+    was solved under (``recorded``), else ``per_destination``."""
+    given = getattr(args, "transfer_mode", None)
+    mode = given if given is not None else recorded
+    return "per_destination" if mode is None else str(mode).replace("-", "_")
+
+
+def warn_uneven_outputs(graph, mode: str) -> None:
+    """Under ``per_destination``, one ``dnnplace: warning:`` line (once per command and
+    graph) when some output's edges carry different bytes
+    (:func:`~dnnplace.graphs.evaluation.sim_costs.uneven_outputs`): each is sent once per
+    device at its largest edge's size, which a graph written for one transfer per edge
+    does not mean."""
+    if mode != "per_destination":
+        return
+    from dnnplace.graphs.evaluation.sim_costs import uneven_outputs
+    from dnnplace.textout import warn
+
+    count, examples = uneven_outputs(graph)
+    if count:
+        more = f" and {count - len(examples)} more" if count > len(examples) else ""
+        warn(f"graph {graph.name!r}: {count} output(s) whose edges carry different bytes ({'; '.join(examples)}"
+             f"{more}) are sent once per device at the largest size (--transfer-mode per-destination); give the "
+             "edges different 'output' numbers, or use --transfer-mode per-edge for one transfer per edge")
 
 
 SOLVER_FLAGS = {"solver": "--solver", "time_limit": "--time-limit", "rel_gap": "--rel-gap", "threads": "--threads",

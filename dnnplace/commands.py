@@ -12,7 +12,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dnnplace.command_args import check_out, graph_path, load, parse_param, placement_instance
+from dnnplace.command_args import (
+    check_out,
+    cluster_file,
+    graph_path,
+    load,
+    parse_param,
+    placement_instance,
+    transfer_mode,
+    warn_uneven_outputs,
+)
 from dnnplace.graphs.errors import InputError
 from dnnplace.textout import fmt_bytes, fmt_num, print_evaluation, say, text_table
 
@@ -71,19 +80,70 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- evaluate
-def _eval_options(args: argparse.Namespace, problem: str) -> dict[str, Any]:
+def eval_options(args: argparse.Namespace, problem: str) -> dict[str, Any]:
     opts: dict[str, Any] = {}
-    given = {k: getattr(args, k, None) for k in ("objective", "contiguity", "policy", "congestion")}
-    allowed = {"maxload": ("objective", "contiguity"), "latency": (), "makespan": ("policy", "congestion")}[problem]
+    given = {k: getattr(args, k, None) for k in ("objective", "contiguity", "policy", "congestion", "transfer_mode")}
+    allowed = {"maxload": ("objective", "contiguity"), "latency": (),
+               "makespan": ("policy", "congestion", "transfer_mode")}[problem]
     for k, v in given.items():
         if v is None:
             continue
         if k not in allowed:
-            flag = "--no-congestion" if k == "congestion" else f"--{k}"
+            flag = "--no-congestion" if k == "congestion" else f"--{k.replace('_', '-')}"
             raise InputError(f"{flag} does not apply to problem {problem!r}")
         opts[k] = v
     return opts
 
+
+def _recorded_mode(doc: Any) -> str | None:
+    """The transfer mode a result was solved under (``options.transfer_mode``), if any."""
+    opts = doc.get("options") if isinstance(doc, dict) else None
+    return opts.get("transfer_mode") if isinstance(opts, dict) else None
+
+
+def _result_order(policy: str, doc: Any, graph, source: str) -> dict[str, Any]:
+    """Simulator arguments of ``--policy order|priority`` from a result JSON: its
+    priorities (``priority``: its ``priorities`` map, else its ``start`` times; ``order``:
+    its start times) and, for ``order``, its order of transfers on each link
+    (``link_priorities``; without it links are first come first served)."""
+    from dnnplace.graphs.evaluation.link_orders import link_priorities_from_doc
+    from dnnplace.graphs.io import result_priorities
+
+    if policy not in ("order", "priority"):
+        return {}
+    pr = result_priorities(doc, graph, source, policy)
+    if pr is None:
+        what = "'priorities' or 'start' times" if policy == "priority" else "'start' times (its order)"
+        raise InputError(f"--policy {policy} needs {what}: give a result JSON with them ({source} has none), or "
+                         "use --policy fifo|critical_path")
+    out: dict[str, Any] = {"priorities": pr}
+    if policy == "order":
+        out["link_priorities"] = link_priorities_from_doc(doc, graph, source=source)
+    return out
+
+
+def _is_ordered(doc: Any) -> bool:
+    """Whether a result JSON carries its own schedule (start times per node)."""
+    return isinstance(doc, dict) and isinstance(doc.get("placement"), dict) and isinstance(doc.get("start"), dict)
+
+
+def replay_options(args: argparse.Namespace, doc: Any, graph) -> dict[str, Any]:
+    """Simulator options that re-score a makespan result as it was scored: the flags given,
+    else the result's transfer mode, and for a result that carries its own schedule
+    (``start`` times) its order (``--policy order``) on the links it was scored on."""
+    opts: dict[str, Any] = {"transfer_mode": transfer_mode(args, _recorded_mode(doc))}
+    if args.policy is not None:
+        opts["policy"] = args.policy
+    elif _is_ordered(doc):
+        opts["policy"] = "order"
+        recorded = doc.get("options") if isinstance(doc.get("options"), dict) else {}
+        if args.congestion is None and isinstance(recorded.get("congestion"), bool):
+            opts["congestion"] = recorded["congestion"]  # the links the order was scored on
+    if args.congestion is not None and "congestion" not in opts:
+        opts["congestion"] = args.congestion
+    opts.update(_result_order(opts.get("policy", "fifo"), doc, graph, args.placement))
+    warn_uneven_outputs(graph, opts["transfer_mode"])
+    return opts
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -91,18 +151,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import placement_from_doc, write_json
 
     args.graph, args.placement = graph_path(args.graph), graph_path(args.placement)  # bundled files by name
-    check_out([("--out", args.out)], [("graph", args.graph), ("placement", args.placement)])
+    check_out([("--out", args.out)], [("graph", args.graph), ("placement", args.placement),
+                                      ("--cluster", cluster_file(args.cluster))])
     inst, doc = placement_instance(args)
     if args.problem is None:  # a result JSON says what it solved
         recorded = doc.get("problem") if isinstance(doc, dict) and "placement" in doc else None
         args.problem = recorded if recorded in PROBLEMS else "maxload"
     p = placement_from_doc(doc, inst, source=args.placement)
-    opts = _eval_options(args, args.problem)
-    if args.problem == "makespan" and isinstance(doc, dict) and isinstance(doc.get("options"), dict):
-        # re-score as the result was scored: its transfer mode (the default otherwise)
-        mode = doc["options"].get("transfer_mode")
-        if mode is not None:
-            opts.setdefault("transfer_mode", mode)
+    opts = eval_options(args, args.problem)
+    if args.problem == "makespan":
+        # re-score as the result was scored: its transfer mode and its own order (defaults otherwise)
+        opts.update(replay_options(args, doc, p.graph))
     ev = evaluate(p, args.problem, **opts)
     print_evaluation(ev, p)
     if args.out:
@@ -113,38 +172,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- simulate
 def cmd_simulate(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from dnnplace.graphs.evaluation.simulate import simulate
     from dnnplace.graphs.io import placement_from_doc, write_json
 
     args.graph, args.placement = graph_path(args.graph), graph_path(args.placement)  # bundled files by name
     check_out([("--out", args.out), ("--gantt", args.gantt)],
-               [("graph", args.graph), ("placement", args.placement)])
+              [("graph", args.graph), ("placement", args.placement), ("--cluster", cluster_file(args.cluster))])
     inst, doc = placement_instance(args)
     p = placement_from_doc(doc, inst, source=args.placement)
     graph = p.graph  # the input graph, or the transformed graph a result's placement is for
-    priorities = None
-    if args.policy in ("order", "priority"):
-        start = doc.get("start") if isinstance(doc, dict) else None
-        if not isinstance(start, dict):
-            raise InputError(f"--policy {args.policy} needs start times: give a result JSON with a 'start' map "
-                             f"({args.placement} has none)")
-        try:
-            priorities = np.array([float(start[str(i)]) for i in graph.ids])
-        except KeyError as exc:
-            raise InputError(f"{args.placement}: 'start' has no time for node {exc.args[0]!r}") from None
-    from dnnplace.graphs.evaluation.link_orders import link_priorities_from_doc
-
-    link_priorities = None
-    if args.policy == "order":  # the result's order of transfers on each link, if any; else FCFS
-        link_priorities = link_priorities_from_doc(doc, graph, source=args.placement)
-    res = simulate(p, policy=args.policy, priorities=priorities, congestion=args.congestion,
-                   link_priorities=link_priorities)
+    opts = {"policy": "fifo", "congestion": True, **replay_options(args, doc, graph)}
+    res = simulate(p, **opts)
     d = res.to_dict()
     unit = d["unit"]
-    say(f"makespan: {fmt_num(d['makespan'])} {unit} (policy {args.policy}, congestion "
-        f"{'on' if args.congestion else 'off'}, links {d['link_order']})")
+    say(f"makespan: {fmt_num(d['makespan'])} {unit} (policy {opts['policy']}, congestion "
+        f"{'on' if opts['congestion'] else 'off'}, links {d['link_order']}, "
+        f"transfers {opts['transfer_mode'].replace('_', '-')})")
     say(f"transfers: {d['transfers']:,} ({fmt_bytes(d['transfer_bytes'])})")
     say()
     rows = [[n, v["nodes"], v["busy"], f"{100 * v['utilisation']:.1f}%", fmt_bytes(v["static_memory"]),
@@ -181,9 +224,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import save_instance
     from dnnplace.graphs.presets import cluster_preset
 
-    check_out([("--out", args.out)])
+    check_out([("--out", args.out)], [("--cluster", cluster_file(args.cluster))])
     if args.nodes < 1:
         raise InputError(f"--nodes must be >= 1, got {args.nodes}")
+    from dnnplace.formulations.solvers.options import MAX_SEED, SEED_RANGE
+
+    if not 0 <= args.seed <= MAX_SEED:  # one seed range for every command (numpy refuses -1)
+        raise InputError(f"--seed {args.seed}: {SEED_RANGE}")
     kw = dict(parse_param(t) for t in args.param)
     if args.training:
         kw["training"] = True
@@ -238,6 +285,10 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- run / reproduce
+RUN_FILES = ("runs.jsonl", "table.md", "table.csv")
+"""The files ``dnnplace run`` writes in its output folder (none of them may be an input)."""
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from dnnplace.config import load_config
     from dnnplace.executors import make_executor
@@ -251,7 +302,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     executor = make_executor(args.executor, args.jobs, address=args.ray_address)
     out = Path(args.out) if args.out else (cfg.out_dir or Path("results") / cfg.name)
-    check_out([("--out" if args.out else "out_dir", str(out))], [("config", args.config)], folders=True)
+    read = [("config", args.config)] + [(f"config {what}", path) for s in cfg.specs
+                                         for what, path in (("graph", s.graph), ("cluster", cluster_file(s.cluster)),
+                                                            ("warm_start", s.warm_start))]
+    check_out([("--out" if args.out else "out_dir", str(out))], read, folders=True, contents=RUN_FILES)
     records = run_config(cfg, fresh=args.fresh, progress=not args.quiet, out_dir=out,
                          retry_errors=args.retry_errors, executor=executor, margin=args.hang_margin)
     table = (out / "table.md").read_text()
@@ -273,7 +327,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from dnnplace.compare import compare
 
-    check_out([("--out", args.out)], folders=True)
+    check_out([("--out", args.out)], [("RESULTS", r) for r in args.results], folders=True,
+              contents=("compare.md", "compare.csv"))
     md, pngs = compare(args.results, args.out, plots=args.plots)
     say(md.read_text().rstrip())
     say(f"\nwrote {md}, {md.with_suffix('.csv').name} and {len(pngs)} plot(s) in {md.parent}/")

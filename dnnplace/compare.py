@@ -4,26 +4,34 @@ Reads sweep records (``runs.jsonl`` files, or folders holding one) and single re
 (``dnnplace solve --out`` JSON files), keeps the newest record of each run, and writes,
 beside them or into ``--out``:
 
-- ``compare.md`` / ``compare.csv``: one row per run, keyed by **instance and cluster**
-  (a 2-GPU and a 4-GPU run of one graph are different rows), method and backend, with
-  the re-scored objective, the **lower bound** (the larger of the solver's proven bound
+- ``compare.md`` / ``compare.csv``: one row per run, keyed by **instance, problem and
+  cluster** (a 2-GPU and a 4-GPU run of one graph are different rows; a graph's rows
+  line up whatever the problem), method and backend, with **where the answer came from**
+  (``Result.answer_from``: the method, its warm start, a never-worse rival or a fallback
+  split), the re-scored objective, the **lower bound** (the larger of the solver's proven bound
   and the instance's own bound, ``Result.lower_bound``: so heuristics have one too), the
   **certified gap** ``|objective - lower bound| / |objective|``
   (:func:`dnnplace.results.relative_gap`), the solver's own bound, the time to a 10 % and
   a 1 % gap, the status and the solve time; under it, **objectives by method**: one line
-  per instance and cluster, every method's objective beside the instance's lower bound
+  per instance, problem and cluster, every method's objective beside the instance's lower bound
   and the best method's certified gap, then a summary per backend;
 - ``objective.png``: every method's objective divided by the instance's lower bound,
-  one row per instance and cluster (1 = the bound; hollow markers: answers on a
+  one row per instance, problem and cluster (1 = the bound; hollow markers: answers on a
   transformed graph, for which the input's critical-path bound does not hold);
 - ``profile.png``: a performance profile over methods (Dolan and Moré): the fraction
   of the instances a method ran on which its objective is within a factor ``tau`` of
-  the best objective any method found there;
+  the best objective any method found there (methods with identical curves share one
+  line, named together in its legend entry);
 - ``trace-<instance>-<cluster>-<method>.png``: for solvers, incumbent (solid) and bound
   (dashed) over time, step plots on a log time axis, the backends of one instance
   overlaid; ``runs/<...>-<backend>.png`` the same per run; ``gap-profile.png``: per
   solver, the fraction of its runs brought to a gap <= x within time t (x = 10 %, 1 %,
-  0.01 %), one row of panels per set of instances that the same solvers ran.
+  0.01 %), panels per set of instances that the same solvers ran; a panel in which no
+  run ever reaches its gap is left out (the figure says which), neighbouring gaps with
+  the same curves share one panel, and there is no figure when no panel is left.
+
+Every file is written atomically (:func:`dnnplace.graphs.io.write_atomic`), and the
+output folder is made only when a file is written into it.
 
 Times are the solver's clock from the start of its solve (trace times; model building
 and hand-off come on top, see ``build_s``). "Time to x" is the first trace point whose
@@ -50,8 +58,9 @@ __all__ = ["compare"]
 
 
 def _columns() -> list[Column]:
-    cols = [Column("instance"), Column("cluster"), Column("method"), Column("backend"), Column("status"),
-            Column("objective", numeric=True), Column("lower_bound", "lower bound", numeric=True),
+    cols = [Column("instance"), Column("problem"), Column("cluster"), Column("method"), Column("backend"),
+            Column("status"), Column("answer_from", "answer from"), Column("objective", numeric=True),
+            Column("lower_bound", "lower bound", numeric=True),
             Column("certified_gap", "certified gap", fmt=percent(2), numeric=True),
             Column("bound", "solver bound", numeric=True), Column("transformed")]
     cols += [Column(f"t_{pct(g)}", f"t to {pct(g)} (s)", fmt=fixed(2), numeric=True) for g in GAPS]
@@ -67,7 +76,7 @@ def _summary(table: list[dict]) -> list[str]:
     by_inst: dict[tuple, dict[str, dict]] = {}
     for r in table:
         if r["backend"] != "-":
-            by_inst.setdefault((r["instance"], r["cluster"], r["method"]), {})[r["backend"]] = r
+            by_inst.setdefault((r["instance"], r["problem"], r["cluster"], r["method"]), {})[r["backend"]] = r
     if not by_inst:
         return []
     backends = sorted({b for d in by_inst.values() for b in d})
@@ -96,14 +105,14 @@ def _method_lines(methods: list[str], table: list[dict]) -> list[str]:
     """The objectives-by-method table (:func:`method_rows`) as Markdown lines."""
     if not table:
         return []
-    head = ["instance", "cluster", *methods, "lower bound", "best", "best's gap"]
+    head = ["instance", "problem", "cluster", *methods, "lower bound", "best", "best's gap"]
     lines = ["## Objectives by method", "",
-             "One line per instance and cluster: every method's objective (empty: no answer, or not run), the "
+             "One line per instance, problem and cluster: every method's objective (empty: no answer, or not run), the "
              "instance's lower bound (critical path of least times and busiest device's work share for a makespan, "
              "the work share for a max-load, the critical path for a latency; a solver's own bound is in the table "
              "above), and the best method with its certified gap against that bound. Answers on a transformed graph "
              "(marked *) are not ranked: the input's critical-path bound does not hold for them.", "",
-             "| " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(methods) + "---:|---|---:|"]
+             "| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * len(methods) + "---:|---|---:|"]
 
     def num(v: Any) -> str:
         return "" if v is None else f"{v:.2f}"
@@ -111,7 +120,7 @@ def _method_lines(methods: list[str], table: list[dict]) -> list[str]:
     for r in table:
         cells = [num(r.get(m)) + ("*" if m in r["transformed"] and r.get(m) is not None else "") for m in methods]
         gap = r.get("best_gap")
-        lines.append("| " + " | ".join([r["instance"], r["cluster"], *cells, num(r.get("lower_bound")),
+        lines.append("| " + " | ".join([r["instance"], r["problem"], r["cluster"], *cells, num(r.get("lower_bound")),
                                         r.get("best") or "", "" if gap is None else f"{100 * gap:.2f}%"]) + " |")
     return lines + [""]
 
@@ -124,19 +133,20 @@ def compare(paths: Sequence[str | os.PathLike], out: str | os.PathLike | None = 
     file); return the Markdown file and the PNGs written."""
     records = load_records(paths)
     first = Path(paths[0])
-    out = Path(out) if out is not None else (first if first.is_dir() else first.parent)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out) if out is not None else (first if first.is_dir() else first.parent)  # made when written to
     table = rows(records)
     methods, mtable = method_rows(records)
     srcs = ", ".join(str(p) for p in paths)
-    keys = {(r["instance"], r["cluster"]) for r in table}
+    keys = {(r["instance"], r["problem"], r["cluster"]) for r in table}
     preamble = [f"Runs from {srcs}: {len(records)} runs of {len({r['method'] for r in table})} method(s) on "
-                f"{len(keys)} instance/cluster pair(s).",
+                f"{len(keys)} instance/problem/cluster triple(s).",
                 "lower bound = the larger of the solver's proven bound (solver bound) and the instance's own lower "
                 "bound (every method has one); certified gap = |objective - lower bound| / |objective|, objective "
                 "re-scored by the evaluator; t to x = solver seconds until the gap was at most x (trace), empty if "
                 "never; times exclude model building (build s) and hand-off; transformed = the answer is for a graph "
-                "the method built from the input (its lower bound is the input's work share only)."]
+                "the method built from the input (its lower bound is the input's work share only); answer from = "
+                "where the answer came from: the method itself, its warm start, a never-worse rival or a fallback "
+                "split (e.g. an IP whose build ran out of time)."]
     md = write_table(out / "compare", "Method comparison", _columns(), table, preamble=preamble,
                      footer=_method_lines(methods, mtable) + _summary(table))
     pngs: list[Path] = []

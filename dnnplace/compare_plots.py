@@ -1,30 +1,35 @@
 """The plots of ``dnnplace compare``: objectives over the lower bound, the performance
 profile over methods, solver traces and the time-to-gap profile per backend.
 
-Each ``plot_*`` function writes its PNGs into a folder and returns their paths (or
-``None`` when there is nothing to draw); matplotlib is imported only when one runs.
+Each ``plot_*`` function writes its PNGs into a folder (atomically, the folder made only
+when a PNG is written: :func:`dnnplace.graphs.io.write_figure`) and returns their paths
+(or ``None`` when there is nothing to draw); matplotlib is imported only when one runs.
+Log time axes get ticks whose labels never overlap (:func:`log_ticks`).
 """
 
 from __future__ import annotations
 
+import math
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from dnnplace.compare_records import (
     backend_of,
     certified_gap_of,
-    cluster_of,
-    instance_of,
     lower_bound_of,
     method_profile,
     method_rows,
     pct,
     run_labels,
     time_to_gap,
+    where_of,
 )
+from dnnplace.graphs.io import write_figure
 
-__all__ = ["plot_objectives", "plot_method_profile", "plot_traces", "plot_gap_profile", "PROFILE_GAPS"]
+__all__ = ["plot_objectives", "plot_method_profile", "plot_traces", "plot_gap_profile", "PROFILE_GAPS", "log_ticks",
+           "same_curves"]
 
 PROFILE_GAPS = (0.10, 0.01, 1e-4)
 """Gaps of the performance profile's panels."""
@@ -93,6 +98,8 @@ def _draw_trace(ax: Any, recs: list[tuple[str, dict]], order: list[str]) -> bool
             y = [p[1] for p in pts] + [pts[-1][1]]
             ax.step(x, y, where="post", color=c, linestyle=style, linewidth=2 if style == "-" else 1.6,
                     label=f"{backend} {what}")
+            # the final state as a marker: a run without trace points (or ending at once) is still seen
+            ax.plot([x[-1]], [y[-1]], linestyle="none", marker="o" if style == "-" else "^", color=c, markersize=6)
             drawn = True
         if rec.get("objective") is not None:
             finals.append(float(rec["objective"]))
@@ -100,6 +107,9 @@ def _draw_trace(ax: Any, recs: list[tuple[str, dict]], order: list[str]) -> bool
             finals.append(float(rec["bound"]))
     if not drawn:
         return False
+    if not any(rec.get("trace") for _b, rec in recs):
+        ax.annotate("no solver trace: the run's final answer (o) and lower bound (^) only", xy=(0.99, 0.02),
+                    xycoords="axes fraction", ha="right", va="bottom", fontsize=8, color="#555555")
     ax.set_xscale("log")
     ax.set_xlabel("solver time (s, log scale)")
     ax.set_ylabel(_ylabel(recs[0][1]))
@@ -123,18 +133,81 @@ def _draw_trace(ax: Any, recs: list[tuple[str, dict]], order: list[str]) -> bool
     return True
 
 
+_TICK_STEPS = ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 5), (1, 3), (1,))
+"""Mantissas of the labelled ticks of a log axis, densest first."""
+
+
+def log_ticks(lo: float, hi: float, width_in: float, fontsize: float = 10.0) -> list[tuple[float, str]]:
+    """Labelled ticks ``(value, text)`` of a log axis from ``lo`` to ``hi`` drawn
+    ``width_in`` inches wide: the densest of 1..9, 1-2-5, 1-3 and 1 per decade (then every
+    k-th decade) whose labels (plain numbers, ``0.007``, ``20``) keep a gap between them; at
+    least two ticks, evenly spaced nice values where no decade mark falls inside a short axis.
+
+    >>> [t for _v, t in log_ticks(0.0065, 0.0105, 6.0)]
+    ['0.007', '0.008', '0.009', '0.01']
+    >>> [t for _v, t in log_ticks(0.05, 0.7, 2.0)]
+    ['0.05', '0.1', '0.2', '0.5']
+    >>> [t for _v, t in log_ticks(0.05, 0.7, 1.0)]
+    ['0.1', '0.3']
+    >>> [t for _v, t in log_ticks(1e-3, 1e3, 6.0)]
+    ['0.001', '0.01', '0.1', '1', '10', '100', '1000']
+    """
+    import numpy as np
+
+    span = math.log10(hi / lo)
+    char_in = 0.62 * fontsize / 72  # a digit's width, generously
+
+    def fits(vals: list[float]) -> bool:
+        texts = [_tick_text(v, vals) for v in vals]
+        pos = [math.log10(v / lo) / span * width_in for v in vals]
+        return all(pos[k + 1] - pos[k] >= char_in * (0.5 * (len(texts[k]) + len(texts[k + 1])) + 1.5)
+                   for k in range(len(vals) - 1))
+
+    d0, d1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    inside = lambda vals: [v for v in vals if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]  # noqa: E731
+    cands = [inside([m * 10.0 ** d for d in range(d0, d1 + 1) for m in subs]) for subs in _TICK_STEPS]
+    cands += [inside([10.0 ** d for d in range(d0, d1 + 1) if d % k == 0]) for k in (2, 3, 5, 10)]
+    for vals in cands:
+        if len(vals) >= 2 and fits(vals):
+            return [(v, _tick_text(v, vals)) for v in vals]
+    from matplotlib.ticker import MaxNLocator  # too short for decade marks: nice linear values
+
+    for n in (5, 4, 3, 2, 1):
+        vals = inside([float(v) for v in MaxNLocator(nbins=n, steps=[1, 2, 5, 10]).tick_values(lo, hi)
+                       if v > 0])
+        if len(vals) >= 2 and fits(vals) or n == 1:
+            vals = vals or [float(np.sqrt(lo * hi))]
+            return [(v, _tick_text(v, vals)) for v in vals]
+    return []
+
+
+def _tick_text(v: float, vals: list[float]) -> str:
+    """``v`` as a plain number (``20``, ``0.007``) with the fewest significant digits that
+    tell ``vals`` apart."""
+    def text(u: float, digits: int) -> str:
+        t = f"{u:.{digits}g}"
+        return f"{u:.0f}" if "e+" in t else t
+
+    for digits in range(1, 8):
+        if len({text(u, digits) for u in vals}) == len(vals):
+            return text(v, digits)
+    return text(v, 8)
+
+
 def _plain_log_ticks(ax: Any) -> None:
-    """Seconds as plain numbers (0.1, 2, 20) on a log axis; the 2-9 ticks labelled only
-    when the axis spans less than about a decade and a half."""
-    import math
+    """The x axis's labelled ticks from :func:`log_ticks` for its current limits and width;
+    the other decade marks unlabelled."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, LogLocator, NullFormatter
 
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
-    ax.xaxis.set_major_formatter(plain)
     lo, hi = ax.get_xlim()
-    few = lo > 0 and math.log10(hi / lo) < 1.5
-    ax.xaxis.set_minor_formatter(plain if few else NullFormatter())
+    fig = ax.get_figure()
+    width = ax.get_position().width * fig.get_size_inches()[0]
+    size = ax.xaxis.get_ticklabels()[0].get_fontsize() if ax.xaxis.get_ticklabels() else 10.0
+    ticks = log_ticks(lo, hi, width, size)
+    ax.xaxis.set_major_locator(FixedLocator([v for v, _t in ticks]))
+    ax.xaxis.set_major_formatter(FixedFormatter([t for _v, t in ticks]))
+    ax.xaxis.set_minor_locator(LogLocator(subs="all"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _unique(path: Path, written: list[Path]) -> Path:
@@ -158,20 +231,21 @@ def plot_traces(table_recs: list[dict], out: Path) -> list[Path]:
     for r in table_recs:
         b = backend_of(r)
         if b != "-":
-            groups.setdefault((instance_of(r), cluster_of(r), labels[id(r)]), []).append((b, r))
+            groups.setdefault((*where_of(r), labels[id(r)]), []).append((b, r))
     order = sorted({b for g in groups.values() for b, _ in g})
-    for (inst, cl, method), recs in sorted(groups.items()):
+    for (inst, problem, cl, method), recs in sorted(groups.items()):
         recs.sort(key=lambda x: x[0])
-        name = _slug(f"{inst}-{cl}-{method}" if cl != "-" else f"{inst}-{method}")
-        where = f"{inst} on {cl}" if cl != "-" else inst
+        stem = inst if problem == "maxload" else f"{inst} {problem}"
+        name = _slug(f"{stem}-{cl}-{method}" if cl != "-" else f"{stem}-{method}")
+        where = f"{inst} ({problem})" + (f" on {cl}" if cl != "-" else "")
         fig, ax = plt.subplots(figsize=(9.5, 4.8), dpi=110)
         if _draw_trace(ax, recs, order):
             ax.set_title(f"{where} ({method}): incumbent (solid) and bound (dashed)")
             ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
             fig.tight_layout()
+            _plain_log_ticks(ax)  # again for the axes' final width
             path = _unique(out / f"trace-{name}.png", written)
-            fig.savefig(path)
-            written.append(path)
+            written.append(write_figure(fig, path))
         plt.close(fig)
         for b, rec in recs:
             fig, ax = plt.subplots(figsize=(8.5, 4.2), dpi=100)
@@ -181,16 +255,18 @@ def plot_traces(table_recs: list[dict], out: Path) -> list[Path]:
                              + (f", certified gap {100 * gap:.2f}%" if gap is not None else ""))
                 ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
                 fig.tight_layout()
-                (out / "runs").mkdir(exist_ok=True)
+                _plain_log_ticks(ax)  # again for the axes' final width
                 path = _unique(out / "runs" / f"{name}-{b}.png", written)
-                fig.savefig(path)
-                written.append(path)
+                written.append(write_figure(fig, path))
             plt.close(fig)
     return written
 
 
 def plot_gap_profile(table_recs: list[dict], out: Path) -> Path | None:
-    """``gap-profile.png``: per MIP backend, the fraction of its runs at gap <= x by time t."""
+    """``gap-profile.png``: per MIP backend, the fraction of its runs at gap <= x by time t;
+    only the panels (instance set, gap x) where some run reaches x, the others named in
+    the title, and one panel for neighbouring gaps with the same curves (``gap <= 10% =
+    1%``); ``None`` (no figure) when no run reaches any of :data:`PROFILE_GAPS`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -198,46 +274,65 @@ def plot_gap_profile(table_recs: list[dict], out: Path) -> Path | None:
 
     # instances grouped by the backends that ran them: a profile compares like with like
     labels = run_labels(table_recs, with_backend=False)
-    runs: dict[tuple[str, str, str], dict[str, list[dict]]] = {}
+    runs: dict[tuple, dict[str, list[dict]]] = {}
     for r in table_recs:
         b = backend_of(r)
         if b != "-":
-            runs.setdefault((instance_of(r), cluster_of(r), labels[id(r)]), {}).setdefault(b, []).append(r)
+            runs.setdefault((*where_of(r), labels[id(r)]), {}).setdefault(b, []).append(r)
     if not runs:
         return None
-    # one row of panels per method and set of backends that ran the same instances
+    # panels per method and set of backends that ran the same instances, and per gap
     groups: dict[tuple[str, ...], list[dict[str, list[dict]]]] = {}
-    for (_inst, _cl, method), by_b in runs.items():
-        groups.setdefault((method, *sorted(by_b)), []).append(by_b)
+    for key, by_b in runs.items():
+        groups.setdefault((key[-1], *sorted(by_b)), []).append(by_b)
     order = sorted({b for key in groups for b in key[1:]})
     tmax = max(float(r.get("solve_seconds") or 0.0) for by_b in runs.values() for rs in by_b.values() for r in rs)
     tmax = max(tmax, 1e-2)
-    keys = sorted(groups, key=lambda k: (-len(groups[k]), k))
-    fig, axes = plt.subplots(len(keys), len(PROFILE_GAPS), figsize=(4.6 * len(PROFILE_GAPS), 3.6 * len(keys) + 0.6),
-                             dpi=110, sharey=True, squeeze=False)
-    for row, key in zip(axes, keys):
-        insts = groups[key]
-        for ax, g in zip(row, PROFILE_GAPS):
+    panels, empty = [], []
+    for key in sorted(groups, key=lambda k: (-len(groups[k]), k)):
+        for g in PROFILE_GAPS:
+            curves = {}
             for b in key[1:]:
-                rs = [r for by_b in insts for r in by_b[b]]
-                times = sorted(t for t in (time_to_gap(r, g) for r in rs) if t is not None)
-                x = [1e-3] + [max(t, 1e-3) for t in times] + [tmax * 1.5]
-                y = [0.0] + [(k + 1) / len(rs) for k in range(len(times))] + [len(times) / len(rs)]
-                ax.step(x, y, where="post", color=_colour(b, order), linewidth=2, label=f"{b} ({len(rs)} runs)")
-            ax.set_xscale("log")
-            ax.set_xlim(1e-2, tmax * 1.5)
-            _plain_log_ticks(ax)
-            ax.set_ylim(-0.02, 1.02)
-            ax.set_title(f"{key[0]}, {len(insts)} instances on {', '.join(key[1:])}: gap <= {pct(g)}",
-                         fontsize=10)
-            ax.set_xlabel("solver time t (s, log scale)")
-            ax.grid(True, which="both", alpha=0.3)
-        row[0].set_ylabel("fraction at gap <= x by t")
-        row[-1].legend(fontsize=9, loc="lower right")
-    fig.suptitle("Time to gap per solver: fraction of runs at gap <= x within solver time t", fontsize=12)
+                rs = [r for by_b in groups[key] for r in by_b[b]]
+                curves[b] = (len(rs), sorted(t for t in (time_to_gap(r, g) for r in rs) if t is not None))
+            if not any(times for _n, times in curves.values()):
+                empty.append(f"{key[0]} at {pct(g)}")
+            elif panels and panels[-1][0] == key and panels[-1][2] == curves:  # the same curves: one panel
+                panels[-1][1].append(g)
+            else:
+                panels.append((key, [g], curves))
+    if not panels:
+        return None
+    ncols = min(len(panels), len(PROFILE_GAPS))
+    nrows = math.ceil(len(panels) / ncols)
+    width = max(4.6 * ncols + 0.8, 9.0)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 3.6 * nrows + 1.2), dpi=110, sharey=True, squeeze=False)
+    flat = list(axes.flat)
+    for ax, (key, gaps, curves) in zip(flat, panels):
+        for b, (n, times) in curves.items():
+            x = [1e-3] + [max(t, 1e-3) for t in times] + [tmax * 1.5]
+            y = [0.0] + [(k + 1) / n for k in range(len(times))] + [len(times) / n]
+            ax.step(x, y, where="post", color=_colour(b, order), linewidth=2, label=f"{b} ({n} run{'s' * (n != 1)})")
+        ax.set_xscale("log")
+        ax.set_xlim(1e-2, tmax * 1.5)
+        ax.set_ylim(-0.02, 1.02)
+        insts = len(groups[key])
+        ax.set_title(f"{key[0]}, {insts} instance{'s' * (insts != 1)} on {', '.join(key[1:])}: gap <= "
+                     + " = ".join(map(pct, gaps)), fontsize=10)
+        ax.set_xlabel("solver time t (s, log scale)")
+        ax.set_ylabel("fraction at gap <= x by t")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=9, loc="lower right")
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    title = "Time to gap per solver: fraction of runs at gap <= x within solver time t"
+    if empty:
+        title += "\n" + textwrap.fill("not drawn (no run got there): " + ", ".join(empty), width=int(width * 11))
+    fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    path = out / "gap-profile.png"
-    fig.savefig(path)
+    for ax in flat[:len(panels)]:
+        _plain_log_ticks(ax)  # after the layout: the ticks fit the axes' final width
+    path = write_figure(fig, out / "gap-profile.png")
     plt.close(fig)
     return path
 
@@ -266,7 +361,7 @@ def plot_objectives(records: list[dict], out: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     methods, table = method_rows(records)
-    units = {(instance_of(r), cluster_of(r)): _ylabel(r) for r in records}
+    units = {where_of(r): _ylabel(r) for r in records}
     lines = [r for r in table if r.get("lower_bound") and any(r.get(m) is not None for m in methods)]
     if not lines:
         return None
@@ -288,8 +383,8 @@ def plot_objectives(records: list[dict], out: Path) -> Path | None:
                        label=m)
     ax.axvline(1.0, color="#333333", linestyle="--", linewidth=1.2, zorder=2)
     ax.set_yticks(range(len(lines)))
-    ax.set_yticklabels([f"{r['instance']} | {r['cluster']}\n(bound {r['lower_bound']:.4g}: "
-                        f"{units[(r['instance'], r['cluster'])]})" for r in reversed(lines)], fontsize=8)
+    ax.set_yticklabels([f"{r['instance']} | {r['problem']} | {r['cluster']}\n(bound {r['lower_bound']:.4g}: "
+                        f"{units[(r['instance'], r['problem'], r['cluster'])]})" for r in reversed(lines)], fontsize=8)
     ax.set_ylim(-0.6, len(lines) - 0.4)
     lo, hi = min(ratios + [1.0]), max(ratios + [1.0])
     if hi / max(lo, 1e-12) > 20:
@@ -307,11 +402,10 @@ def plot_objectives(records: list[dict], out: Path) -> Path | None:
               title_fontsize=8)
     ax.grid(True, axis="x", alpha=0.3)
     skipped = len(table) - len(lines)
-    ax.set_title("Objective / lower bound per instance and cluster"
+    ax.set_title("Objective / lower bound per instance, problem and cluster"
                  + (f" ({skipped} without a lower bound in their records not shown)" if skipped else ""), fontsize=11)
     fig.tight_layout()
-    path = out / "objective.png"
-    fig.savefig(path)
+    path = write_figure(fig, out / "objective.png")
     plt.close(fig)
     return path
 
@@ -337,7 +431,8 @@ def plot_method_profile(records: list[dict], out: Path) -> Path | None:
     if tmax <= 1.0001:
         tmax = 1.1
     fig, ax = plt.subplots(figsize=(9.5, 5.0), dpi=110)
-    for k, m in enumerate(methods):
+    curves = {}
+    for m in methods:
         total = len(ran.get(m, ()))
         xs = ratios[m]
         x, y = [1.0], [sum(1 for v in xs if v <= 1.0 + 1e-9) / total]
@@ -345,24 +440,51 @@ def plot_method_profile(records: list[dict], out: Path) -> Path | None:
             if v > 1.0 + 1e-9:
                 x.append(v)
                 y.append(sum(1 for u in xs if u <= v) / total)
-        x.append(tmax)
-        y.append(y[-1])
-        ax.step(x, y, where="post", color=colours[m], linewidth=2.2,
-                label=f"{m} ({total} instance{'s' if total != 1 else ''})",
-                linestyle=("-", "--", "-.", ":")[k // 10 % 4])
+        curves[m] = (x + [tmax], y + [y[-1]])
+    twin = same_curves(curves)
+    nth: dict[str, int] = {}
+    for k, m in enumerate(methods):
+        total = len(ran.get(m, ()))
+        label = f"{m} ({total} instance{'s' if total != 1 else ''})"
+        first = twin.get(m)
+        if first is None:  # its own curve
+            ax.step(*curves[m], where="post", color=colours[m], linewidth=2.2, label=label,
+                    linestyle=("-", "--", "-.", ":")[k // 10 % 4])
+        else:  # the same curve as an earlier method's: dashed on top of it (staggered), every colour seen
+            nth[first] = nth.get(first, 0) + 1
+            ax.step(*curves[m], where="post", color=colours[m], linewidth=2.2, label=f"{label}: identical to {first}",
+                    linestyle=(3 * (nth[first] % 3), (3, 6)), zorder=3 + k)
     ax.set_xlim(0.995, tmax)
     if tmax > 10:
         ax.set_xscale("log")
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("tau: objective within tau x the best objective found on the instance")
     ax.set_ylabel("fraction of the method's instances")
-    ax.set_title(f"Performance profile over methods ({len(table)} instance/cluster pairs)"
+    ax.set_title(f"Performance profile over methods ({len(table)} instance/problem/cluster triples)"
                  + (f"\nleft out (answers on a transformed graph): {', '.join(left_out)}" if left_out else ""),
                  fontsize=11)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
-    path = out / "profile.png"
-    fig.savefig(path)
+    path = write_figure(fig, out / "profile.png")
     plt.close(fig)
     return path
+
+
+def same_curves(curves: dict[str, tuple[list[float], list[float]]]) -> dict[str, str]:
+    """Each curve identical (to 1e-9) to an earlier one, by name, with the first's name:
+    the performance profile draws those dashed over the first and says so in the legend.
+
+    >>> same_curves({"a": ([1, 2], [0.5, 1]), "b": ([1, 2], [0.5, 1]), "c": ([1, 2], [0, 1])})
+    {'b': 'a'}
+    """
+    out: dict[str, str] = {}
+    seen: list[tuple[str, tuple[list[float], list[float]]]] = []
+    for name, (x, y) in curves.items():
+        for first, (x0, y0) in seen:
+            if len(x) == len(x0) and all(abs(a - b) <= 1e-9 * max(1.0, abs(a)) for a, b in zip(x + y, x0 + y0)):
+                out[name] = first
+                break
+        else:
+            seen.append((name, (x, y)))
+    return out

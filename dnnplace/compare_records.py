@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.graphs.errors import InputError
-from dnnplace.results import relative_gap
+from dnnplace.results import answer_from_of, relative_gap
 
 __all__ = ["load_records", "rows", "method_rows", "method_profile", "time_to_gap", "GAPS", "backend_of", "instance_of",
-           "cluster_of", "lower_bound_of", "instance_bound", "options_of", "run_labels", "certified_gap_of", "pct"]
+           "problem_of", "time_limit_of", "where_of", "cluster_of", "lower_bound_of", "answer_from_of",
+           "instance_bound", "options_of", "run_labels", "certified_gap_of", "pct"]
 
 GAPS = (0.10, 0.01)
 """Gaps whose time-to columns the table has."""
@@ -64,11 +65,30 @@ def backend_of(rec: dict) -> str:
 
 
 def instance_of(rec: dict) -> str:
-    """Graph stem, and the problem where it is not max-load."""
+    """The graph's stem, the same for every problem solved on it (the problem is
+    :func:`problem_of`, a column of its own, so a graph's rows line up)."""
     run = rec.get("run") or {}
-    stem = Path(str(run.get("graph") or rec.get("instance") or "?")).stem
-    problem = rec.get("problem") or run.get("problem") or "maxload"
-    return stem if problem == "maxload" else f"{stem} {problem}"
+    return Path(str(run.get("graph") or rec.get("instance") or "?")).stem
+
+
+def problem_of(rec: dict) -> str:
+    """The problem a run solved (``maxload`` in records that do not say)."""
+    return str(rec.get("problem") or (rec.get("run") or {}).get("problem") or "maxload")
+
+
+def where_of(rec: dict) -> tuple[str, str, str]:
+    """``(instance, problem, cluster)``: what a run's objective is comparable within."""
+    return instance_of(rec), problem_of(rec), cluster_of(rec)
+
+
+def time_limit_of(rec: dict) -> float | None:
+    """The run's solver time limit as asked: a sweep record's ``run.solver.time_limit``, or
+    a result file's ``options.solver.time_limit`` (``dnnplace solve --time-limit``)."""
+    for src in (rec.get("run"), rec.get("options")):
+        solver = (src or {}).get("solver") if isinstance(src, dict) else None
+        if isinstance(solver, dict) and solver.get("time_limit") is not None:
+            return solver["time_limit"]
+    return None
 
 
 def cluster_of(rec: dict) -> str:
@@ -123,9 +143,9 @@ def run_labels(records: Sequence[dict], with_backend: bool = True) -> dict[int, 
     cluster."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
-        groups.setdefault((instance_of(r), cluster_of(r), str(r.get("method")), backend_of(r)), []).append(r)
+        groups.setdefault((*where_of(r), str(r.get("method")), backend_of(r)), []).append(r)
     out: dict[int, str] = {}
-    for (_i, _c, method, backend), recs in groups.items():
+    for (_i, _p, _c, method, backend), recs in groups.items():
         base = method if backend == "-" or not with_backend else f"{method}/{backend}"
         opts = [options_of(r) for r in recs]
         if len({tuple(sorted(o.items())) for o in opts}) < len(opts):  # the same run from several files
@@ -173,31 +193,32 @@ def rows(records: Sequence[dict]) -> list[dict[str, Any]]:
     labels = run_labels(records, with_backend=False)
     out = []
     for r in records:
-        row = {"instance": instance_of(r), "cluster": cluster_of(r), "method": labels[id(r)], "backend": backend_of(r),
-               "status": r.get("status"), "objective": r.get("objective"), "lower_bound": lower_bound_of(r),
+        row = {"instance": instance_of(r), "problem": problem_of(r), "cluster": cluster_of(r), "method": labels[id(r)],
+               "backend": backend_of(r), "status": r.get("status"), "answer_from": answer_from_of(r),
+               "objective": r.get("objective"), "lower_bound": lower_bound_of(r),
                "certified_gap": certified_gap_of(r), "bound": r.get("bound"),
                "transformed": "yes" if r.get("transform") is not None else ""}
         for g in GAPS:
             row[f"t_{pct(g)}"] = time_to_gap(r, g) if row["backend"] != "-" else None
         row.update(solve_s=r.get("solve_seconds"), build_s=r.get("build_seconds"),
-                   time_limit=((r.get("run") or {}).get("solver") or {}).get("time_limit"), message=short_error(r))
+                   time_limit=time_limit_of(r), message=short_error(r))
         out.append(row)
-    out.sort(key=lambda x: (x["instance"], x["cluster"], str(x["method"]), x["backend"]))
+    out.sort(key=lambda x: (x["instance"], x["problem"], x["cluster"], str(x["method"]), x["backend"]))
     return out
 
 
 def method_rows(records: Sequence[dict]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Objectives by method: the method labels, and one row per instance and cluster
-    with each method's objective (``None``: no usable answer), the instance's lower
+    """Objectives by method: the method labels, and one row per instance, problem and
+    cluster (:func:`where_of`) with each method's objective (``None``: no usable answer), the instance's lower
     bound, the best method and its certified gap against that bound."""
     labels = run_labels(records)
-    by_key: dict[tuple[str, str], list[dict]] = {}
+    by_key: dict[tuple[str, str, str], list[dict]] = {}
     for r in records:
-        by_key.setdefault((instance_of(r), cluster_of(r)), []).append(r)
+        by_key.setdefault(where_of(r), []).append(r)
     methods = sorted({labels[id(r)] for r in records})
     out = []
-    for (inst, cl), recs in sorted(by_key.items()):
-        row: dict[str, Any] = {"instance": inst, "cluster": cl,
+    for (inst, problem, cl), recs in sorted(by_key.items()):
+        row: dict[str, Any] = {"instance": inst, "problem": problem, "cluster": cl,
                                "transformed": {labels[id(r)] for r in recs if r.get("transform") is not None}}
         for r in recs:
             ok = r.get("status") in ("optimal", "feasible") and r.get("objective") is not None
@@ -227,15 +248,15 @@ def pct(g: float) -> str:
 
 
 def method_profile(records: Sequence[dict]) -> tuple[dict[str, set], dict[str, list[float]], list[str]]:
-    """The data of the performance profile over methods: the instance/cluster pairs each
-    method ran on, its sorted ratios ``objective / best objective there`` (one per
+    """The data of the performance profile over methods: the (instance, problem, cluster)
+    triples each method ran on, its sorted ratios ``objective / best objective there`` (one per
     instance where it answered), and the methods left out (answers on a transformed graph)."""
     methods, table = method_rows(records)
     labels = run_labels(records)
     ran: dict[str, set] = {}
     for r in records:
         if r.get("transform") is None:
-            ran.setdefault(labels[id(r)], set()).add((instance_of(r), cluster_of(r)))
+            ran.setdefault(labels[id(r)], set()).add(where_of(r))
     ratios: dict[str, list[float]] = {m: [] for m in methods if m in ran}
     for r in table:
         vals = [r[m] for m in ratios if r.get(m) is not None and m not in r["transformed"]]

@@ -32,13 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dnnplace.data import workloads_dir
+from dnnplace.data import bundled_graph, workloads_dir
+from dnnplace.formulations.solvers.options import MAX_SEED
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.presets import cluster_preset
 from dnnplace.registry import SolveRequest, SolverOptions
 
 __all__ = ["REPO_ROOT", "WORKLOADS_DIR", "RunSpec", "ExperimentConfig", "graph_label_of", "load_config",
-           "parse_config"]
+           "parse_config", "check_param_strings"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout (git provenance); a wheel has none
 WORKLOADS_DIR = workloads_dir()
@@ -183,6 +184,9 @@ def _resolve_graphs(pattern: str, base: Path, where: str) -> list[tuple[str, str
             [full] if Path(full).is_file() else [])
         if hits:
             return [(str(Path(h).resolve()), graph_label_of(Path(h))) for h in hits]
+    bundled = None if p.is_absolute() or glob.has_magic(str(p)) else bundled_graph(str(pattern))
+    if bundled is not None:  # a bundled workload by name, as the command line takes it (".json" left out)
+        return [(str(bundled.resolve()), graph_label_of(bundled))]
     raise InputError(f"{where}: graph {pattern!r} matches no file (looked in {base}, {REPO_ROOT} "
                      f"and {WORKLOADS_DIR})")
 
@@ -228,7 +232,7 @@ def _check_solver(solver: dict, where: str, checked: dict[str, list[str]] | None
 # what each run key's values must be, as TOML writes them: strings are never read as
 # booleans or numbers (``congestion = "false"`` is an error, not ``True``)
 _AXIS_TYPES = {"congestion": (bool, "true or false (a TOML boolean, not a string)"),
-               "seed": (int, "a whole number >= 0")}
+               "seed": (int, f"a whole number from 0 to {MAX_SEED}")}
 _AXIS_NAMES = {"graphs": "a graph path or glob", "problems": "a problem name", "methods": "a method name",
                "objective": "an objective name", "contiguity": "a contiguity mode", "cluster": "a cluster preset",
                "warm_start": "a method name or a placement file", "policy": "a policy name",
@@ -244,6 +248,67 @@ def _toml(value: Any) -> str:
     return repr(value) if isinstance(value, (int, float)) else type(value).__name__
 
 
+_SUB_TABLES = {"solver": 'solver settings (e.g. [grid.solver] with solver = "highs", time_limit = 60)',
+               "params": "the method's options (e.g. [grid.params] with coarsen_to = 100)"}
+
+
+def _check_sub_tables(table: dict, where: str) -> None:
+    """``solver`` and ``params`` of a run table (``[defaults]``, ``[grid]``, ``[[runs]]``)
+    are tables: ``solver = "highs"`` is one line naming the key, not a failed merge."""
+    for key, what in _SUB_TABLES.items():
+        if key in table and not isinstance(table[key], dict):
+            raise InputError(f"{where}: {key} = {_toml(table[key])}: expected a table of {what}, got "
+                             f"{_kind(table[key])}")
+
+
+def _kind(value: Any) -> str:
+    """``a string``, ``a number``, ``a boolean``, ``a list`` ... (what a TOML value is)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a list" if isinstance(value, list) else f"a {type(value).__name__}"
+
+
+def _scalar_kind(hint: Any) -> str | None:
+    """What a method option of type ``hint`` takes when that is only numbers or booleans
+    (``"a whole number"``, ``"a number"``, ``"true or false"``), else ``None``."""
+    import types
+    import typing
+
+    names = {int: "a whole number", float: "a number", bool: "true or false"}
+    if hint in names:
+        return names[hint]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        kinds = [_scalar_kind(a) for a in inner]
+        return " or ".join(dict.fromkeys(kinds)) if kinds and all(kinds) else None
+    return None
+
+
+def check_param_strings(options: type, params: dict, where: str) -> None:
+    """A config's method options, as TOML writes them: a string is never read as a number
+    or a boolean (``coarsen_to = "100"`` is an error naming the key, as every run key is;
+    ``--param coarsen_to=100`` on the command line is parsed, the config's value is not).
+
+    >>> from dnnplace.methods.makespan import PestoMethodOptions
+    >>> check_param_strings(PestoMethodOptions, {"coarsen_to": "100"}, "c.toml: [grid.params]")
+    Traceback (most recent call last):
+    ...
+    dnnplace.graphs.errors.InputError: c.toml: [grid.params]: coarsen_to = "100": expected a whole number (a TOML ...
+    """
+    import typing
+
+    hints = typing.get_type_hints(options)
+    for key, value in params.items():
+        kind = _scalar_kind(hints.get(key))
+        if kind is not None and isinstance(value, str):
+            form = "a TOML boolean" if kind == "true or false" else "a TOML number"
+            raise InputError(f"{where}: {key} = {_toml(value)}: expected {kind} ({form}, not a string), got a string")
+
+
 def _check_axis_types(axes: dict[str, list], where: str) -> None:
     """Every value of every run key of the right type, and the named transforms and
     warm starts known, before any run (``seed = "zero"``, ``methods = 5``, ``transform =
@@ -255,10 +320,11 @@ def _check_axis_types(axes: dict[str, list], where: str) -> None:
             if typ is str:
                 ok = ok and bool(v.strip())
             if typ is int and ok:
-                ok = v >= 0
+                ok = 0 <= v <= MAX_SEED
             if not ok:
                 got = ("an empty string" if isinstance(v, str) and not v.strip() else "a string" if isinstance(v, str)
                        else "a boolean" if isinstance(v, bool) else "a negative number" if typ is int and
+                       isinstance(v, int) and v < 0 else "a number past the range" if typ is int and
                        isinstance(v, int) else "a number" if isinstance(v, (int, float)) else f"a {type(v).__name__}")
                 raise InputError(f"{where}: {key} = {_toml(v)}: expected {what}, got {got}")
     from dnnplace.graphs.transforms.replay import TRANSFORMS
@@ -292,6 +358,13 @@ def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | 
     params = dict(params)
     axes = {k: _as_list(spec[k], k, where) for k in _AXES if k in spec}
     _check_axis_types(axes, where)
+    if params:
+        from dnnplace.registry import all_methods
+
+        known = all_methods()
+        for m in axes.get("methods", []):
+            if m in known:  # an unknown method is named by the method check
+                check_param_strings(known[m].options, params, _sub(where, "params"))
     axes.setdefault("problems", ["maxload"])
     for v in axes["problems"]:
         if v not in PROBLEMS:
@@ -303,7 +376,10 @@ def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | 
         if v not in CONTIGUITY_MODES:
             raise InputError(f"{where}: unknown contiguity {v!r}; use one of {list(CONTIGUITY_MODES)}")
     for v in axes.get("cluster", []):
-        cluster_preset(v)  # validate early
+        try:
+            cluster_preset(v)  # validate early
+        except InputError as exc:
+            raise InputError(f"{where}: cluster = {_toml(v)}: {exc}") from None
     from dnnplace.graphs.evaluation.sim_costs import TRANSFER_MODES
 
     for v in axes.get("transfer_mode", []):
@@ -335,9 +411,11 @@ def parse_config(doc: dict, *, base: str | os.PathLike | None = None, source: st
     """
     where = source or "config"
     _check_keys(doc, _TOP_KEYS, where)
-    name = doc.get("name") or (Path(source).stem if source else None)
-    if not name or not re.fullmatch(r"[A-Za-z0-9._-]+", str(name)):
-        raise InputError(f"{where}: 'name' must be a non-empty word of letters, digits, '.', '_' or '-'")
+    name = doc["name"] if "name" in doc else (Path(source).stem if source else None)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        shown = f" = {_toml(name)}" if "name" in doc else f" (the file's stem {name!r})" if name else ""
+        raise InputError(f"{where}: name{shown}: must be a non-empty word of letters, digits, '.', '_' or '-' "
+                         "(it names the results folder)")
     base_dir = Path(base) if base is not None else Path.cwd()
     defaults = dict(_check_keys(doc.get("defaults", {}), _RUN_KEYS, f"{where}: [defaults]"))
     tables: list[tuple[str, dict]] = []
@@ -351,8 +429,10 @@ def parse_config(doc: dict, *, base: str | os.PathLike | None = None, source: st
         raise InputError(f"{where}: no runs (add a [grid] table or [[runs]] tables)")
     specs: list[RunSpec] = []
     checked: dict[str, list[str]] = {}
-    for label, table in tables:
+    for label, table in [("[defaults]", defaults), *tables]:
         _check_keys(table, _RUN_KEYS, f"{where}: {label}")
+        _check_sub_tables(table, f"{where}: {label}")
+    for label, table in tables:
         merged = {**defaults, **table}
         for sub in ("solver", "params"):
             if sub in defaults or sub in table:

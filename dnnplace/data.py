@@ -14,7 +14,7 @@ from pathlib import Path
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["workloads_dir", "tarnawski_dir", "experiments_dir", "experiment_config", "reference_path",
-           "expert_split_path", "resolve_graph", "resolve_config"]
+           "expert_split_path", "bundled_graph", "resolve_graph", "resolve_config"]
 
 
 def _path(package: str, *parts: str) -> Path:
@@ -86,20 +86,35 @@ def resolve_graph(arg: str) -> str:
     """
     if not arg or Path(arg).exists():
         return arg
+    hit = bundled_graph(arg)
+    return arg if hit is None else str(hit)
+
+
+def bundled_graph(name: str) -> Path | None:
+    """The bundled workload ``name`` names (the one resolver of bundled graph names, for the
+    command line, ``dnnplace run`` configs and reproduction configs alike): a path relative
+    to ``graphs/workloads/`` (or from the checkout's root), ``.json`` optional, or a unique
+    stem; ``None`` when none matches, an :class:`InputError` when a stem is ambiguous.
+
+    >>> bundled_graph("captured/nasnet-4x44").relative_to(workloads_dir()).as_posix()
+    'captured/nasnet-4x44.json'
+    >>> bundled_graph("no-such-graph") is None
+    True
+    """
     root = workloads_dir()
-    names = [arg] if arg.endswith(".json") else [arg, f"{arg}.json"]
+    names = [name] if name.endswith(".json") else [name, f"{name}.json"]
     for prefix in ("", "graphs/workloads/"):  # a path from the checkout's root, used outside it
         for n in names:
-            if n.startswith(prefix) and (root / n[len(prefix):]).is_file():
-                return str(root / n[len(prefix):])
-    if "/" not in arg and "\\" not in arg:
+            if n and n.startswith(prefix) and (root / n[len(prefix):]).is_file():
+                return root / n[len(prefix):]
+    if name and "/" not in name and "\\" not in name:
         hits = sorted(p for n in names for p in root.rglob(n) if p.is_file() and "human-experts" not in p.parts)
         if len(hits) == 1:
-            return str(hits[0])
+            return hits[0]
         if hits:
-            raise InputError(f"{arg}: no such file; bundled workloads of that name: "
+            raise InputError(f"{name}: no such file; bundled workloads of that name: "
                              f"{', '.join(h.relative_to(root).as_posix() for h in hits)} (give one of them)")
-    return arg
+    return None
 
 
 def resolve_config(arg: str) -> str:

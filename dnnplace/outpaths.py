@@ -2,12 +2,17 @@
 overwrites one of its own inputs or finds, after a long solve, that it cannot write.
 
 Every subcommand with an output flag (``--out``, ``--gantt``, an output folder) calls
-:func:`check_outputs` first, with its outputs and its input files. Each problem is one
+:func:`check_outputs` first, with its outputs and every input file it reads (graphs,
+placements and results, ``--cluster`` and ``--split`` files, warm starts, ``--param``
+values that name files, configs and the files they name, model files
+``FILE.py:FACTORY``; tests/test_inputs_and_results.py goes through each input flag of each
+subcommand). Each problem is one
 :class:`~dnnplace.graphs.errors.InputError` line naming the flag and the path (exit 2):
 
 - an output that *is* an input (the same file: compared with :func:`os.path.samefile`
-  where it exists, hard links and symlinks included, else by resolved path), or two
-  outputs of one command that are the same file;
+  where it exists, hard links and symlinks included, else by resolved path), a file an
+  output folder is written with (``runs.jsonl``, ``table.md``, ...) that is an input, or
+  two outputs of one command that are the same file;
 - an output file that names a folder, or an output folder that names a file;
 - an output whose folder is missing a component that is a file, or whose nearest
   existing folder is not writable (missing folders are created when writing);
@@ -57,7 +62,7 @@ def _writable_folder(flag: str, path: Path, shown: str) -> None:
 
 
 def check_outputs(outputs: Iterable[tuple[str, PathArg]], inputs: Iterable[tuple[str, PathArg]] = (), *,
-                  folders: bool = False) -> None:
+                  folders: bool = False, contents: Iterable[str] = ()) -> None:
     """Fail before any work if an output path clashes with an input or cannot be written.
 
     Parameters
@@ -70,7 +75,10 @@ def check_outputs(outputs: Iterable[tuple[str, PathArg]], inputs: Iterable[tuple
         that do not exist (bundled names, method names) cannot clash.
     folders : bool
         The outputs are folders (``run --out DIR``): they may exist as folders, not as
-        files; an input inside them is fine.
+        files; an input inside them is fine unless it is one of ``contents``.
+    contents : iterable of str
+        With ``folders``: the file names each output folder is written with
+        (``runs.jsonl``, ``table.md``); an input that is one of them is refused.
     """
     outs = [(flag, str(p)) for flag, p in outputs if p is not None and str(p) != ""]
     ins = [(label, str(p)) for label, p in inputs if p is not None and str(p) != ""]
@@ -90,6 +98,12 @@ def check_outputs(outputs: Iterable[tuple[str, PathArg]], inputs: Iterable[tuple
         if folders:
             if path.exists() and not path.is_dir():
                 raise InputError(f"{flag} {shown}: is a file, not a folder")
+            for name in contents:
+                for label, given in ins:
+                    src = Path(os.path.expanduser(given))
+                    if src.is_file() and _same(path / name, src):
+                        raise InputError(f"{flag} {shown}: its {name} is the input {label} {given}; writing there "
+                                         "would overwrite it (give another folder)")
             _writable_folder(flag, path, shown)
             continue
         if path.is_dir():

@@ -210,6 +210,10 @@ def _run_method(instance: Instance, method: str | Method, request: SolveRequest)
             raise InputError(f"the {m.name} method cannot warm start itself")
         contiguity = request.contiguity or m.default_contiguity
         request = dataclasses.replace(request, warm=warm_start_placement(instance, request, contiguity))
+    if request.warm is not None:  # one rule for every method that takes a start (files: graphs.io.load_placement)
+        from dnnplace.graphs.io import check_same_graph
+
+        check_same_graph(request.warm.placement.graph, instance.graph, f"warm start {request.warm.source}")
     t0 = time.perf_counter()
     out = m.run(instance, method_limits(request, m), opts)  # the record keeps `request`, as asked
     wall = time.perf_counter() - t0
@@ -222,7 +226,11 @@ def _run_method(instance: Instance, method: str | Method, request: SolveRequest)
                  solve_seconds=wall - out.build_seconds if out.solve_seconds is None else out.solve_seconds,
                  wall_seconds=wall, trace=list(out.trace), unit=instance.graph.unit, extra=dict(out.extra),
                  memory_model=out.memory_model if request.problem == "makespan" else "static")
+    res.answer_from = (out.answer_from or m.name) if out.placement is not None else None
     res.cluster = cluster_record(instance.cluster)
+    from dnnplace.graphs.io import graph_fingerprint  # read back by dnnplace.graphs.io.check_result_doc
+
+    res.graph_fingerprint = graph_fingerprint(instance.graph)
     if asked_threads != request.solver.threads:
         res.extra["threads_asked"] = asked_threads  # capped at the machine's cores (with_limits)
     if out.graph is not None:

@@ -33,10 +33,20 @@ the input (or the graph itself), its fingerprint, and ``bound_note``, how its ob
 compares with the input graph's bound (``lower_bound`` is then the input's work share
 only, or ``None`` where not comparable).
 
+``graph_fingerprint`` is the input graph the run was solved on
+(:func:`dnnplace.graphs.io.graph_fingerprint`: name, node and edge counts, a digest of ids,
+edges, costs and memory; the cluster is ``cluster``): ``evaluate``, ``simulate``,
+``execute`` and warm starts refuse the result on another graph
+(:func:`dnnplace.graphs.io.check_result_doc`); results without one are read as before.
+
 ``memory_model`` is the memory a method keeps within capacity and the evaluation judges:
 ``static`` (docs/semantics.md 1: the sum of ``memory`` per device) or ``dynamic`` (PARDNN's peak of live
 tensors, Eq. 2). A makespan evaluation reports both verdicts in
 ``evaluation["memory_feasible"]``.
+
+``answer_from`` says where the placement came from (:class:`dnnplace.methods.base.MethodOutput`):
+the method's own name, ``warm start: ...``, ``never-worse: ...`` or ``fallback: ...``;
+``None`` without a placement.
 """
 
 from __future__ import annotations
@@ -47,7 +57,7 @@ from typing import Any
 
 from dnnplace.graphs.io import jsonable
 
-__all__ = ["STATUSES", "Result", "relative_gap"]
+__all__ = ["STATUSES", "Result", "answer_from_of", "relative_gap"]
 
 STATUSES = ("optimal", "feasible", "infeasible", "memory_infeasible", "no_solution", "error")
 
@@ -96,6 +106,8 @@ class Result:
     cluster: str | dict[str, Any] | None = None
     lower_bound: float | None = None
     transform: dict[str, Any] | None = None
+    answer_from: str | None = None
+    graph_fingerprint: dict[str, Any] | None = None
 
     @property
     def certified_gap(self) -> float | None:
@@ -116,3 +128,24 @@ class Result:
     def from_dict(cls, doc: dict[str, Any]) -> Result:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in doc.items() if k in known})
+
+
+def answer_from_of(rec: dict) -> str | None:
+    """Where a run's answer came from (``Result.answer_from``: the method itself, ``warm
+    start: ...``, ``never-worse: ...``, ``fallback: ...``); older records: the IP's
+    ``extra.incumbent_from`` where set, else the method for a run with a placement.
+
+    >>> answer_from_of({"method": "ip", "placement": {"a": "gpu0"}, "extra": {"incumbent_from": "dpl"}})
+    'fallback: dpl'
+    >>> answer_from_of({"method": "ip", "status": "error"}) is None
+    True
+    """
+    if "answer_from" in rec:
+        return rec["answer_from"]
+    if not rec.get("placement"):
+        return None
+    extra = rec.get("extra") or {}
+    kept = extra.get("incumbent_from")
+    if kept:
+        return f"warm start: {extra.get('warm_start')}" if kept == "warm start" else f"fallback: {kept}"
+    return str(rec.get("method")) if rec.get("method") else None

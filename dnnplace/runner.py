@@ -52,6 +52,7 @@ from typing import Any
 from dnnplace.config import REPO_ROOT, ExperimentConfig, RunSpec, load_config
 from dnnplace.executors import DEFAULT_MARGIN, Executor, Inline, Task, hang_deadline
 from dnnplace.graphs.io import jsonable
+from dnnplace.results import answer_from_of
 from dnnplace.runs_file import (
     append_record,
     backup_name,
@@ -105,19 +106,21 @@ _SOLVER_PACKAGES = {"highs": "highspy", "appsi_highs": "highspy", "gurobi": "gur
 
 def _execute(spec: RunSpec) -> dict:
     """Run one spec; any exception except an interrupt becomes an ``error`` result."""
+    from dnnplace.formulations.solvers.progress import quiet
     from dnnplace.graphs.io import prepare_instance
     from dnnplace.graphs.transforms.replay import apply_transform
     from dnnplace.registry import solve
     from dnnplace.results import Result
 
     try:
-        inst = prepare_instance(spec.graph, spec.cluster)
-        if spec.transform is None:
-            res = solve(inst, spec.method, spec.request())
-        else:
-            inst, t = apply_transform(spec.transform, inst)  # the result is, explicitly, for the transformed graph
-            res = solve(inst, spec.method, spec.request())
-            res.extra["transform"] = {"name": t.name, "nodes": t.graph.n, **t.meta}
+        with quiet():  # the sweep's own bar (or lines) reports progress, not each solve
+            inst = prepare_instance(spec.graph, spec.cluster)
+            if spec.transform is None:
+                res = solve(inst, spec.method, spec.request())
+            else:
+                inst, t = apply_transform(spec.transform, inst)  # the result is for the transformed graph
+                res = solve(inst, spec.method, spec.request())
+                res.extra["transform"] = {"name": t.name, "nodes": t.graph.n, **t.meta}
         if res.status == "error" and res.termination == "licensingProblems":  # say the licence's limits too
             from dnnplace.formulations.solvers.options import licence_message
 
@@ -296,14 +299,15 @@ def _short_names(specs: list[RunSpec]) -> dict[str, str]:
 def _row(spec: RunSpec, rec: dict, graph: str, options: str) -> dict[str, Any]:
     ev = rec.get("evaluation") or {}
     return {"graph": graph, "problem": spec.problem, "method": spec.method,
-            "options": options, "status": rec.get("status"), "objective": rec.get("objective"),
+            "options": options, "status": rec.get("status"), "answer_from": answer_from_of(rec),
+            "objective": rec.get("objective"),
             "bound": rec.get("bound"), "gap": rec.get("gap"), "eval_objective": ev.get("objective"),
             "eval_lower_bound": ev.get("lower_bound"), "feasible": ev.get("feasible"),
             "build_s": rec.get("build_seconds"), "solve_s": rec.get("solve_seconds")}
 
 
 _COLUMNS = [Column("graph"), Column("problem"), Column("method"), Column("options"), Column("status"),
-            Column("objective", numeric=True), Column("bound", numeric=True),
+            Column("answer_from", "answer from"), Column("objective", numeric=True), Column("bound", numeric=True),
             Column("gap", fmt=percent(2), numeric=True), Column("eval_objective", numeric=True),
             Column("eval_lower_bound", numeric=True), Column("feasible"),
             Column("build_s", fmt=fixed(3), numeric=True), Column("solve_s", fmt=fixed(3), numeric=True)]

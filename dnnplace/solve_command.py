@@ -10,7 +10,18 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from dnnplace.command_args import SOLVER_FLAGS, check_out, graph_path, parse_param, solver_flag_error
+from dnnplace.command_args import (
+    SOLVER_FLAGS,
+    check_out,
+    cluster_file,
+    graph_path,
+    param_files,
+    parse_param,
+    positive_seconds,
+    solver_flag_error,
+    transfer_mode,
+    warn_uneven_outputs,
+)
 from dnnplace.graphs.errors import InputError
 from dnnplace.textout import device_table, fmt_num, say, warn
 
@@ -40,8 +51,10 @@ def build_request(args: argparse.Namespace):
         if key in params and params[key] != v:
             raise InputError(f"--{key.replace('_', '-')} {v} and --param {key}={params[key]}: give one of them")
         params[key] = v
-    if args.problem != "makespan" and (args.policy is not None or args.congestion is not None):
-        flag = "--policy" if args.policy is not None else "--congestion/--no-congestion"
+    given = [flag for flag, v in (("--policy", args.policy), ("--congestion/--no-congestion", args.congestion),
+                                  ("--transfer-mode", getattr(args, "transfer_mode", None))) if v is not None]
+    if args.problem != "makespan" and given:
+        flag = given[0]
         raise InputError(f"{flag} applies to problem 'makespan' only, not {args.problem!r}")
     solver_opts = dict(parse_param(t, "--solver-option") for t in args.solver_option)
     fields = dict(solver=args.solver, time_limit=args.time_limit, rel_gap=args.rel_gap, threads=args.threads,
@@ -50,11 +63,12 @@ def build_request(args: argparse.Namespace):
         check_values(fields)  # --time-limit -5, --rel-gap -0.1, --threads 0 ... -> one line, exit 2
     except SettingError as exc:
         raise solver_flag_error(exc, getattr(args, "spelled", None)) from None
+    positive_seconds("--bound-time-limit", getattr(args, "bound_time_limit", None), "no relaxation bound")
     solver = SolverOptions(**fields)
     return SolveRequest(problem=args.problem, objective=args.objective or "pipedream", contiguity=_contiguity(args),
                         solver=solver, warm_start=args.warm_start, seed=args.seed or 0,
                         congestion=True if args.congestion is None else args.congestion,
-                        policy=args.policy or "fifo", params=params)
+                        policy=args.policy or "fifo", transfer_mode=transfer_mode(args), params=params)
 
 
 def solve_deadline(limit: float):
@@ -73,7 +87,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     args.graph = graph_path(args.graph)
     check_out([("--out", args.out)], [("graph", args.graph), ("--split", args.split),
-                                       ("--warm-start", args.warm_start)])
+                                      ("--warm-start", args.warm_start), ("--cluster", cluster_file(args.cluster)),
+                                      *param_files(args.param)])
     method = get_method(args.method)  # unknown method or option -> InputError before loading anything big
     if args.problem is None:  # the method's problem when it solves one (heft: makespan), else max-load
         args.problem = infer_problem(method) if len(method.problems) == 1 else "maxload"
@@ -81,7 +96,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise InputError(f"--objective applies to problem 'maxload' only, not {args.problem!r}")
     req = build_request(args)
     method_options(method, req)
-    if req.solver.time_limit is not None:  # the limit holds for this whole process (issue 24)
+    if req.solver.time_limit is not None:  # the limit holds for this whole process (docs/bad-input.md)
         req = dataclasses.replace(req, deadline=solve_deadline(req.solver.time_limit))
     from dnnplace.formulations.solvers.options import SettingError, SettingNote, check_backend
 
@@ -96,8 +111,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
     inst = prepare_instance(args.graph, args.cluster)  # infeasible instance -> one line naming why
     if args.split and not Path(args.split).is_file():
         raise InputError(f"--split {args.split}: no such file")
+    if args.warm_start and Path(args.warm_start).is_file():  # a start of another graph: exit 2 before any work
+        from dnnplace.graphs.io import load_placement
+
+        load_placement(args.warm_start, inst)
+    if req.problem == "makespan":
+        warn_uneven_outputs(inst.graph, req.transfer_mode)
     res, placed = run_method(inst, method, req)
-    if getattr(args, "bound_time_limit", None):  # opt-in: the comm-aware relaxation bound (issue 26)
+    if getattr(args, "bound_time_limit", None):  # opt-in: the comm-aware relaxation bound (results/makespan-bounds.md)
         from dnnplace.registry import relaxed_lower_bound
 
         relaxed_lower_bound(inst, res, args.bound_time_limit)

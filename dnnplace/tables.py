@@ -2,7 +2,8 @@
 
 Every table the framework writes (an experiment's ``table.md``/``table.csv``, a
 reproduction's ``results/<name>.md``/``.csv``) goes through :func:`write_table`, atomically
-(a reader never sees half a table).
+(:func:`dnnplace.graphs.io.write_atomic`: a reader never sees half a table, a full disk
+leaves no partial file).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Column", "write_table", "write_text", "fixed", "percent"]
+__all__ = ["Column", "write_table", "write_text", "fixed", "percent", "csv_cell"]
 
 
 @dataclass(frozen=True)
@@ -53,14 +54,29 @@ def percent(digits: int, *, signed: bool = False) -> Callable[[float], str]:
     return lambda x: f"{100 * x:{sign}.{digits}f}%"
 
 
+def csv_cell(text: str, empty: Any = "") -> Any:
+    """A cell of a table CSV read back as written: a whole number, else a float, else the
+    text; an empty cell is ``empty``.
+
+    >>> csv_cell("3"), csv_cell("2.5"), csv_cell("m-SCT"), csv_cell("", None)
+    (3, 2.5, 'm-SCT', None)
+    """
+    if text == "":
+        return empty
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
 def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
+    """Write ``text`` to ``path`` atomically (:func:`dnnplace.graphs.io.write_atomic`: no
+    partial file, no empty folder on a failed write)."""
+    from dnnplace.graphs.io import write_atomic
+
+    return write_atomic(path, lambda fh: fh.write(text))
 
 
 def write_table(stem: str | os.PathLike, title: str, columns: Sequence[Column], rows: Sequence[dict[str, Any]], *,

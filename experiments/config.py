@@ -14,7 +14,8 @@ Common keys (docs/formats.md, "Reproduction config"):
 ``kind``          which of the module's tables it writes (required where the module has several)
 ``description``, ``notes``   text printed with the table
 ``out_dir``       where outputs go (default: the module's)
-``graph``         one graph source: a table (``generate(**graph)``) or a bundled workload file
+``graph``         one graph source: a table (``generate(**graph)``) or a bundled workload by name
+                  (``"captured/nasnet-4x44"``, ``.json`` optional, as the command line takes it)
 ``models``        the models: a list of tables, or the name of a shared TOML file (an *include*,
                   e.g. ``"celeritas-models"``) whose keys are defaults under the config's own
 ``cluster``       ``Cluster.single_host`` keyword arguments (``n_gpus``, ``interconnect``,
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dnnplace.data import experiment_config, experiments_dir
+from dnnplace.data import bundled_graph, experiment_config, experiments_dir, workloads_dir
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["Key", "Schema", "MethodSpec", "Reproduction", "load", "load_include", "REQUIRED", "OPTIONAL"]
@@ -261,7 +262,21 @@ def _schema(module: str, where: str) -> Schema:
     return schema
 
 
+def _graph(value: Any, where: str) -> Any:
+    """A ``graph`` naming a bundled workload, as its path under ``graphs/workloads/``
+    (``"captured/nasnet-4x44"`` -> ``"captured/nasnet-4x44.json"``:
+    :func:`dnnplace.data.bundled_graph`, the command line's resolver); a table stays a table."""
+    if not isinstance(value, str):
+        return value
+    path = bundled_graph(value)
+    if path is None:
+        raise InputError(f"{where} graph = {value!r}: no bundled workload of that name (e.g. "
+                         "'captured/rnnlm-2x2048'; see graphs/workloads/)")
+    return path.relative_to(workloads_dir()).as_posix()
+
+
 def _methods(doc: Mapping, schema: Schema, where: str, quick: bool) -> dict[str, MethodSpec]:
+    from dnnplace.config import check_param_strings
     from dnnplace.methods.base import parse_options
     from dnnplace.registry import all_methods
 
@@ -279,6 +294,7 @@ def _methods(doc: Mapping, schema: Schema, where: str, quick: bool) -> dict[str,
             raise InputError(f"{at} method = {t['method']!r}: no such method; see `dnnplace methods`")
         for pk in ("params", "quick_params"):
             if pk in table:
+                check_param_strings(known[t["method"]].options, table[pk], f"{at} {pk}")
                 try:
                     parse_options(known[t["method"]].options, table[pk], method=t["method"])
                 except InputError as exc:
@@ -326,6 +342,11 @@ def load(source: str | Path, *, quick: bool = False, module: str | None = None) 
     else:
         model_where = where
     cfg = _table(doc, keys, where, quick=quick)
+    if "name" in cfg and not cfg["name"].strip():
+        raise InputError(f"{where} name = {cfg['name']!r}: must be a non-empty name (leave it out for the file's "
+                         f"stem, {path.stem!r})")
+    if "graph" in cfg:
+        cfg["graph"] = _graph(cfg["graph"], where)
     if isinstance(cfg.get("models"), list):
         models = cfg["models"]
     checked_models = []

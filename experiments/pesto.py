@@ -67,10 +67,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from dnnplace.experiments.pesto_figures import RUNNERS
+from dnnplace.experiments.pesto_figures import RUNNERS, records_only
 from dnnplace.experiments.runs import SCHEMA, Config, replay
 
-__all__ = ["Config", "SCHEMA", "replay", "reproduce"]
+__all__ = ["Config", "SCHEMA", "replay", "reproduce", "rerender"]
 
 
 def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None, fresh: bool = False,
@@ -102,3 +102,12 @@ def reproduce(name: str, quick: bool = False, out_dir: str | Path | None = None,
     out = (Path(out_dir) if out_dir is not None else Path(cfg.out_dir)) / (cfg.name + ("-quick" if quick else ""))
     out.mkdir(parents=True, exist_ok=True)
     return RUNNERS[cfg.kind](name, cfg, out, quick=quick, fresh=fresh, progress=progress)
+
+
+def rerender(name: str, out_dir: str | Path | None = None) -> Path:
+    """Rewrite ``<out_dir>/<config name>/table.md`` (and plots) from the records of its ``runs.jsonl``
+    alone (:func:`~dnnplace.experiments.pesto_figures.records_only`: no run; a named error where a
+    record is missing), with the verdicts of the one rule."""
+    cfg = Config.load(name)
+    out = (Path(out_dir) if out_dir is not None else Path(cfg.out_dir)) / cfg.name
+    return RUNNERS[cfg.kind](name, cfg, out, quick=False, fresh=False, progress=False, execute_fn=records_only)

@@ -33,14 +33,14 @@ CP-SAT needs integers: every time is multiplied by ``scale``, the smallest power
 duration and transfer time is rounded *down*: the integer model is then a relaxation
 (the scaled schedule of any true one, each time rounded down, satisfies it, since
 :math:`\lfloor a + b \rfloor \ge \lfloor a \rfloor + \lfloor b \rfloor`), so CP-SAT's
-bound divided by ``scale`` is a lower bound of the true problem (issue 26; before, times
-were rounded to the nearest unit and the bound dropped). Its objective is not a true
+bound divided by ``scale`` is a lower bound of the true problem (before 2026-11-27, times
+were rounded to the nearest unit and the bound dropped; results/pesto/time-to-1pct.md). Its objective is not a true
 makespan: its schedule is a valid set of device and link orders, which the pipeline
 replays with the true durations (at most one unit per task on a path above it, where
 every transfer lasts at least one unit: one rounded to zero never waits for its link); an
 "optimal" answer is reported as ``feasible``.
 
-Windows and bounds (issue 26, ``comm_windows``): every start is at least its head and
+Windows and bounds (``comm_windows``; results/pesto/time-to-1pct.md): every start is at least its head and
 :math:`C_{\max} \ge C_i + q_i`, with the larger of the heads and tails of the integer
 durations (:func:`~dnnplace.formulations.pesto_precompute.heads_tails`) and those of
 :func:`~dnnplace.formulations.pesto_precompute.strong_heads_tails` (transfer-aware,

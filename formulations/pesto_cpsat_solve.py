@@ -11,6 +11,7 @@ import numpy as np
 
 from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.formulations.solvers.outcome import SolveOutcome
+from dnnplace.formulations.solvers.progress import Trace, stage
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
@@ -63,7 +64,8 @@ def solve_cpsat_model(m, cp_model, sopts: SolverOptions, scale: float, exactness
     # result: the signal stays Python's, and a Ctrl-C stops the search (stop_search)
     # and raises KeyboardInterrupt (formulations/solvers/interrupts.py)
     prm.catch_sigint_signal = False
-    trace: list[tuple[float, float | None, float | None]] = []
+    trace = Trace()
+    stage("solve (cpsat)")
     t0 = time.perf_counter()
     exact, bound_ok = exactness  # times exact; the model no stricter than the instance (memory)
 

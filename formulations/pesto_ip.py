@@ -76,7 +76,7 @@ devices that any permutation maps onto itself, links included): with the class's
 :math:`d_j` is used only after :math:`d_{j-1}` was (relabel any solution by first use:
 exact).
 
-Transfer-aware windows (``comm_windows``, issue 26): the heads and tails below are raised to
+Transfer-aware windows (``comm_windows``; results/pesto/time-to-1pct.md): the heads and tails below are raised to
 :func:`~dnnplace.formulations.pesto_precompute.strong_heads_tails`, which hold for every
 schedule of every placement, so everything derived from them stays exact; they also give
 the rows :math:`C_{\max} \ge C_i + q_i` for every op (not only the sinks' (3)).

@@ -10,8 +10,8 @@ inside ``[h_i + pmin_i, U - q_j - pmin_j]``) gets no order variable: the reducti
 
 Heads and tails (:func:`heads_tails`) are longest paths of least compute times; with
 ``comm_windows`` (default) each is raised to the transfer-aware and energetic ones of
-:func:`strong_heads_tails`, which hold for every schedule of every placement as well
-(issue 26): fewer unordered pairs, smaller big-Ms, and the row
+:func:`strong_heads_tails`, which hold for every schedule of every placement as well:
+fewer unordered pairs, smaller big-Ms, and the row
 :math:`C_{\max} \ge C_i + q_i` for every op.
 
 >>> import numpy as np

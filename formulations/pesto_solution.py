@@ -171,8 +171,11 @@ def ilp_orders(times: tuple, graph: OpGraph, labels: np.ndarray,
     else:
         ce = coarse_edge_of(graph, labels, coarse_graph)
         s, f = cs[labels], cf[labels]
-        xs = np.where(ce >= 0, cxs[np.maximum(ce, 0)], np.nan)
-        xf = np.where(ce >= 0, cxf[np.maximum(ce, 0)], np.nan)
+        if coarse_graph.m:
+            xs = np.where(ce >= 0, cxs[np.maximum(ce, 0)], np.nan)
+            xf = np.where(ce >= 0, cxf[np.maximum(ce, 0)], np.nan)
+        else:  # every edge inside a coarse node: no transfer times to take
+            xs = xf = np.full(graph.m, np.nan)
     pr, lp = orders_from_times(graph, s, f, xs, xf)
     dev = cpl.device[labels]
     crossing = dev[graph.src] != dev[graph.dst]

@@ -25,7 +25,27 @@ import numpy as np
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["Device", "Cluster", "LinkFit", "fit_link", "PORT_MODES"]
+__all__ = ["Device", "Cluster", "LinkFit", "fit_link", "PORT_MODES", "MAX_DEVICES", "check_device_count"]
+
+MAX_DEVICES = 4096
+"""The most devices a cluster may have (a preset's ``N``, a cluster file's ``devices``, a
+Tarnawski input's ``maxFPGAs`` or ``maxCPUs``): a cluster of ``D`` devices holds ``D x D``
+link arrays, so a larger count (``single-host-99999-nvlink``, ``10**400``) is refused
+before anything is built, not a cluster too large for memory."""
+
+
+def check_device_count(count: int, what: str) -> None:
+    """An :class:`InputError` ``"<what>: <count> devices; at most 4096 devices are
+    supported"`` when ``count`` exceeds :data:`MAX_DEVICES` (checked before building).
+
+    >>> check_device_count(5000, "cluster preset 'local-cpu-5000'")
+    Traceback (most recent call last):
+    ...
+    dnnplace.graphs.errors.InputError: cluster preset 'local-cpu-5000': 5000 devices; at most 4096 devices are supported
+    """
+    if count > MAX_DEVICES:
+        shown = count if count < 10 ** 12 else f"a {len(str(int(count)))}-digit number of"
+        raise InputError(f"{what}: {shown} devices; at most {MAX_DEVICES} devices are supported")
 
 #: How transfers share the interconnect under congestion (docs/semantics.md 2.1): ``"per_link"`` --
 #: every directed device pair is its own link (NVLink, where a GPU's links are point to
@@ -87,6 +107,7 @@ class Cluster:
         d = len(self.devices)
         if d == 0:
             raise InputError("cluster has no devices")
+        check_device_count(d, f"cluster {self.name!r}")
         names = [dev.name for dev in self.devices]
         if len(set(names)) != d:
             dup = next(x for x in names if names.count(x) > 1)
@@ -221,6 +242,7 @@ class Cluster:
         g_lat, g_bw = presets[interconnect]
         g_lat = g_lat if latency is None else latency
         g_bw = g_bw if bandwidth is None else bandwidth
+        check_device_count(n_gpus + bool(with_cpu), f"single host of {n_gpus} GPUs")
         p_lat, p_bw = presets["pcie"]
         devs = [Device(f"gpu{i}", "gpu", gpu_memory) for i in range(n_gpus)]
         if with_cpu:
@@ -247,6 +269,7 @@ class Cluster:
         Accelerator<->CPU transfers take one hop (``cost_factor`` 1), accelerator to
         accelerator two (out to RAM, then in), CPU to CPU none (shared RAM).
         """
+        check_device_count(k + l, f"Tarnawski cluster of {k} accelerators and {l} CPUs")
         devs = [Device(f"{acc_kind}{i}", acc_kind, memory) for i in range(k)]
         devs += [Device(f"cpu{i}", "cpu") for i in range(l)]
         d = k + l

@@ -33,9 +33,16 @@ from dnnplace.graphs.adjacency import csr, kahn_levels
 from dnnplace.graphs.columns import float_array
 from dnnplace.graphs.errors import CycleError, InputError
 
-__all__ = ["OpGraph", "ROLES"]
+__all__ = ["OpGraph", "ROLES", "MAX_VALUE"]
 
 ROLES = ("param", "grad", "apply", "compute")
+
+MAX_VALUE = 1e300
+"""The largest compute time, memory, byte count or edge cost a graph may hold. Every
+consumer (the bounds, the evaluator, the simulator, the methods) adds such values over
+nodes, paths and devices; at most ``1e300`` each, a sum over even ``10**8`` of them stays
+below the 64-bit float limit (``1.8e308``) instead of overflowing to ``inf``, so a value
+this large is refused where the graph is built, naming the node or edge and the field."""
 
 
 def _csr_part(triple: str, k: int, doc: str) -> property:
@@ -164,6 +171,15 @@ class OpGraph:
     def _edge(self, e: int) -> str:
         return f"edge {self.ids[self.src[e]]!r}->{self.ids[self.dst[e]]!r}"
 
+    @staticmethod
+    def _check_max(arr: np.ndarray, key: str, what) -> None:
+        """No value of ``arr`` past :data:`MAX_VALUE` (``what(j)`` names entry ``j``)."""
+        big = arr > MAX_VALUE
+        if big.any():
+            j = int(np.flatnonzero(big)[0])
+            raise InputError(f"{what(j)}: field {key!r} is {arr[j]:g}, past the largest value accepted "
+                             f"({MAX_VALUE:g}: sums over the graph must stay finite)")
+
     def _check(self) -> None:
         n, m = self.n, self.m
         if len(self.index) != n:
@@ -202,6 +218,10 @@ class OpGraph:
             i, k = np.argwhere(np.isinf(comp))[0]
             raise InputError(f"{self._node(i)}: infinite compute time for kind {self.kinds[k]!r}"
                              " (leave the kind out to mark it unsupported)")
+        if np.any(comp > MAX_VALUE):
+            i, k = np.argwhere(comp > MAX_VALUE)[0]
+            raise InputError(f"{self._node(i)}: field 'compute.{self.kinds[k]}' is {comp[i, k]:g}, past the "
+                             f"largest value accepted ({MAX_VALUE:g}: sums over the graph must stay finite)")
         if n and self.kinds:
             unsupported = np.all(np.isnan(comp), axis=1)
             if unsupported.any():
@@ -218,10 +238,12 @@ class OpGraph:
             if bad.any():
                 j = int(np.flatnonzero(bad)[0])
                 raise InputError(f"{what(j)}: field {key!r} must be a finite number >= 0, got {arr[j]}")
+            self._check_max(arr, key, what)
         bad = (self.edge_cost < 0) | np.isinf(self.edge_cost)  # NaN = no explicit cost
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
             raise InputError(f"{self._edge(j)}: field 'cost' must be a finite number >= 0, got {self.edge_cost[j]}")
+        self._check_max(self.edge_cost, "cost", self._edge)
         coloc = self.colocation
         if coloc.size and (coloc.max() >= len(self.colocation_labels) or coloc.min() < -1):
             raise InputError(f"colocation codes must lie in -1..{len(self.colocation_labels) - 1}")

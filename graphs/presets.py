@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from dnnplace.graphs.cluster import Cluster, Device
+from dnnplace.graphs.cluster import MAX_DEVICES, Cluster, Device, check_device_count
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["CLUSTER_PRESETS", "INTERCONNECTS", "LOCAL_CPU_LINK", "parse_bytes", "cluster_preset",
@@ -71,15 +71,42 @@ _UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
 
 
 def parse_bytes(text: str) -> float:
-    """A byte count such as ``16GB`` (10^9), ``16GiB`` (2^30), ``8e9`` or ``inf``.
+    """A byte count such as ``16GB`` (10^9), ``16GiB`` (2^30), ``8e9`` or ``inf`` (unbounded,
+    written as such: a number past the 64-bit float range, ``1e999GB``, is an error).
 
-    >>> parse_bytes("16GB"), parse_bytes("1KiB"), parse_bytes("8e9")
-    (16000000000.0, 1024.0, 8000000000.0)
+    >>> parse_bytes("16GB"), parse_bytes("1KiB"), parse_bytes("8e9"), parse_bytes("inf")
+    (16000000000.0, 1024.0, 8000000000.0, inf)
+    >>> parse_bytes("1e999GB")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnplace.graphs.errors.InputError: cannot read '1e999GB' as a byte count: 1e999GB is past the 64-bit float range ...
     """
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?|inf)\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).upper() not in _UNITS:
         raise InputError(f"cannot read {text!r} as a byte count (e.g. 16GB, 16GiB, 8e9)")
-    return float(m.group(1)) * _UNITS[m.group(2).upper()]
+    value = float(m.group(1)) * _UNITS[m.group(2).upper()]
+    if m.group(1) != "inf" and not math.isfinite(value):
+        raise InputError(f"cannot read {text!r} as a byte count: {str(text).strip()} is past the 64-bit float "
+                         "range (write inf for unbounded memory)")
+    return value
+
+
+def _count(text: str, spec: str) -> int:
+    """The device count ``text`` of preset ``spec``, refused past :data:`MAX_DEVICES` before
+    it is read as a number (a 5000-digit ``N`` is no Python int)."""
+    digits = text.lstrip("0") or "0"
+    if len(digits) > 12:
+        raise InputError(f"cluster preset {spec!r}: a {len(digits)}-digit number of devices; at most {MAX_DEVICES} "
+                         "devices are supported")
+    return int(digits)
+
+
+def _memory(text: str, spec: str) -> float:
+    """The ``-MEM`` part of preset ``spec`` (:func:`parse_bytes`), an error naming the preset."""
+    try:
+        return parse_bytes(text)
+    except InputError as exc:
+        raise InputError(f"cluster preset {spec!r}: {exc}") from None
 
 
 def host_memory() -> float:
@@ -144,37 +171,43 @@ def cluster_preset(spec: str, graph=None) -> Cluster:
     unit = getattr(graph, "unit", "ms")
     m = re.fullmatch(r"single-host-(\d+)-(nvlink|pcie)([2-5]?)(?:-(.+))?", s)
     if m:
-        n = int(m.group(1))
+        n = _count(m.group(1), s)
         if n < 1:
             raise InputError(f"cluster preset {s!r}: needs at least one GPU")
+        check_device_count(n + 1, f"cluster preset {s!r} ({n} GPUs and cpu0)")
         gen = m.group(2) + m.group(3)
         if m.group(3) and gen not in INTERCONNECTS:
             raise InputError(f"cluster preset {s!r}: unknown interconnect {gen!r}; use one of {list(INTERCONNECTS)}")
         lat, bw = INTERCONNECTS.get(gen, (None, None))
-        mem = parse_bytes(m.group(4)) if m.group(4) else 16e9
+        mem = _memory(m.group(4), s) if m.group(4) else 16e9
         return Cluster.single_host(n, interconnect=m.group(2), gpu_memory=mem, latency=lat, bandwidth=bw,
                                    unit=unit if unit in ("ms", "s", "us") else "ms")
     m = re.fullmatch(r"local-cpu-(\d+)(?:-(.+))?", s)
     if m:
-        return local_cpu_cluster(int(m.group(1)), memory=parse_bytes(m.group(2)) if m.group(2) else None,
+        n = _count(m.group(1), s)
+        check_device_count(n, f"cluster preset {s!r}")
+        return local_cpu_cluster(n, memory=_memory(m.group(2), s) if m.group(2) else None,
                                  unit=unit if unit in ("ms", "s", "us") else "ms")
     m = re.fullmatch(r"tarnawski-(\d+)-(\d+)-(.+)", s)
     if m:
-        k, l_cpus = int(m.group(1)), int(m.group(2))
+        k, l_cpus = _count(m.group(1), s), _count(m.group(2), s)
         if k < 1:
             raise InputError(f"cluster preset {s!r}: needs at least one accelerator")
+        check_device_count(k + l_cpus, f"cluster preset {s!r} ({k} accelerators and {l_cpus} CPUs)")
         acc = "acc"
         kinds = tuple(getattr(graph, "kinds", ()) or ())
         if kinds and "acc" not in kinds:
             acc = next((k_ for k_ in kinds if k_ != "cpu"), "acc")
-        return Cluster.tarnawski(k, l_cpus, parse_bytes(m.group(3)), acc_kind=acc)
+        return Cluster.tarnawski(k, l_cpus, _memory(m.group(3), s), acc_kind=acc)
     m = re.fullmatch(r"hierarchy-(\d+)x(\d+)(?:-(.+))?", s)
     if m:
         from dnnplace.graphs.hierarchy import hierarchical_cluster
 
         kinds = tuple(getattr(graph, "kinds", ()) or ())
         acc = next((k_ for k_ in kinds if k_ != "cpu"), "acc")
-        mem = parse_bytes(m.group(3)) if m.group(3) else float("inf")
-        return hierarchical_cluster((int(m.group(1)), int(m.group(2))), memory=mem, kind=acc)
+        servers, gpus = _count(m.group(1), s), _count(m.group(2), s)
+        check_device_count(servers * gpus, f"cluster preset {s!r} ({servers} servers of {gpus})")
+        mem = _memory(m.group(3), s) if m.group(3) else float("inf")
+        return hierarchical_cluster((servers, gpus), memory=mem, kind=acc)
     raise InputError(f"unknown cluster preset {s!r}; use one of {list(CLUSTER_PRESETS)} "
                      "(e.g. single-host-4-nvlink, single-host-2-pcie-32GB, tarnawski-4-1-16GB, local-cpu-2)")

@@ -3,8 +3,8 @@ built once, on first use, into one Python extension module (``numba.pycc``) that
 processes load without importing numba.
 
 Why: a process that loads numba's JIT cache still imports numba and sets up its typing and
-lowering registries on the first call, about 0.7-1 s of CPU before any work (issue 26,
-results/startup.md); the extension loads in milliseconds.
+lowering registries on the first call, about 0.7-1 s of CPU before any work
+(results/startup.md); the extension loads in milliseconds.
 
 What is built: one extension exporting every kernel of :data:`SIGNATURES` for its one
 signature, compiled by numba from the same Python function as the JIT path (the kernels
@@ -27,7 +27,13 @@ module whose bytes do not match (corrupt, truncated) is rebuilt, never loaded. W
 build fails (no C compiler, no Python headers, a kernel pycc cannot compile) a ``.failed``
 file records why, and this and later processes take the JIT path without trying again
 (until the source or a version changes, which names a new file; or delete the file).
-``DNNPLACE_AOT=0`` turns the AOT path off (the JIT path, as before issue 26).
+``DNNPLACE_AOT=0`` turns the AOT path off (the JIT path).
+
+Time limits: the build takes minutes (measured: over 2 minutes on the shared 2-core machine), so a
+caller with a deadline runs its kernels inside :func:`no_build_wait`: where the extension is
+missing there, the build starts in a detached background process (unless one is already
+building: the lock is held) for the processes that come later, and this process takes the JIT
+path at once (``status()``: ``building in the background``).
 
 A call goes to the AOT function only when every argument has exactly the type declared
 (:func:`fits`: dtype, number of dimensions, C-contiguous, aligned and writable arrays;
@@ -38,6 +44,7 @@ path.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.machinery
@@ -52,7 +59,8 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["parse_signature", "fits", "enabled", "load", "status", "FORMAT"]
+__all__ = ["parse_signature", "fits", "enabled", "load", "status", "no_build_wait", "waits_for_build",
+           "FORMAT"]
 
 FORMAT = 1
 """Version of how modules are built and named here; raising it renames (rebuilds) them all."""
@@ -93,6 +101,7 @@ _MODULES = sorted({name.rsplit(".", 1)[0] for name in SIGNATURES})
 _NAME = "_dnnplace_aot"
 _ext: ModuleType | None = None  # the extension, once looked up in this process
 _status = "not yet"  # how it was found (tests, reports)
+_wait = True  # build a missing extension here and wait for it (False inside no_build_wait)
 
 
 def parse_signature(sig: str) -> tuple[tuple[np.dtype, int], ...]:
@@ -155,8 +164,27 @@ def enabled() -> bool:
 
 def status() -> str:
     """How this process found the extension: ``loaded``, ``built`` (then loaded), ``failed: <why>``
-    (the JIT path), ``off`` or ``not yet``."""
+    (the JIT path), ``building in the background`` (the JIT path, :func:`no_build_wait`), ``off`` or
+    ``not yet``."""
     return _status
+
+
+def waits_for_build() -> bool:
+    """Whether a missing extension is built in this process now (outside :func:`no_build_wait`)."""
+    return _wait
+
+
+@contextlib.contextmanager
+def no_build_wait():
+    """Within this block a missing extension is not built in this process but in a detached
+    background one (for later processes), and the kernels take the JIT path at once: for
+    callers with a deadline (see the module's docstring)."""
+    global _wait
+    old, _wait = _wait, False
+    try:
+        yield
+    finally:
+        _wait = old
 
 
 def load(kernel):
@@ -271,6 +299,9 @@ def _find_or_build() -> tuple[ModuleType | None, str]:
     failed = _beside(file, ".failed")
     if failed.exists():
         return None, "failed: " + (failed.read_text(errors="replace").strip().splitlines() or ["?"])[0]
+    if not _wait:
+        _build_in_background(file)
+        return None, "building in the background"
     with _Lock(_beside(file, ".lock")):
         ext = _try_load(file)  # built by another process while this one waited
         if ext is not None:
@@ -330,6 +361,30 @@ class _Lock:
 
 
 # -- building ---------------------------------------------------------------------------------
+
+def _build_in_background(file: Path) -> None:
+    """Start a detached process that builds (and checks) the extension, unless a build holds the
+    lock now; it outlives this process."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    try:
+        fd = os.open(_beside(file, ".lock"), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # a build is under way
+        os.close(fd)
+        return
+    os.close(fd)  # released: the child takes the lock itself
+    cmd = [sys.executable, "-c", "from dnnplace.heuristics import aot; aot.load(aot.kernel_named("
+           f"{next(iter(SIGNATURES))!r}))"]
+    with contextlib.suppress(OSError):
+        subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True, cwd=file.parent)  # not a folder that may go
+
 
 BUILD_TIMEOUT_S = 900
 

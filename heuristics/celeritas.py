@@ -71,7 +71,7 @@ from dnnplace.heuristics.nominal import nominal_costs
 from dnnplace.heuristics.timeline import Timeline
 from dnnplace.heuristics.topo_orders import topo_order_by
 
-__all__ = ["CoarsePlacement", "CeleritasRun", "adjust_placement", "celeritas"]
+__all__ = ["CoarsePlacement", "CeleritasRun", "adjust_placement", "celeritas", "one_device_reason"]
 
 _INF = math.inf
 
@@ -86,6 +86,8 @@ class CoarsePlacement:
     order: np.ndarray
     best_effort: int
     anchor: np.ndarray  # the device each colocation group was pinned (and reserved) on
+    kept: int = 0  # nodes Eq. 9 kept on d_k although another device had an earlier EST (the gain <= back)
+    forced: int = 0  # nodes that went off d_k because d_k had no room (or could not run them)
 
     @property
     def planner_estimate(self) -> float:
@@ -168,7 +170,7 @@ def adjust_placement(graph: OpGraph, cluster: Cluster, *, adjust: bool = True, o
     gdev: dict[int, int] = {}
     tl = Timeline(D)
     devices = range(D)
-    best_effort = 0
+    best_effort = kept = forced = 0
     dk = 0
     for v in seq.tolist():
         wv = comp[v]
@@ -198,8 +200,11 @@ def adjust_placement(graph: OpGraph, cluster: Cluster, *, adjust: bool = True, o
                 est[d] = tl.earliest_slot(d, pre[d], wv[d])
             d1 = min(devices, key=lambda x: (est[x], x != dk, x))
             d = d1 if est[dk] == _INF or est[dk] - est[d1] > backs[v] else dk
+            kept += d == dk and est[d1] < est[dk]
+            forced += est[dk] == _INF and d != dk
         else:
             d = dk if dk in fits else next(x for x in ((dk + s) % D for s in range(1, D + 1)) if x in fits)
+            forced += d != dk
         s = tl.earliest_slot(d, pre[d], wv[d])
         dev[v], start[v], fin[v] = d, s, s + wv[d]
         tl.reserve(d, s, s + wv[d])
@@ -211,7 +216,7 @@ def adjust_placement(graph: OpGraph, cluster: Cluster, *, adjust: bool = True, o
     for x, d in gdev.items():
         anchor[x] = d
     return CoarsePlacement(np.asarray(dev, dtype=np.int64), np.asarray(start), np.asarray(fin), seq, best_effort,
-                           anchor)
+                           anchor, kept, forced)
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,6 +231,43 @@ class CeleritasRun:
     fusion_seconds: float
     placement_seconds: float
     extra: dict = field(default_factory=dict)
+
+
+def one_device_reason(run: CeleritasRun, *, adjust: bool, R: int) -> str | None:
+    """Why ``run`` put every operator on one device, in words (``None`` where it uses more).
+
+    The true reasons in the code above, in the order they apply: the fusion left one coarse
+    node (at most ``R`` nodes and memory ``M`` per fused node, so a graph of at most ``R``
+    nodes whose memory fits ``M`` is one node); Order-Place keeps a node on the current
+    device while it fits; Adjusting Placement moves a node off the current device only
+    where its EST elsewhere is earlier by more than its largest outgoing transfer (Eq. 9),
+    or where the current device has no room. Memory binds where a node had to leave the
+    current device for room (``forced``) or went best effort."""
+    p = run.placement
+    used = np.unique(p.device)
+    if used.size != 1 or p.graph.n == 0:
+        return None
+    name = p.cluster.names[int(used[0])]
+    cp, fz = run.coarse, run.fusion
+    load = float(p.graph.memory.sum())
+    cap = float(p.cluster.memory[int(used[0])])
+    moved = cp.forced + cp.best_effort
+    memory = (f"memory does not bind (the graph's {load:.4g} B of {cap:.4g} B on {name})" if not moved
+              else f"{moved} coarse node(s) had to leave the current device for room or support")
+    head = f"all {p.graph.n} operators on {name}: {memory}"
+    if fz.graph.n == 1:
+        return (f"{head}; the fusion left one coarse node (at most R = {R} nodes and M = {fz.meta['M']:.4g} B "
+                "per fused node), and Celeritas places fused nodes whole")
+    if not adjust:
+        return (f"{head}; Order-Place keeps each of the {fz.graph.n} coarse nodes on the current device while it "
+                "fits")
+    rule = "Adjusting Placement (Eq. 9) moves a coarse node off the current device only where it starts earlier " \
+           "elsewhere by more than its largest outgoing transfer"
+    if cp.kept == 0:
+        return (f"{head}; each of the {fz.graph.n} coarse nodes starts earliest on {name} (elsewhere it would wait "
+                f"for its inputs' transfers), and {rule}")
+    return (f"{head}; {rule}: {cp.kept} of the {fz.graph.n} coarse nodes would start earlier elsewhere, but by no "
+            f"more than that, and the others start earliest on {name}")
 
 
 def celeritas(graph: OpGraph, cluster: Cluster, *, R: int = 200, M_frac: float = 0.25, order: str = "cpd-topo",

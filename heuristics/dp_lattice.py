@@ -20,7 +20,7 @@ import numpy as np
 
 from dnnplace.heuristics.jit import cached_njit
 
-__all__ = ["LatticeBuffers", "grow", "bfs_chunk", "rehash"]
+__all__ = ["LatticeBuffers", "grow", "grown_nbytes", "bfs_chunk", "rehash"]
 
 @cached_njit
 def _slot(member, j, table, mask):
@@ -141,16 +141,39 @@ def _pow2(x: int) -> int:
     return 1 << max(4, int(x - 1).bit_length())
 
 
+def _grown(buf: LatticeBuffers) -> tuple[int, int]:
+    """``(ideal rows, cover entries)`` the arrays will have after :func:`grow`."""
+    n, cap, size = buf.n, buf.member.shape[0], buf.cover_node.size
+    if buf.count + n + 1 > cap or 2 * (buf.count + n) > buf.table.size:
+        cap *= 2
+    if buf.ptr[buf.count] + n * n > size:
+        size *= 2
+    return cap, size
+
+
+def grown_nbytes(buf: LatticeBuffers) -> int:
+    """Bytes the arrays will hold after :func:`grow` (the next chunk's memory), before it runs."""
+    cap, size = _grown(buf)
+    return cap * (8 * buf.words + 8) + _pow2(2 * cap) * 8 + size * 16 + buf.pred.nbytes
+
+
 def grow(buf: LatticeBuffers) -> None:
-    """Double what the next chunk might overflow (see :func:`bfs_chunk`)."""
-    n = buf.n
-    if buf.count + n + 1 > buf.member.shape[0] or 2 * (buf.count + n) > buf.table.size:
-        cap = 2 * buf.member.shape[0]
-        buf.member = np.concatenate([buf.member, np.zeros_like(buf.member)])[:cap]
-        buf.ptr = np.concatenate([buf.ptr, np.zeros(cap + 1 - buf.ptr.size, dtype=np.int64)])
+    """Double what the next chunk might overflow (see :func:`bfs_chunk`). The new parts are
+    left uninitialised (every entry is written before it is read), so growing touches only
+    the pages copied, not the whole new array."""
+    cap, size = _grown(buf)
+    if cap > buf.member.shape[0]:
+        buf.member = _extended(buf.member, cap)
+        buf.ptr = _extended(buf.ptr, cap + 1)
         buf.table = np.full(_pow2(2 * cap), -1, dtype=np.int64)
         rehash(buf.member, buf.count, buf.table)
-    if buf.ptr[buf.count] + n * n > buf.cover_node.size:
-        size = 2 * buf.cover_node.size
-        buf.cover_node = np.concatenate([buf.cover_node, np.zeros(size - buf.cover_node.size, dtype=np.int64)])
-        buf.cover_to = np.concatenate([buf.cover_to, np.full(size - buf.cover_to.size, -1, dtype=np.int64)])
+    if size > buf.cover_node.size:
+        buf.cover_node = _extended(buf.cover_node, size)
+        buf.cover_to = _extended(buf.cover_to, size)
+
+
+def _extended(a: np.ndarray, rows: int) -> np.ndarray:
+    """``a`` with ``rows`` rows, the first ``len(a)`` copied and the rest uninitialised."""
+    out = np.empty((rows, *a.shape[1:]), dtype=a.dtype)
+    out[: a.shape[0]] = a
+    return out

@@ -23,6 +23,10 @@ __all__ = ["Prepared", "run_table", "threshold_runs", "reset_tables", "prefix_lo
 FIRST_SHARE = 1 / 3
 """Share of the time left that :func:`threshold_runs` gives its first run, at the achievable value."""
 
+POST_PASSES = 4
+"""The runs stop this many passes over the lattice's covers (timed once) before the deadline:
+the time :func:`prefix_lower_bound` of a table cut short takes after them."""
+
 RISING_FIRST_STEPS = 4
 """When the bound is this few steps below the achievable value, :func:`threshold_runs`
 starts with the rising runs (no first run)."""
@@ -104,13 +108,16 @@ def threshold_runs(prep: Prepared, lo: float, hi: float, overlap: bool, deadline
 
     Returns ``(last run's :func:`run_table` tuple with the pairs of all runs, proven lower bound,
     last T, runs, whether a first run came)``; the last run stopped early when the deadline
-    passed."""
+    passed (less :data:`POST_PASSES` passes over the covers)."""
     a, lat = prep.arrays, prep.lattice
     acc_c = np.where(a["acc_ok_node"], a["acc_c"], 0.0)
     cpu_ok = a["cpu_ok_node"] & (a["l"] > 0)
     lo = max(lo, knapsack_bound(acc_c, a["cpu_c"], cpu_ok, a["k"], a["l"]))
+    t_sizes = time.perf_counter()
     _, work = ideal_sizes(lat.cover_ptr, lat.cover_node, lat.cover_to, acc_c, lat.size)
     rest = acc_c.sum() - work
+    if deadline is not None:  # leave the lower bound of a cut table its time (one such pass and the tables')
+        deadline -= POST_PASSES * (time.perf_counter() - t_sizes)
     tables = new_tables(lat.size, a["k"], a["l"])
     share = FIRST_SHARE if first_share is None else first_share
     if lo > 0 and hi <= lo * (1 + step) ** RISING_FIRST_STEPS:

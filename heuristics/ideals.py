@@ -31,18 +31,25 @@ from dnnplace.graphs.components import strong_components, weak_components
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.orders import stack_topological_order
-from dnnplace.heuristics.dp_lattice import LatticeBuffers
+from dnnplace.heuristics.dp_lattice import LatticeBuffers, grown_nbytes
 
-__all__ = ["DPGraph", "build_dp_graph", "IdealLattice", "enumerate_ideals", "linearize"]
+__all__ = ["DPGraph", "build_dp_graph", "IdealLattice", "enumerate_ideals", "antichain_width", "linearize",
+           "TooManyIdeals"]
 
 
 class TooManyIdeals(InputError):
-    """The DAG has more ideals than the caller allowed, or enumerating them ran past the
-    caller's deadline (``timed_out``; use DPL instead); ``count``: ideals enumerated."""
+    """The DAG has more ideals than the caller allowed (``reason`` ``"ideal_limit"``), its
+    lattice would outgrow the caller's memory budget (``"memory_limit"``), or enumerating
+    them ran past the caller's deadline (``"time_limit"``); use DPL instead. ``count``:
+    ideals enumerated."""
 
-    def __init__(self, message: str, *, count: int = 0, timed_out: bool = False):
+    def __init__(self, message: str, *, count: int = 0, reason: str = "ideal_limit"):
         super().__init__(message)
-        self.count, self.timed_out = count, timed_out
+        self.count, self.reason = count, reason
+
+    @property
+    def timed_out(self) -> bool:
+        return self.reason == "time_limit"
 
 
 @dataclass
@@ -245,8 +252,36 @@ class IdealLattice:
         return np.flatnonzero(bits[: self.n_nodes])
 
 
+def antichain_width(n: int, src: np.ndarray, dst: np.ndarray) -> int:
+    """The size of the largest set of nodes with equal depth (longest path from a source) in the
+    DAG ``(n, src->dst)``. Such a set is an antichain (a path raises the depth), and every subset
+    of an antichain is the set of maximal nodes of exactly one ideal (its down-closure), so the
+    DAG has at least ``2 ** width`` ideals.
+
+    >>> antichain_width(4, np.array([0, 0]), np.array([1, 2]))  # depths: {0, 3} 0, {1, 2} 1
+    2
+    """
+    if n == 0:
+        return 0
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    pos = np.empty(n, dtype=np.int64)
+    pos[stack_topological_order(n, src, dst)] = np.arange(n)
+    depth = np.zeros(n, dtype=np.int64)
+    e = np.argsort(pos[dst], kind="stable")  # every edge into u comes before the edges out of u
+    for a, b in zip(src[e].tolist(), dst[e].tolist()):
+        if depth[a] + 1 > depth[b]:
+            depth[b] = depth[a] + 1
+    return int(np.bincount(depth).max())
+
+
+CHUNK_SECONDS = 0.05
+"""Seconds of compiled work between two checks of the deadline and the memory budget while
+enumerating ideals (the chunk of ideals processed adapts to the measured rate)."""
+
+
 def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: int = 6_000_000,
-                     deadline: float | None = None) -> IdealLattice:
+                     deadline: float | None = None, max_bytes: float | None = None,
+                     bytes_per_ideal: float = 0.0) -> IdealLattice:
     """Breadth-first enumeration of the ideals of the DAG ``(n, src->dst)``.
 
     Every ideal is reached from a smaller one by adding one node all of whose
@@ -254,25 +289,58 @@ def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: in
     in a hash table), so the cost is ``O(ideals * width * words)``; memory is the
     bitsets (``8 * words`` bytes an ideal) and 16 bytes per cover, with arrays that
     grow by doubling (measured in ``python -m benchmarks dp-scale``).
-    Raises :class:`TooManyIdeals` past ``max_ideals``, or past ``deadline`` (a
-    ``time.perf_counter()`` value, checked every 65536 ideals processed).
+
+    Raises :class:`TooManyIdeals`
+
+    - at once where an antichain of the DAG (:func:`antichain_width`) alone has more than
+      ``max_ideals`` subsets (a wide graph: the captured NASNet's DP graph has 1125 sources);
+    - past ``max_ideals`` ideals;
+    - before a growth of the arrays that would take them past ``max_bytes``, or where the
+      lattice found so far with ``bytes_per_ideal`` for each of its ideals (what the caller
+      allocates per ideal afterwards, once the arrays have shrunk to the lattice) would;
+    - past ``deadline`` (a ``time.perf_counter()`` value), checked every
+      :data:`CHUNK_SECONDS` of compiled work and before every growth (the first chunk
+      always runs).
 
     >>> lat = enumerate_ideals(3, np.array([0]), np.array([1]))  # 0->1, 2 isolated
     >>> lat.size  # {}, {0}, {2}, {0,1}, {0,2}, {0,1,2}
     6
     """
+    width = antichain_width(n, src, dst)
+    if width > np.log2(max(max_ideals, 1)):
+        raise TooManyIdeals(f"at least 2^{width} ideals (an antichain of {width} nodes), more than {max_ideals}; "
+                            "use DPL (linearised) instead", count=0)
     buf = LatticeBuffers(n, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
-    while not buf.step(1 << 16):
+    heads, first = 16, True
+    while True:
+        if max_bytes is not None:  # the peak: the growing arrays now, or the lattice and the caller's arrays later
+            lattice = buf.count * (8 * buf.words + 8) + int(buf.ptr[buf.count]) * 16
+            need = max(grown_nbytes(buf), lattice + bytes_per_ideal * buf.count)
+            if need > max_bytes:
+                raise TooManyIdeals(f"the ideals found so far ({buf.count}) and the next growth of their arrays "
+                                    f"would take {need / 1e9:.2f} GB, more than the budget of {max_bytes / 1e9:.2f} "
+                                    "GB; use DPL instead", count=buf.count, reason="memory_limit")
+        if not first and deadline is not None and time.perf_counter() > deadline:
+            raise TooManyIdeals(f"time limit while enumerating ideals ({buf.count} so far); use DPL instead",
+                                count=buf.count, reason="time_limit")
+        first = False
+        t = time.perf_counter()
+        finished = buf.step(heads)
         if buf.count > max_ideals:
             raise TooManyIdeals(f"more than {max_ideals} ideals; use DPL (linearised) instead", count=buf.count)
-        if deadline is not None and time.perf_counter() > deadline:
-            raise TooManyIdeals(f"time limit while enumerating ideals ({buf.count} so far); use DPL instead",
-                                count=buf.count, timed_out=True)
-    if buf.count > max_ideals:
-        raise TooManyIdeals(f"more than {max_ideals} ideals; use DPL (linearised) instead", count=buf.count)
-    m = int(buf.ptr[buf.count])
-    return IdealLattice(n, buf.member[: buf.count].copy(), buf.ptr[: buf.count + 1].copy(),
-                        buf.cover_node[:m].copy(), buf.cover_to[:m].copy())
+        if finished:
+            break
+        took = time.perf_counter() - t
+        heads = int(min(max(heads * CHUNK_SECONDS / max(took, 1e-6), 1), heads * 4, 1 << 20))
+    count = buf.count
+    m = int(buf.ptr[count])
+    member, ptr, cover_node, cover_to = buf.member, buf.ptr, buf.cover_node, buf.cover_to
+    del buf  # the arrays shrink in place: no second copy of the lattice at its peak
+    member.resize((count, member.shape[1]), refcheck=False)
+    ptr.resize(count + 1, refcheck=False)
+    cover_node.resize(m, refcheck=False)
+    cover_to.resize(m, refcheck=False)
+    return IdealLattice(n, member, ptr, cover_node, cover_to)
 
 
 def linearize(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

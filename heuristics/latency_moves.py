@@ -121,8 +121,10 @@ def descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, pool
     ejection pairs once those are exhausted); returns (latency, sec, evals).
 
     ``dev`` (a valid split) is improved in place; ``order`` is the sweep order of the
-    units, ``unit_dev_buf`` a work array of one entry per unit, and no new sweep starts
-    after ``max_evals`` score evaluations. ``sec`` is the sum of finish times.
+    units, ``unit_dev_buf`` a work array of one entry per unit, and the descent stops,
+    with a valid split, once ``max_evals`` score evaluations are spent (checked before
+    each unit's moves: a time budget holds within one unit). ``sec`` is the sum of
+    finish times.
     """
     unit, dur, start, fin, indeg, uptr, uadj, stamp, tmp, queue = work
     n_acc = accs.shape[0]
@@ -137,6 +139,8 @@ def descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, pool
     while improved and evals < max_evals:
         improved = False
         for i in range(order.shape[0]):
+            if evals >= max_evals:
+                break
             x = order[i]
             a = dev[unit_nodes[unit_ptr[x]]]
             k = _targets(x, dev, unit_ptr, unit_nodes, in_ptr, in_nbr, out_ptr, out_nbr, acc_idx, accs, pool, ok,
@@ -198,11 +202,13 @@ def descend(dev, order, unit_ptr, unit_nodes, umem, ok, cap, acc_idx, accs, pool
                     break
                 for t in range(nunits):
                     _apply(unit_dev_buf[t], a, dev, unit_ptr, unit_nodes)
-        if improved or not eject:
+        if improved or not eject or evals >= max_evals:
             continue
         # ejection: x onto a full accelerator b, and a boundary unit y of b out to another device
         cand2 = np.empty(n_dev, dtype=np.int64)
         for i in range(order.shape[0]):
+            if evals >= max_evals:
+                break
             x = order[i]
             a = dev[unit_nodes[unit_ptr[x]]]
             ia = acc_idx[a]

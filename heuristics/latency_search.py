@@ -96,7 +96,10 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
     time_limit : float
         Seconds for the whole call: the max-load DP's start split gets at most half of
         what is left once the scorer is built (its best split by then), the search runs
-        until ``time_limit`` after the call began (a lane's first descent always ends).
+        until ``time_limit`` after the call began. Without ``max_iters``, a descent stops
+        once it has spent the score evaluations the time left allows (at the rate
+        measured so far; checked before each unit's moves), so the call ends within about
+        one unit's moves of ``time_limit``; every split it keeps is valid.
     seed : int
         Seed of the local ``numpy.random.default_rng`` (sweep orders, perturbations).
     start : Placement, optional
@@ -183,17 +186,36 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
                    g.out_ptr, g.out_nbr, g.out_eid, sc.comp, sc.cin, sc.cout, sc.work)
     buf = np.empty(nunit, dtype=np.int64)
     evals = 0
+    t_end = t0 + time_limit
+    # score evaluations per second (first: the starts' scoring, then the descents'): a descent
+    # stops once it has spent the evaluations the time left allows
+    t = time.perf_counter()
+    sc.score(best_dev)  # once more, compiled by now: the first estimate of the rate
+    rate = [1.0 / max(time.perf_counter() - t, 1e-6), 0, 0.0]  # [estimate, evaluations, seconds] of the descents
+
+    def budget() -> int:
+        if max_iters is not None:
+            return 1 << 62
+        return max(1, min(1 << 62, int(rate[0] * (t_end - time.perf_counter()))))
+
+    def timed(*args):
+        t = time.perf_counter()
+        out = descend(*args)
+        rate[1], rate[2] = rate[1] + out[2], rate[2] + time.perf_counter() - t
+        if rate[2] > 0.05:
+            rate[0] = rate[1] / rate[2]
+        return out
+
     lanes = []  # one ILS per distinct valid start, run in turn: [current split, its latency, failures]
     for _, dev in sorted(valid, key=lambda t: t[0]):
         cur = dev.copy()
-        cur_val, _, e = descend(cur, rng.permutation(nunit).astype(np.int64), *args_static, buf, 1 << 62, True)
+        cur_val, _, e = timed(cur, rng.permutation(nunit).astype(np.int64), *args_static, buf, budget(), True)
         evals += e
         lanes.append([cur, cur_val, 0])
         if cur_val < best_val - EPS * max(1.0, abs(best_val)):
             best_val, best_dev = cur_val, cur.copy()
     trace = [(time.perf_counter() - t0, float(best_val))]
     iters = 0
-    t_end = t0 + time_limit
     while (max_iters is None or iters < max_iters) and time.perf_counter() < t_end and nunit:
         lane = lanes[iters % len(lanes)]
         cur, cur_val, fails = lane
@@ -208,10 +230,10 @@ def latency_search(inst: Instance, *, time_limit: float = 30.0, seed: int = 0, s
                     trial[on] = sc.pool
         perturb(trial, rng.integers(0, nunit, strength).astype(np.int64),
                 rng.integers(0, 1 << 30, strength).astype(np.int64), *args_static)
-        val, _, e = descend(trial, rng.permutation(nunit).astype(np.int64), *args_static, buf, 1 << 62, False)
+        val, _, e = timed(trial, rng.permutation(nunit).astype(np.int64), *args_static, buf, budget(), False)
         evals += e
         if val <= best_val * (1 + eject_within):  # promising: also try the ejection pairs
-            val, _, e = descend(trial, rng.permutation(nunit).astype(np.int64), *args_static, buf, 1 << 62, True)
+            val, _, e = timed(trial, rng.permutation(nunit).astype(np.int64), *args_static, buf, budget(), True)
             evals += e
         if val <= cur_val + EPS * max(1.0, abs(cur_val)):
             fails = 0 if val < cur_val - EPS * max(1.0, abs(cur_val)) else fails + 1

@@ -38,11 +38,17 @@ across a cut separates into a term of each end ideal, so those stages come from 
 min-max queries and the superset walks stay between two cuts
 (:mod:`dnnplace.heuristics.dp_segments`).
 
-Size limit: the ideals are held as bitsets with their cover relation, so memory grows
+Size limits: the ideals are held as bitsets with their cover relation, so memory grows
 with the number of ideals (``max_ideals``, default 6 million; measured in
-``results/dp-scale.md``). Past it the DP does not
-give up silently: it returns DPL's split as the incumbent with ``complete=False`` and a
-valid lower bound (:func:`load_lower_bound`), so the caller reports a gap.
+``results/dp-scale.md``) and with the DP graph's width (every ideal stores its addable
+nodes). So there are three limits: ``max_ideals``, known at once to be exceeded where an
+antichain of the DP graph has more subsets (:func:`~dnnplace.heuristics.ideals.antichain_width`;
+the captured NASNet's DP graph has 1125 sources); a memory budget (``max_bytes``, default
+:func:`memory_budget`) checked before every growth of the arrays, with what the DP allocates
+per ideal afterwards (:func:`bytes_per_ideal`); and the time limit, which holds for the
+whole call. Past any of them the DP does not give up silently: it returns DPL's split as
+the incumbent with ``complete=False`` and a valid lower bound (:func:`load_lower_bound`), so
+the caller reports a gap.
 """
 
 from __future__ import annotations
@@ -52,11 +58,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dnnplace.graphs.deadline import Deadline, TimeLimitReached
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.replication import Replication, node_weights
+from dnnplace.heuristics import aot
 from dnnplace.heuristics.dp_backward import backward_contiguity
 from dnnplace.heuristics.dp_runs import Prepared, prefix_lower_bound, run_table, threshold_runs
 from dnnplace.heuristics.dp_segments import narrow_cuts, segment_arrays
@@ -72,6 +80,18 @@ __all__ = ["DPResult", "maxload_dp", "load_lower_bound"]
 
 OBJECTIVES = ("pipedream", "overlap")
 
+MAX_BYTES = 4e9
+"""The exact DP's memory budget (bytes) unless the caller gives one: its lattice and tables
+(results/dp-scale.md: 4.3M ideals took 2.0 GB)."""
+AVAILABLE_SHARE = 0.5
+"""At most this share of the machine's available memory goes to the exact DP by default."""
+
+GRACE = 0.5
+"""Seconds past its time limit after which a call still inside code that checks no deadline
+(numba compiling a kernel on first use, where no compiled copy is cached) is stopped by a
+watchdog (:meth:`~dnnplace.graphs.deadline.Deadline.guard`) and returns no split, with the
+lower bound; its own checks end it well before (chunks of 0.05-0.25 s)."""
+
 
 @dataclass
 class DPResult:
@@ -86,7 +106,8 @@ class DPResult:
     linearized: bool = False
     complete: bool = True
     lower_bound: float | None = None
-    stopped: str | None = None  # why an incomplete run stopped: "ideal_limit" or "time_limit"
+    stopped: str | None = None  # why an incomplete run stopped: "ideal_limit", "memory_limit" or "time_limit"
+    note: str | None = None  # what stopped the exact DP, in words (the enumeration's message)
 
 
 def _replication_settings(inst: Instance, replicas: int, sync_per_byte: float | None) -> float:
@@ -127,8 +148,29 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
     return float(max(best.max(initial=0.0) / replicas, best.sum() / max(1, accs.size + cpus.size)))
 
 
+def memory_budget() -> float:
+    """The exact DP's default memory budget in bytes: :data:`MAX_BYTES`, and at most
+    :data:`AVAILABLE_SHARE` of the memory the machine has available now (Linux
+    ``MemAvailable``; :data:`MAX_BYTES` where it cannot be read)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            avail = next(float(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return MAX_BYTES
+    return min(MAX_BYTES, AVAILABLE_SHARE * avail)
+
+
+def bytes_per_ideal(g: OpGraph, k: int, l: int) -> float:  # noqa: E741 (the paper's k, l)
+    """What the exact DP allocates per ideal after the enumeration (an estimate, rounded up):
+    the tables (14 bytes an entry, :func:`~dnnplace.heuristics.dp_kernel.new_tables`, and the
+    prefix bound's temporaries, 24), the backward parts' bitsets of a training graph and about
+    a dozen per-ideal vectors (sizes, sums, segment queries)."""
+    words_bw = (int(g.backward.sum()) + 63) // 64
+    return (k + 1) * (l + 1) * (14 + 24) + 8 * words_bw + 128
+
+
 def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 6_000_000,
-             deadline: float | None = None, segments: bool = True) -> Prepared:
+             deadline: float | None = None, segments: bool = True, max_bytes: float | None = None) -> Prepared:
     g, cl = inst.graph, inst.require_cluster()
     accs, cpus = dp_devices(cl)
     h = build_dp_graph(g, trivial=trivial)
@@ -136,7 +178,9 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: 
     if linear:
         ps, pd = linearize(h.n, src, dst)
         src, dst = np.concatenate([src, ps]), np.concatenate([dst, pd])
-    lattice = enumerate_ideals(h.n, src, dst, max_ideals=max_ideals, deadline=deadline)
+    lattice = enumerate_ideals(h.n, src, dst, max_ideals=max_ideals, deadline=deadline, max_bytes=max_bytes,
+                               bytes_per_ideal=bytes_per_ideal(g, int(accs.size), int(cpus.size)))
+    _check(deadline, lattice.size, "the ideals' arrays")
     grp = h.group
     comp = cl.compute_matrix(g)
     acc_t = comp[:, accs[0]] if accs.size else np.full(g.n, np.nan)
@@ -171,8 +215,22 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: 
                   **backward_contiguity(g, grp, h.n, lattice),
                   k=int(accs.size), l=int(cpus.size), accs=accs, cpus=cpus)
     if segments and not linear:
+        _check(deadline, lattice.size, "the backward-contiguity sets")
         arrays.update(_blocks(h, lattice, arrays, pairs, term_of))
     return Prepared(h, lattice, arrays)
+
+
+SMALL_LATTICE = 1 << 16
+"""A lattice of at most this many ideals goes through each phase in milliseconds: past the
+deadline, it still goes on to the table's first chunk (as a time limit of 0 does)."""
+
+
+def _check(deadline: float | None, count: int, before: str) -> None:
+    """Past ``deadline`` (a ``perf_counter`` time): stop the preparation of a lattice of ``count``
+    ideals (more than :data:`SMALL_LATTICE`) before ``before``."""
+    if deadline is not None and count > SMALL_LATTICE and time.perf_counter() > deadline:
+        raise TooManyIdeals(f"time limit before {before} ({count} ideals); use DPL instead", count=count,
+                            reason="time_limit")
 
 
 def _blocks(h, lattice, arrays: dict, pairs: np.ndarray, term_of: np.ndarray) -> dict:
@@ -233,24 +291,32 @@ def _on_original_nodes(inst: Instance, sub: OpGraph, res: DPResult) -> DPResult:
     return res
 
 
-def _dpl_instead(inst: Instance, exc: TooManyIdeals, t0: float, *, objective: str, trivial: bool, replicas: int,
-                 sync: float) -> DPResult:
-    """Past the ideal or time limit of the exact DP: DPL's split as the incumbent, with
-    ``complete=False`` and :func:`load_lower_bound` as the bound."""
-    res = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial, replicas=replicas,
-                     sync_per_byte=sync)
-    why = "time_limit" if exc.timed_out else "ideal_limit"
+def _dpl_instead(inst: Instance, exc: TooManyIdeals, t0: float, deadline: float | None, *, objective: str,
+                 trivial: bool, replicas: int, sync: float) -> DPResult:
+    """Past the ideal, memory or time limit of the exact DP: DPL's split (within what the
+    deadline leaves) as the incumbent, with ``complete=False`` and :func:`load_lower_bound`
+    as the bound."""
+    res = _maxload_dp(inst, linearized=True, objective=objective, upper_bound=None, trivial=trivial,
+                      max_ideals=6_000_000, time_limit=_left(deadline), replicas=replicas, sync_per_byte=sync,
+                      prune=True, segments=True, max_bytes=None)
+    why = exc.reason
     res.seconds = {why: time.perf_counter() - t0, **res.seconds}
     res.complete, res.linearized, res.stopped = False, False, why
     res.lower_bound = min(load_lower_bound(inst, replicas), res.value)
     res.ideals = exc.count
+    res.note = str(exc)
     return res
+
+
+def _left(deadline: float | None) -> float | None:
+    """Seconds to ``deadline`` (a ``perf_counter`` time; ``0.0`` once past, ``None`` without one)."""
+    return None if deadline is None else max(0.0, deadline - time.perf_counter())
 
 
 def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pipedream",
                upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 6_000_000,
                time_limit: float | None = None, replicas: int = 1, sync_per_byte: float | None = None,
-               prune: bool = True, segments: bool = True) -> DPResult:
+               prune: bool = True, segments: bool = True, max_bytes: float | None = None) -> DPResult:
     """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
 
     Parameters
@@ -267,8 +333,15 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         Merge zero-cost one-neighbour nodes into their neighbour first (exact for the
         loads; see :func:`dnnplace.heuristics.ideals._merge_trivial`).
     max_ideals : int
-        Memory limit of the exact DP. With more ideals the result is DPL's split with
-        ``complete=False`` and ``lower_bound`` from :func:`load_lower_bound`.
+        Size limit of the exact DP. With more ideals (known at once where an antichain of
+        the DP graph has more subsets, :func:`~dnnplace.heuristics.ideals.antichain_width`)
+        the result is DPL's split with ``complete=False`` and ``lower_bound`` from
+        :func:`load_lower_bound`.
+    max_bytes : float, optional
+        Memory budget of the exact DP (default :func:`memory_budget`): an enumeration whose
+        arrays, with the tables to come (:func:`bytes_per_ideal`), would outgrow it stops
+        before it allocates more, with the same answer as past ``max_ideals``
+        (``stopped="memory_limit"``).
     replicas : int
         Largest replication factor of a stage (Appendix C.2; 1 = none): a stage may run on
         up to this many accelerators (:mod:`dnnplace.graphs.replication`), and the
@@ -277,11 +350,19 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         All-reduce time per byte of a replicated stage's weights (the paper's ``1/B``);
         default the cluster's accelerator-to-accelerator ``beta1`` (largest pair).
     time_limit : float, optional
-        Seconds for the exact DP's table (checked between chunks of sources). When it
-        runs out: the better of DPL's split and the best full split in the table so
-        far, ``complete=False``, and the larger of the bound the failed threshold runs
-        proved and the lower bound of the exact prefix of the table (at most the
-        run's threshold; :func:`~dnnplace.heuristics.dp_runs.prefix_lower_bound`, at least :func:`load_lower_bound`).
+        Seconds for the whole call, from its start: the subdivision, the enumeration of the
+        ideals (checked between chunks of ideals; past it, DPL's split as past ``max_ideals``),
+        DPL's run and the exact DP's table (checked between chunks of sources), which leaves
+        time for the lower bound that follows. When it runs out in the table: the better of
+        DPL's split and the best full split in the table so far, ``complete=False``, and the
+        larger of the bound the failed threshold runs proved and the lower bound of the exact
+        prefix of the table (at most the run's threshold;
+        :func:`~dnnplace.heuristics.dp_runs.prefix_lower_bound`, at least :func:`load_lower_bound`).
+        DPL itself (``linearized=True``) stops there too, without a split if its table is not
+        done (``placement`` ``None``, ``stopped="time_limit"``); its first chunk always runs.
+        Under a time limit a missing AOT extension of the kernels is built in the background
+        (:func:`dnnplace.heuristics.aot.no_build_wait`), and a call still running :data:`GRACE`
+        past the limit (in a kernel's first compilation) returns no split, with the lower bound.
     prune : bool
         Bound pruning with threshold runs (see the module docstring); ``False`` runs the
         DP once with DPL's value as the only bound (the benchmark's comparison).
@@ -310,31 +391,60 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     >>> maxload_dp(Instance(g, Cluster.tarnawski(2, 0, 10))).value  # {0,1} + {2}: 4 + 1
     5.0
     """
+    if time_limit is not None:
+        t0 = time.perf_counter()
+        guard = Deadline(float(time_limit) + GRACE).guard("the DP's kernels")
+        try:
+            with aot.no_build_wait(), guard:
+                return _maxload_dp(inst, linearized=linearized, objective=objective, upper_bound=upper_bound,
+                                   trivial=trivial, max_ideals=max_ideals, time_limit=time_limit, replicas=replicas,
+                                   sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes)
+        except Exception as exc:  # stuck in code that checks no deadline (a kernel's first compilation)
+            if not (isinstance(exc, TimeLimitReached) or guard.fired):  # numba may turn it into a RuntimeError
+                raise
+            note = str(exc) if isinstance(exc, TimeLimitReached) else \
+                f"time limit reached during the DP's kernels (stopped there: {type(exc).__name__}: {exc})"
+            lb = None if linearized else load_lower_bound(inst, replicas)
+            return DPResult(None, np.inf, 0, 0, 0, {"time_limit": time.perf_counter() - t0}, linearized,
+                            complete=False, lower_bound=lb, stopped="time_limit", note=note)
+    return _maxload_dp(inst, linearized=linearized, objective=objective, upper_bound=upper_bound,
+                       trivial=trivial, max_ideals=max_ideals, time_limit=time_limit, replicas=replicas,
+                       sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes)
+
+
+def _maxload_dp(inst: Instance, *, linearized: bool, objective: str, upper_bound: float | None, trivial: bool,
+                max_ideals: int, time_limit: float | None, replicas: int, sync_per_byte: float | None, prune: bool,
+                segments: bool, max_bytes: float | None) -> DPResult:
+    """:func:`maxload_dp` without its watchdog."""
     if objective not in OBJECTIVES:
         raise InputError(f"the DP supports objectives {OBJECTIVES}, not {objective!r}")
+    t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + float(time_limit)
     sub = subdivide_out_costs(inst.graph, inst.require_cluster())
     if sub is not inst.graph:  # Appendix B: solve the subdivided graph, keep the original nodes' devices
-        return _on_original_nodes(inst, sub, maxload_dp(
+        return _on_original_nodes(inst, sub, _maxload_dp(
             Instance(sub, inst.cluster, inst.source), linearized=linearized, objective=objective,
-            upper_bound=upper_bound, trivial=trivial, max_ideals=max_ideals, time_limit=time_limit,
-            replicas=replicas, sync_per_byte=sync_per_byte, prune=prune, segments=segments))
+            upper_bound=upper_bound, trivial=trivial, max_ideals=max_ideals, time_limit=_left(deadline),
+            replicas=replicas, sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes))
     sync = _replication_settings(inst, replicas, sync_per_byte)
-    t0 = time.perf_counter()
-    deadline = None if time_limit is None or linearized else t0 + float(time_limit)
     try:
-        prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals, deadline=deadline,
-                        segments=segments and replicas == 1 and objective == "pipedream")
+        prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals,
+                        deadline=None if linearized else deadline,
+                        segments=segments and replicas == 1 and objective == "pipedream",
+                        max_bytes=None if linearized else (memory_budget() if max_bytes is None else max_bytes))
     except TooManyIdeals as exc:
         if linearized:
             raise
-        return _dpl_instead(inst, exc, t0, objective=objective, trivial=trivial, replicas=replicas, sync=sync)
+        return _dpl_instead(inst, exc, t0, deadline, objective=objective, trivial=trivial, replicas=replicas,
+                            sync=sync)
     prep.arrays.update(rmax=int(replicas), sync=sync)
     t1 = time.perf_counter()
     seconds = {"prepare": t1 - t0}
     ub = np.inf if upper_bound is None else float(upper_bound)
     if not linearized and upper_bound is None:
-        first = maxload_dp(inst, linearized=True, objective=objective, trivial=trivial, replicas=replicas,
-                           sync_per_byte=sync)
+        first = _maxload_dp(inst, linearized=True, objective=objective, upper_bound=None, trivial=trivial,
+                            max_ideals=max_ideals, time_limit=_left(deadline), replicas=replicas, sync_per_byte=sync,
+                            prune=prune, segments=segments, max_bytes=None)
         ub = first.value
         seconds["dpl_bound"] = sum(first.seconds.values())
     ub_slack = ub * (1 + 1e-9) + 1e-12 if np.isfinite(ub) else np.inf
@@ -354,7 +464,10 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     placement = _decode(inst, prep, parent, kind, rep) if np.isfinite(value) else None
     res = DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized,
                    lower_bound=None if linearized else value)
-    if done < prep.lattice.size - 1:
+    if done < prep.lattice.size - 1 and linearized:  # DPL cut short: the best full split pushed so far, if any
+        res.complete, res.stopped = False, "time_limit"
+        seconds["sources_done"] = done
+    elif done < prep.lattice.size - 1:
         res.complete, res.stopped = False, "time_limit"
         if upper_bound is None and first.value < res.value:
             res.placement, res.value = first.placement, first.value

@@ -1,5 +1,6 @@
 """Shared fixtures and checks: where the bundled Tarnawski workloads live, a sweep config
-over two of them, the MIP tolerance, what a written PNG shows. Seeded tiny instances
+over two of them, the MIP tolerance, what a written PNG shows, the profile cache in a
+temporary folder. Seeded tiny instances
 shared by several modules are in ``tests/instances.py``."""
 
 from __future__ import annotations
@@ -54,6 +55,17 @@ def png_pixels_by_colour(path: Path, *, min_width: int = 600, min_height: int = 
     colours, counts = np.unique(rgb, axis=0, return_counts=True)
     assert colours.shape[0] > 1, f"{path}: blank image"
     return {"#{:02X}{:02X}{:02X}".format(*c): int(k) for c, k in zip(colours.tolist(), counts.tolist())}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def profile_cache(tmp_path_factory) -> Path:
+    """Every test's measured-cost profiles (graphs/capture/costs.py: ``cache_path``) go to a
+    temporary folder, never into ``~/.cache/dnnplace``: ``DNNPLACE_PROFILE_CACHE`` is set
+    for the session, subprocesses included (docs/execution.md, Profile cache)."""
+    folder = tmp_path_factory.mktemp("profile-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DNNPLACE_PROFILE_CACHE", str(folder))
+        yield folder
 
 
 def tarnawski_root() -> Path:

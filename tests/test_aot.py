@@ -1,4 +1,4 @@
-"""The ahead-of-time compiled DP kernels (heuristics/aot.py, issue 26): the same answers as
+"""The ahead-of-time compiled DP kernels (heuristics/aot.py; results/startup.md): the same answers as
 the JIT path on every call, a stale or corrupt module never loaded, concurrent builders
 safe. Where this machine cannot build the extension (no C compiler or no Python headers)
 the tests that need it are skipped and say why; where it can, a failed build fails them."""

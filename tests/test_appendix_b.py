@@ -103,5 +103,6 @@ def test_the_exact_dp_on_a_captured_graph_stops_at_its_time_limit():
     t0 = time.perf_counter()
     res = maxload_dp(inst, time_limit=1.5)
     assert time.perf_counter() - t0 < 20
-    assert res.stopped == "time_limit" and not res.complete and res.placement is not None
+    # its DP graph's widest level alone has more subsets than max_ideals: known at once (ideal_limit)
+    assert res.stopped in ("ideal_limit", "time_limit") and not res.complete and res.placement is not None
     assert res.lower_bound == pytest.approx(min(load_lower_bound(inst), res.value))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -290,7 +291,7 @@ def test_doc_copy_is_untouched_by_loading(tarnawski_dir, tmp_path):
     assert doc == before
 
 
-# ---------------------------------------------------------------------------- the command line (issue 24)
+# ---------------------------------------------------------------------------- the command line
 # Every kind of bad input in docs/bad-input.md: the command exits 2 with exactly the one
 # line the table gives, nothing on stdout, no output file. The table and KINDS must agree
 # (test_the_bad_input_table_in_the_docs_is_this_list), so the docs list what is tested.
@@ -332,10 +333,14 @@ KINDS = {
         "c.toml: [grid]: methods = 5: expected a method name, got a number"),
     "config: a word where a seed goes": (
         ["run", "c.toml"], {"c.toml": _config('seed = "zero"')},
-        'c.toml: [grid]: seed = "zero": expected a whole number >= 0, got a string'),
+        'c.toml: [grid]: seed = "zero": expected a whole number from 0 to 2147483647, got a string'),
     "config: a boolean where a seed goes": (
         ["run", "c.toml"], {"c.toml": _config("seed = true")},
-        "c.toml: [grid]: seed = true: expected a whole number >= 0, got a boolean"),
+        "c.toml: [grid]: seed = true: expected a whole number from 0 to 2147483647, got a boolean"),
+    "config: a seed past 32 bits": (
+        ["run", "c.toml"], {"c.toml": _config(f"seed = {2 ** 64}")},
+        "c.toml: [grid]: seed = 18446744073709551616: expected a whole number from 0 to 2147483647, got a number "
+        "past the range"),
     "config: an unknown transform": (
         ["run", "c.toml"], {"c.toml": _config('transform = "nope"')},
         "c.toml: [grid]: transform = \"nope\": unknown graph transform; known: ['contract-layers']"),
@@ -349,6 +354,22 @@ KINDS = {
         ["run", "c.toml"], {"c.toml": (CONFIG + 'description = "caf\u00e9"\n').encode("latin-1")},
         "c.toml: not UTF-8 text (byte 0xe9 at line 7, offset 109); save it as UTF-8 (a Latin-1 file: iconv -f "
         "latin1 -t utf-8 c.toml)"),
+    "config: a string where the solver table goes": (
+        ["run", "c.toml"], {"c.toml": CONFIG.replace("[grid]\n", '[defaults]\nsolver = "highs"\n[grid]\n')},
+        'c.toml: [defaults]: solver = "highs": expected a table of solver settings (e.g. [grid.solver] with solver '
+        '= "highs", time_limit = 60), got a string'),
+    "config: a string where the params table goes": (
+        ["run", "c.toml"], {"c.toml": CONFIG.replace("[grid]\n", '[defaults]\nparams = "x"\n[grid]\n')},
+        "c.toml: [defaults]: params = \"x\": expected a table of the method's options (e.g. [grid.params] with "
+        "coarsen_to = 100), got a string"),
+    "config: a method option as a string": (
+        ["run", "c.toml"], {"c.toml": _config('methods = "pesto"\n[grid.params]\ncoarsen_to = "100"', methods=False)},
+        'c.toml: [grid.params]: coarsen_to = "100": expected a whole number (a TOML number, not a string), got a '
+        "string"),
+    "config: an empty name": (
+        ["run", "c.toml"], {"c.toml": CONFIG.replace('name = "c"', 'name = ""')},
+        "c.toml: name = \"\": must be a non-empty word of letters, digits, '.', '_' or '-' (it names the results "
+        "folder)"),
     "graph: gzip-compressed": (
         SOLVE, {"g.json": gzip.compress(GOOD_TEXT.encode(), mtime=0)},
         "g.json: is a gzip-compressed file, not text; unpack it first (gunzip -c g.json > unpacked.json)"),
@@ -370,6 +391,21 @@ KINDS = {
     "graph: a node memory as a string": (
         SOLVE, {"g.json": _graph(NODE_MEM, NODE_MEM.replace("10", '"16GB"'))},
         "node 'a': field 'memory' is not a number: '16GB'"),
+    "graph: a bare number where compute times go": (
+        SOLVE, {"g.json": _graph('{"id": "a", "compute": {"gpu": 1.0}', '{"id": "a", "compute": 1.0')},
+        "node 'a': field 'compute' must map device kinds to times, e.g. {\"gpu\": 1.0} (null for a kind it cannot "
+        "run on), got a number 1.0"),
+    "graph: an unknown format version": (
+        SOLVE, {"g.json": _graph('"dnnplace.graph/1"', '"dnnplace.graph/2"')},
+        "g.json: format 'dnnplace.graph/2' is not one this dnnplace reads (it reads 'dnnplace.graph/1'); convert "
+        "the file, or use the dnnplace that wrote it"),
+    "graph: a string where a boolean goes": (
+        SOLVE, {"g.json": _graph(NODE_MEM, NODE_MEM.replace("10}", '10, "backward": "yes"}'))},
+        "node 'a': field 'backward' must be true or false, got a string 'yes'"),
+    "graph: a compute time of 1e308": (
+        SOLVE, {"g.json": _graph('{"id": "a", "compute": {"gpu": 1.0}', '{"id": "a", "compute": {"gpu": 1e308}')},
+        "node 'a': field 'compute.gpu' is 1e+308, past the largest value accepted (1e+300: sums over the graph must "
+        "stay finite)"),
     "cluster: a device memory as a string": (
         SOLVE, {"g.json": _graph(DEV_MEM, DEV_MEM.replace("1000", '"16GB"'))},
         "cluster device 'gpu0': memory must be a number of bytes (e.g. 16e9; null for unbounded), got a string "
@@ -399,6 +435,17 @@ KINDS = {
     "cluster: a link cost as a string": (
         SOLVE, {"g.json": _graph('"beta1": 1e-06', '"beta1": "1us"')},
         "cluster link gpu0->gpu1: beta1 must be a number, got a string '1us'"),
+    "cluster: a preset of 99999 GPUs": (
+        SOLVE + ["--cluster", "single-host-99999-nvlink"], {"g.json": GOOD_TEXT},
+        "cluster preset 'single-host-99999-nvlink' (99999 GPUs and cpu0): 100000 devices; at most 4096 devices are "
+        "supported"),
+    "cluster: a preset past the device cap": (
+        SOLVE + ["--cluster", "local-cpu-5000"], {"g.json": GOOD_TEXT},
+        "cluster preset 'local-cpu-5000': 5000 devices; at most 4096 devices are supported"),
+    "cluster: a preset memory of 1e999GB": (
+        SOLVE + ["--cluster", "single-host-2-nvlink-1e999GB"], {"g.json": GOOD_TEXT},
+        "cluster preset 'single-host-2-nvlink-1e999GB': cannot read '1e999GB' as a byte count: 1e999GB is past the "
+        "64-bit float range (write inf for unbounded memory)"),
     "Tarnawski input: maxSizePerFPGA of 10**400": (
         ["solve", "t.json", "--method", "greedy"],
         {"t.json": lambda d: _tarnawski_text(d, '"maxSizePerFPGA": 17185374208.0', f'"maxSizePerFPGA": {10 ** 400}')},
@@ -415,6 +462,15 @@ KINDS = {
                        "--mip-gap 2: must be a relative gap >= 0 and < 1, e.g. 0.01 for 1%"),
     "--mip-gap of 1": (["solve", "g.json", "--method", "ip", "--mip-gap", "1"], {"g.json": GOOD_TEXT},
                        "--mip-gap 1: must be a relative gap >= 0 and < 1, e.g. 0.01 for 1%"),
+    "--bound-time-limit of 0": (SOLVE + ["--bound-time-limit", "0"], {"g.json": GOOD_TEXT},
+                                "--bound-time-limit 0: must be a positive number of seconds (leave it out for no "
+                                "relaxation bound)"),
+    "--bound-time-limit of -1": (SOLVE + ["--bound-time-limit", "-1"], {"g.json": GOOD_TEXT},
+                                 "--bound-time-limit -1: must be a positive number of seconds (leave it out for no "
+                                 "relaxation bound)"),
+    "--seed of 2**64": (SOLVE + ["--seed", str(2 ** 64)], {"g.json": GOOD_TEXT},
+                        "--seed 18446744073709551616: must be a whole number from 0 to 2147483647 (a 32-bit seed, as "
+                        "HiGHS takes it)"),
     "--warm-start naming a missing file": (
         ["solve", "t.json", "--method", "ip", "--warm-start", "start.json"],
         {"t.json": lambda d: _tarnawski_text(d, '"maxFPGAs": 6', '"maxFPGAs": 2')},
@@ -485,3 +541,34 @@ def test_the_bad_input_table_in_the_docs_is_this_list():
         assert rows[kind] == message, kind
         checked += 1
     assert checked == len(KINDS) >= 30
+
+
+# ---------------------------------------------------------------------------- the contract rows
+def _contract_rows() -> list[tuple[str, str, str, str]]:
+    """The rows of docs/bad-input.md's second table: (case, exit, what the user sees, test)."""
+    import re
+
+    text = DOCS_TABLE.read_text().split("## What users do:", 1)[1]
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(cells) == 4 and cells[0] not in ("case", "---"):
+            rows.append(tuple(cells))
+    return rows
+
+
+def test_every_contract_row_names_a_test_that_exists():
+    import ast
+
+    rows = _contract_rows()
+    tests_dir = Path(__file__).resolve().parent
+    checked = 0
+    for case, code, _, test in rows:
+        assert code in ("0", "1", "2", "130"), (case, code)
+        m = re.fullmatch(r"`tests/(test_\w+)\.py::(test_\w+)`", test)
+        assert m, (case, test)
+        tree = ast.parse((tests_dir / f"{m[1]}.py").read_text())
+        names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+        assert m[2] in names, (case, test)
+        checked += 1
+    assert checked == len(rows) >= 1

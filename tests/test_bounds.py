@@ -1,5 +1,5 @@
-"""Makespan lower bounds against exhaustive optima of tiny instances (issue 26): the
-heads-and-tails bound of :func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound` and the
+"""Makespan lower bounds against exhaustive optima of tiny instances (results/makespan-bounds.md):
+the heads-and-tails bound of :func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound` and the
 comm-aware subgraph relaxation of :mod:`dnnplace.formulations.makespan_relaxation` never exceed
 the optimum, and each beats the old bound (critical path, busiest device's share of the
 work) on some instances.

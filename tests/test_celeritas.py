@@ -327,3 +327,37 @@ def test_fusion_in_front_of_the_pesto_ilp():
         solver=SolverOptions(time_limit=3.0, threads=1)))
     assert res.status in ("feasible", "optimal")
     assert 5 <= res.extra["coarse_nodes"] < g.n
+
+
+def test_a_one_device_answer_says_why():
+    """Celeritas puts every node on one device when memory does not bind; the result says why,
+    in the terms of the code that decided it: the fusion left one coarse node (a 4-node diamond,
+    R = 200), Order-Place keeps nodes where they fit, or Eq. 9 never moved a coarse node (a chain
+    with transfers: each node starts earliest where its input is). An answer on several devices
+    carries no such note, nor does one where memory moved nodes."""
+    diamond = OpGraph.from_ids(list("abcd"), [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")], kinds=["gpu"],
+                               compute=[[1.0]] * 4, memory=[1] * 4, edge_bytes=[1e9] * 4)
+    n = 12
+    chain = OpGraph(ids=range(n), kinds=["gpu"], compute=np.linspace(1.0, 3.0, n)[:, None], memory=[1.0] * n,
+                    src=range(n - 1), dst=range(1, n), edge_bytes=[5.0] * (n - 1))
+    wide = OpGraph(ids=range(8), kinds=["gpu"], compute=np.ones((8, 1)), memory=[1.0] * 8, src=[], dst=[])
+    cl = _gpus(3)
+    notes = {}
+    for name, g, params in (("fused", diamond, {}), ("order-place", chain, {"R": 1}), ("eq9", chain, {"R": 1}),
+                            ("spread", wide, {"R": 1})):
+        method = "order-place" if name == "order-place" else "celeritas"
+        res = solve(Instance(g, cl, name), method, SolveRequest(problem="makespan", params=params))
+        assert res.status == "feasible"
+        notes[name] = res.message
+        if res.message is not None:
+            assert len(set(res.placement.values())) == 1 and res.extra["one_device"] == res.message
+    assert notes["fused"].startswith("all 4 operators on gpu0: memory does not bind")
+    assert "the fusion left one coarse node (at most R = 200 nodes" in notes["fused"]
+    assert f"Order-Place keeps each of the {n} coarse nodes on the current device while it fits" in notes["order-place"]
+    assert f"all {n} operators on gpu0: memory does not bind" in notes["eq9"]
+    assert f"each of the {n} coarse nodes starts earliest on gpu0" in notes["eq9"] and "(Eq. 9)" in notes["eq9"]
+    assert notes["spread"] is None
+    # memory binds: a chain that does not fit one device is spread, and says nothing
+    tight = solve(Instance(chain, _gpus(3, mem=n / 2), "tight"), "celeritas",
+                  SolveRequest(problem="makespan", params={"R": 1}))
+    assert tight.message is None and len(set(tight.placement.values())) > 1

@@ -1,4 +1,4 @@
-"""The command-line contract under faults (issue 18), end to end in subprocesses.
+"""The command-line contract under faults (docs/bad-input.md), end to end in subprocesses.
 
 - Ctrl-C: SIGINT to a real ``dnnplace run`` sweep while HiGHS is solving an IP stops the
   sweep with exit 130; the interrupted run is not recorded (never as an error) and the

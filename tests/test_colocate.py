@@ -1,4 +1,4 @@
-"""Forward-backward colocation (TensorFlow's colocate_gradients_with_ops, issue 25)."""
+"""Forward-backward colocation (TensorFlow's colocate_gradients_with_ops)."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ def test_compare_writes_tables_summary_and_plots(tmp_path):
     folder = write_runs(tmp_path / "res", RECORDS)
     md, pngs = compare([folder])
     text = md.read_text()
-    assert "| g1 | - | ip | scip | feasible | 120.00 | 95.00 | 20.83% | 95.00 |" in text
+    assert "| g1 | maxload | - | ip | scip | feasible |  | 120.00 | 95.00 | 20.83% | 95.00 |" in text
     assert "| highs | 2 | 2 | 2 | 2 of 2 | 0 |" in text  # best on g1, tied on g2 (ties count for both)
     assert "| scip | 2 | 1 | 1 | 1 of 2 | 0 |" in text
     table = list(csv.DictReader((folder / "compare.csv").open()))
@@ -87,7 +87,7 @@ def test_cli_compare_and_bad_input(tmp_path, capsys):
     folder = write_runs(tmp_path / "res", RECORDS)
     assert main(["compare", str(folder), "--out", str(tmp_path / "cmp"), "--no-plots"]) == 0
     out = capsys.readouterr().out
-    assert "| g2 | - | ip | scip | optimal |" in out and (tmp_path / "cmp" / "compare.csv").exists()
+    assert "| g2 | maxload | - | ip | scip | optimal |" in out and (tmp_path / "cmp" / "compare.csv").exists()
     assert not list((tmp_path / "cmp").glob("*.png"))
     assert main(["compare", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err
@@ -156,14 +156,14 @@ def test_rows_are_keyed_by_instance_and_cluster_and_every_method_is_ranked():
     assert c2["best_gap"] == pytest.approx(10 / 60) and c4["best"] in ("etf", "heft")
     ran, ratios, left_out = method_profile(HEURISTICS)
     assert ratios == {"etf": [1.0, 1.25], "heft": [1.0, 1.0]} and left_out == ["dp-baseline"]
-    assert ran["etf"] == {("g makespan", "c2"), ("g makespan", "c4")}
+    assert ran["etf"] == {("g", "makespan", "c2"), ("g", "makespan", "c4")}
 
 
 def test_compare_draws_objectives_and_the_method_profile(tmp_path):
     folder = write_runs(tmp_path / "h", HEURISTICS)
     md, pngs = compare([folder])
     text = md.read_text()
-    assert "| g makespan | c2 | 40.00* | 75.00 | 60.00 | 50.00 | heft | 16.67% |" in text
+    assert "| g | makespan | c2 | 40.00* | 75.00 | 60.00 | 50.00 | heft | 16.67% |" in text
     names = sorted(p.name for p in pngs)
     assert names == ["objective.png", "profile.png"]  # no solver runs: no traces
     etf_blue, heft_orange = "#1F77B4", "#FF7F0E"  # tab10, methods in order (dp-baseline left out)
@@ -187,7 +187,7 @@ def test_solve_result_files_and_sweep_records_compare_together(tmp_path, capsys)
     assert main(["compare", str(tmp_path / "heft2.json"), str(tmp_path / "heft4.json"), str(tmp_path / "sweep"),
                  "--out", str(tmp_path / "cmp")]) == 0
     out = capsys.readouterr().out
-    assert "4 runs of 3 method(s) on 2 instance/cluster pair(s)" in out
+    assert "4 runs of 3 method(s) on 2 instance/problem/cluster triple(s)" in out
     methods, mt = method_rows(load_records([tmp_path / "heft2.json", tmp_path / "heft4.json", tmp_path / "sweep"]))
     assert methods == ["etf", "heft", "m-topo"]
     two = next(r for r in mt if r["cluster"] == "single-host-2-nvlink")

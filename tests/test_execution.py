@@ -244,10 +244,13 @@ def test_gpu_requests_checked():
         gpu_map(DEVICES, ["cpu", "cpu"])
 
 
-def test_cli_capture_solve_execute(tmp_path, capsys):
+def test_cli_capture_solve_execute(tmp_path, capfd):
     """The researcher's path on this host: capture with measured:cpu costs, solve on
-    local-cpu-2, execute with --out and --gantt; the run file has the promised fields."""
+    local-cpu-2, execute with --out and --gantt; the run file has the promised fields, and
+    the live per-step lines show the JSON's step times (one statistic: docs/execution.md,
+    Timing)."""
     import json
+    import re
 
     from dnnplace.cli import main
     model = f"{MODELS_FILE}:mlp"
@@ -269,7 +272,11 @@ def test_cli_capture_solve_execute(tmp_path, capsys):
     assert {o["node"] for o in doc["ops"]} == set(placed) and len(doc["ops"]) == len(placed)
     assert all(o["end_ms"] >= o["start_ms"] >= 0 for o in doc["ops"])
     assert Path(png).stat().st_size > 10_000
-    assert "matches the eager step: yes" in capsys.readouterr().out
+    got = capfd.readouterr()
+    assert "matches the eager step: yes" in got.out
+    live = re.findall(r"^plan 1/1 step \d+/3: ([0-9.]+) ms$", got.err, re.M)   # warm-up lines excluded
+    assert live == [f"{t:.2f}" for t in doc["measured_steps_ms"]] and len(live) == 2, (live, got.err[-2000:])
+    assert f"median of 2; min {doc['measured_min_ms']:.3f}" in got.out
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn"])

@@ -1,4 +1,4 @@
-"""Faults in graph data and in what the domain layer reports about it (issue 18, data half).
+"""Faults in graph data and in what the domain layer reports about it (docs/bad-input.md).
 
 One section per complaint: NaN is not "unsupported"; memory over capacity is flagged;
 statistics say what they count; generated graphs fit the cluster they are made for; a
@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 
 import networkx as nx
 import numpy as np
@@ -441,7 +442,7 @@ def _run(*args, cwd) -> tuple[int, str, str]:
 
 
 def test_data_faults_in_a_subprocess(tmp_path):
-    """Each data fault of issue 18 through the real command line: exit code, streams,
+    """Each data fault above through the real command line: exit code, streams,
     no file where the input is bad, the culprit named."""
     out_file = tmp_path / "r.json"
     # NaN compute: exit 2, one line on stderr naming node and field, nothing on stdout, no file
@@ -474,3 +475,192 @@ def test_data_faults_in_a_subprocess(tmp_path):
     code, out, _ = _run("info", write(tmp_path, columnar(), "plain.json"), cwd=tmp_path)
     rows = dict(line.split(None, 1) for line in out.splitlines()[2:] if line and not line.startswith("-"))
     assert code == 0 and rows["work"].strip() == rows["critical_path_compute"].strip() == "6.00 ms"
+
+
+# ---------------------------------------------------------------------------- 10. flags, configs, presets and files
+# Beyond the one-line kinds of tests/test_bad_input.py (KINDS): each field and preset the
+# readers refuse, and the values they must still accept (docs/bad-input.md, "Flags,
+# configs, presets and files").
+@pytest.mark.parametrize("column, value, message", [
+    ("memory", [0, 1e301, 0], r"node 'b': field 'memory' is 1e\+301, past the largest value accepted \(1e\+300"),
+    ("output_bytes", [0, 0, 1e308], r"node 'c': field 'output_bytes' is 1e\+308, past the largest value"),
+    ("persistent_bytes", [2e300, 0, 0], r"node 'a': field 'persistent_bytes' is 2e\+300, past the largest"),
+    ("bytes", [8, 1e305], r"edge 'b'->'c': field 'bytes' is 1e\+305, past the largest value accepted"),
+    ("cost", [1.5e300, None], r"edge 'a'->'b': field 'cost' is 1.5e\+300, past the largest value accepted"),
+    ("compute", {"gpu": [1.0, 2.0, 3.0], "cpu": [10.0, 1e308, 30.0]},
+     r"node 'b': field 'compute.cpu' is 1e\+308, past the largest value accepted"),
+])
+def test_values_whose_sums_overflow_are_refused_naming_node_and_field(tmp_path, column, value, message):
+    with pytest.raises(InputError, match=message):
+        load_instance(write(tmp_path, columnar(**{column: value})))
+
+
+def test_the_largest_accepted_values_give_finite_bounds_without_warnings():
+    """At the limit (1e300 per value) every lower bound stays finite:
+    a -> b -> c with 1e300 each sums to 3e300, far below the float limit 1.8e308."""
+    import warnings
+
+    from dnnplace.graphs.evaluation import bounds
+    from dnnplace.graphs.graph import MAX_VALUE
+
+    g = OpGraph.from_ids("abc", [("a", "b"), ("b", "c")], kinds=["gpu"], compute=[[MAX_VALUE]] * 3,
+                         memory=[MAX_VALUE] * 3, edge_bytes=[MAX_VALUE] * 2)
+    cl = Cluster.from_links([Device("gpu0", "gpu"), Device("gpu1", "gpu")], default={"beta1": 1e-6})
+    checked = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow RuntimeWarning fails the test
+        for value in (bounds.makespan_lower_bound(g, cl), bounds.maxload_lower_bound(g, cl),
+                      bounds.critical_path_lower_bound(g, cl)):
+            assert math.isfinite(value) and value >= MAX_VALUE
+            checked += 1
+    assert checked == 3
+
+
+def test_backward_and_batch_scaled_are_booleans(tmp_path):
+    doc = columnar(backward=[False, 1, True])
+    with pytest.raises(InputError, match=r"node 'b': field 'backward' must be true or false, got 1"):
+        load_instance(write(tmp_path, doc))
+    doc = columnar()
+    doc["edges"]["batch_scaled"] = [True, "no"]
+    with pytest.raises(InputError, match=r"edge #1 \('b'->'c'\): field 'batch_scaled' must be true or false, "
+                                         r"got a string 'no'"):
+        load_instance(write(tmp_path, doc))
+    doc["edges"]["batch_scaled"] = [True, False]
+    doc["nodes"]["backward"] = [False, False, True]
+    g = load_instance(write(tmp_path, doc)).graph
+    assert g.backward.tolist() == [False, False, True] and g.edge_batch_scaled.tolist() == [True, False]
+
+
+def test_record_compute_must_name_its_kinds(tmp_path):
+    """docs/formats.md gives ``compute`` per device kind in both forms; a bare number names
+    no kind, so it is refused rather than read as "every kind" (a CPU time of a GPU kernel
+    would be a guess)."""
+    nodes = [{"id": "a", "compute": {"gpu": 1.0}, "memory": 0}, {"id": "b", "compute": [1.0], "memory": 0}]
+    doc = {"format": "dnnplace.graph/1", "name": "g", "nodes": nodes, "edges": []}
+    with pytest.raises(InputError, match=r"node 'b': field 'compute' must map device kinds to times, e\.g\. "
+                                         r"\{\"gpu\": \[1\.0\]\} .*got a list \[1\.0\]"):
+        load_instance(write(tmp_path, doc))
+
+
+@pytest.mark.parametrize("fmt", ["dnnplace.graph/2", "dnnplace.graph/", "dnnplace.graph/1.1"])
+def test_only_the_format_this_version_writes_is_read(tmp_path, fmt):
+    doc = {**columnar(), "format": fmt}
+    with pytest.raises(InputError, match=rf"g\.json: format '{re.escape(fmt)}' is not one this dnnplace reads"):
+        load_instance(write(tmp_path, doc))
+
+
+def test_cluster_file_past_the_device_cap_is_refused_before_building(tmp_path):
+    doc = columnar()
+    doc["cluster"] = {"devices": [{"name": f"gpu{i}", "kind": "gpu"} for i in range(5000)]}
+    with pytest.raises(InputError, match=r"^cluster: 5000 devices; at most 4096 devices are supported$"):
+        load_instance(write(tmp_path, doc))
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("tarnawski-4096-1-16GB", r"\(4096 accelerators and 1 CPUs\): 4097 devices; at most 4096"),
+    ("hierarchy-65x64", r"\(65 servers of 64\): 4160 devices; at most 4096"),
+    ("single-host-4096-pcie", r"\(4096 GPUs and cpu0\): 4097 devices; at most 4096"),
+    ("local-cpu-" + "9" * 5000, r"a 5000-digit number of devices; at most 4096"),
+    ("tarnawski-2-1-1e400", r"cannot read '1e400' as a byte count: 1e400 is past the 64-bit float range"),
+    ("local-cpu-2-1e308KB", r"cannot read '1e308KB' .* past the 64-bit float range \(write inf"),
+])
+def test_presets_past_the_caps(spec, message):
+    with pytest.raises(InputError) as exc:
+        cluster_preset(spec)
+    assert str(exc.value).startswith(f"cluster preset {spec!r}") and re.search(message, str(exc.value)), exc.value
+
+
+def test_presets_at_the_caps_and_unbounded_memory_still_work(monkeypatch):
+    """4096 devices pass the check (the builders are stubbed: a real 4096-device preset takes
+    seconds to fill its link arrays); ``inf`` written as such is still unbounded memory."""
+    import dnnplace.graphs.hierarchy
+    import dnnplace.graphs.presets
+
+    built = []
+    monkeypatch.setattr(Cluster, "single_host", classmethod(lambda cls, n, **kw: built.append(n + 1)))
+    monkeypatch.setattr(dnnplace.graphs.hierarchy, "hierarchical_cluster", lambda shape, **kw: built.append(shape))
+    monkeypatch.setattr(dnnplace.graphs.presets, "local_cpu_cluster", lambda n, **kw: built.append(n))
+    cluster_preset("single-host-4095-nvlink")
+    cluster_preset("hierarchy-64x64")
+    cluster_preset("local-cpu-4096-1GB")
+    assert built == [4096, (64, 64), 4096]
+    assert math.isinf(cluster_preset("tarnawski-2-1-inf").memory[0])
+
+
+def test_seed_range_is_one_rule_for_flags_and_configs(tmp_path, monkeypatch, capsys):
+    """``--seed`` and a config's ``seed``/``[solver] seed``: 0 .. 2**31 - 1 (HiGHS's 32-bit
+    ``random_seed``); both ends accepted, one past refused."""
+    from dnnplace.config import parse_config
+    from dnnplace.formulations.solvers.options import MAX_SEED, SettingError, check_values
+
+    assert MAX_SEED == 2 ** 31 - 1
+    check_values({"seed": 0})
+    check_values({"seed": MAX_SEED})
+    with pytest.raises(SettingError, match=r"seed = 2147483648: must be a whole number from 0 to 2147483647"):
+        check_values({"seed": MAX_SEED + 1})
+    path = write(tmp_path, columnar())
+    cfg = parse_config({"name": "s", "grid": {"graphs": str(path), "methods": "greedy", "seed": [0, MAX_SEED],
+                                              "cluster": "tarnawski-2-1-16GB"}})
+    assert sorted(s.seed for s in cfg.specs) == [0, MAX_SEED]
+    with pytest.raises(InputError, match=r"\[grid\]: seed = 2147483648: expected a whole number from 0 to "
+                                         r"2147483647, got a number past the range"):
+        parse_config({"name": "s", "grid": {"graphs": str(path), "methods": "greedy", "seed": MAX_SEED + 1}})
+    with pytest.raises(InputError, match=r"\[grid\]: seed = -1: .* got a negative number"):
+        parse_config({"name": "s", "grid": {"graphs": str(path), "methods": "greedy", "seed": -1}})
+    monkeypatch.chdir(tmp_path)
+    for seed in (-1, MAX_SEED + 1):
+        assert main(["generate", "random-dag", "--nodes", "5", "--seed", str(seed), "--out", "r.json"]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err == (f"dnnplace: error: --seed {seed}: must be a whole number from 0 to 2147483647 "
+                                     "(a 32-bit seed, as HiGHS takes it)\n")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_bundled_graph_names_resolve_alike_in_configs_and_on_the_command_line(tmp_path):
+    """One resolver (dnnplace.data.bundled_graph): ``captured/nasnet-4x44`` with or without
+    ``.json``, in a ``dnnplace run`` config, a reproduction config and ``dnnplace solve``."""
+    from dnnplace.config import parse_config
+    from dnnplace.data import resolve_graph, workloads_dir
+    from dnnplace.experiments.config import load
+
+    expected = workloads_dir() / "captured" / "nasnet-4x44.json"
+    assert resolve_graph("captured/nasnet-4x44") == str(expected)
+    labels = set()
+    for name in ("captured/nasnet-4x44", "captured/nasnet-4x44.json", "nasnet-4x44",
+                 "graphs/workloads/captured/nasnet-4x44"):
+        (spec,) = parse_config({"name": "n", "grid": {"graphs": name, "methods": "heft", "problems": "makespan"}},
+                               base=tmp_path).specs
+        assert spec.graph == str(expected.resolve())
+        labels.add(spec.graph_label)
+    assert labels == {"graphs/workloads/captured/nasnet-4x44.json"}  # one run key whichever spelling
+    with pytest.raises(InputError, match=r"\[grid\]: graph 'captured/no-such' matches no file"):
+        parse_config({"name": "n", "grid": {"graphs": "captured/no-such", "methods": "heft"}}, base=tmp_path)
+    from dnnplace.data import experiment_config
+
+    text = experiment_config("pesto-hardware-captured").read_text()
+    assert 'graph = "captured/rnnlm-2x2048.json"' in text
+    for spelled in ("captured/rnnlm-2x2048", "captured/rnnlm-2x2048.json"):
+        cfg_path = tmp_path / "r.toml"
+        cfg_path.write_text(text.replace('"captured/rnnlm-2x2048.json"', f'"{spelled}"'))
+        assert load(cfg_path).graph == "captured/rnnlm-2x2048.json"
+    cfg_path.write_text(text.replace('"captured/rnnlm-2x2048.json"', '"captured/nope"'))
+    with pytest.raises(InputError, match=r"r\.toml: graph = 'captured/nope': no bundled workload of that name"):
+        load(cfg_path)
+
+
+def test_reproduction_configs_refuse_an_empty_name_and_string_options(tmp_path):
+    from dnnplace.data import experiment_config
+    from dnnplace.experiments.config import load
+
+    text = experiment_config("pesto-hardware-captured").read_text()
+    path = tmp_path / "r.toml"
+    assert text.count('name = "hardware-captured"') == 1
+    path.write_text(text.replace('name = "hardware-captured"', 'name = ""'))
+    with pytest.raises(InputError, match=r"r\.toml: name = '': must be a non-empty name"):
+        load(path)
+    path.write_text(text + '\n[methods.stringly]\nmethod = "pesto"\nparams = { coarsen_to = "100" }\n')
+    with pytest.raises(InputError, match=r"\[methods\.stringly\] params: coarsen_to = \"100\": expected a whole "
+                                         r"number \(a TOML number, not a string\), got a string"):
+        load(path)
+    path.write_text(text + '\n[methods.numeric]\nmethod = "pesto"\nparams = { coarsen_to = 100 }\n')
+    assert load(path).methods["numeric"].params == {"coarsen_to": 100}

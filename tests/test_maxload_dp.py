@@ -369,3 +369,65 @@ def test_replication_bad_input():
     # a replica that holds nodes of its own, and a replica group on a CPU
     p = Placement(g, cl, np.zeros(g.n, dtype=np.int64), Replication(((0, 0),)))
     assert any("two replica groups" in v for v in maxload(p).violations)
+
+
+# ---------------------------------------------------------------------------- size, memory and time
+def _ladder(chains: int, length: int, *, fan: int = 0) -> Instance:
+    """``chains`` independent chains of ``length`` nodes (``(length + 1) ** chains`` ideals, the
+    largest antichain ``chains`` wide), after ``fan`` parallel sources that all feed the first
+    node of every chain; 4 accelerators with ample memory, no CPU."""
+    rng = np.random.default_rng(chains * 1000 + length)
+    n = fan + chains * length
+    src, dst = [], []
+    for c in range(chains):
+        base = fan + c * length
+        src += [base + i for i in range(length - 1)]
+        dst += [base + i + 1 for i in range(length - 1)]
+        src += list(range(fan))
+        dst += [base] * fan
+    g = OpGraph(ids=range(n), kinds=("acc", "cpu"), compute=np.c_[rng.uniform(1, 3, n), np.full(n, 9.0)],
+                memory=np.zeros(n), src=src, dst=dst, edge_cost=np.full(len(src), 0.1))
+    return Instance(g, Cluster.tarnawski(4, 0, 1e9))
+
+
+def _incumbent_with_bound(inst: Instance, res) -> None:
+    """The split is feasible, scored as reported, and the lower bound is below it."""
+    assert res.placement is not None and not res.complete
+    ev = maxload(res.placement, contiguity="both")
+    assert ev.feasible and ev.objective == pytest.approx(res.value)
+    assert 0 < res.lower_bound <= res.value
+
+
+def test_a_wide_dp_graph_stops_at_once_with_dpl_and_a_bound():
+    """Where an antichain of the DP graph alone has more subsets than ``max_ideals`` (the captured
+    NASNet's DP graph has 1125 sources), the DP answers at once with DPL's split and a bound: it
+    enumerated for the whole time limit, and grew its arrays to gigabytes, before."""
+    inst = _ladder(4, 3, fan=30)
+    res = maxload_dp(inst, time_limit=20.0)
+    assert res.stopped == "ideal_limit" and res.ideals == 0 and "antichain of 30 nodes" in res.note
+    assert res.seconds["ideal_limit"] < 5.0
+    _incumbent_with_bound(inst, res)
+
+
+def test_the_memory_budget_stops_the_enumeration_before_it_allocates_more():
+    """Past ``max_bytes`` (with what the DP allocates per ideal afterwards), the enumeration
+    stops before its next growth: DPL's split and a bound, and the peak of numpy's allocations
+    (tracemalloc) stays within the budget plus the graph's own arrays."""
+    import tracemalloc
+
+    inst = _ladder(12, 12)  # 13^12 ideals, an antichain of only 12: no shortcut
+    budget = 40e6
+    tracemalloc.start()
+    try:
+        res = maxload_dp(inst, max_bytes=budget)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert res.stopped == "memory_limit" and res.ideals > 0 and "GB" in res.note
+    assert peak < budget + 10e6, peak
+    _incumbent_with_bound(inst, res)
+    from dnnplace.registry import SolveRequest, solve
+
+    r = solve(inst, "dp", SolveRequest("maxload", params={"max_memory_gb": 0.04}))
+    assert (r.status, r.termination) == ("feasible", "memory_limit") and r.bound <= r.objective
+    assert r.message.startswith("memory budget")

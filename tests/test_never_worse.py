@@ -1,8 +1,8 @@
-"""Never worse than the obvious (issue 24, part 6): the project's own pipelines (``pesto``,
-with and without coarsen-solve-refine) compare their answer with the single-device
-placement and the best list schedule of the original graph, so none returns worse than
-either. The instances are communication-heavy (edge bytes x30 on PCIe), where the list
-schedulers split the graph badly and one GPU wins."""
+"""Never worse than the obvious (docs/bad-input.md, "Transfers and obvious candidates"): the
+project's own pipelines (``pesto``, with and without coarsen-solve-refine) compare their
+answer with the single-device placement and the best list schedule of the original graph, so
+none returns worse than either. The instances are communication-heavy (edge bytes x30 on
+PCIe), where the list schedulers split the graph badly and one GPU wins."""
 
 from __future__ import annotations
 
@@ -88,4 +88,41 @@ def test_pesto_starts_from_a_warm_start_file(tmp_path, capsys):
     other = tmp_path / "other.json"
     save_instance(heavy(12, 0), other)
     assert main(["solve", str(other), "--method", "pesto", "--warm-start", str(tmp_path / "s.json")]) == 2
-    assert "unknown node" in capsys.readouterr().err
+    assert "differs from the one it was solved on" in capsys.readouterr().err  # its graph_fingerprint
+
+
+def colocated_cpu_only() -> Instance:
+    """Two GPUs and a CPU; ``c`` runs on the CPU only, ``g`` anywhere (1 on a GPU, 20 on
+    the CPU), both in one colocation group; ``a`` feeds ``g``::
+
+        a (GPU 1 | CPU 2) --> g (GPU 1 | CPU 20)   colocation {c, g}
+                              c (GPU -  | CPU 1)
+
+    The single-device placement puts ``g`` on gpu0 and ``c`` on the CPU (makespan ~2), which
+    splits the group; every feasible placement runs ``g`` on the CPU (makespan ~20)."""
+    import numpy as np
+
+    from dnnplace.graphs.cluster import Cluster, Device
+    from dnnplace.graphs.graph import OpGraph
+
+    comp = np.array([[1.0, 2.0], [1.0, 20.0], [np.nan, 1.0]])
+    g = OpGraph.from_ids(["a", "g", "c"], [("a", "g")], kinds=("gpu", "cpu"), compute=comp,
+                         memory=np.ones(3), edge_bytes=np.ones(1), colocation=np.array([-1, 0, 0]),
+                         colocation_labels=["cg"], name="colocated-cpu-only")
+    devs = (Device("gpu0", "gpu", 100.0), Device("gpu1", "gpu", 100.0), Device("cpu0", "cpu"))
+    cl = Cluster(devs, np.zeros((3, 3)), np.full((3, 3), 0.1), np.ones((3, 3)), name="2gpu+cpu")
+    return Instance(g, cl, "colocated-cpu-only")
+
+
+@pytest.mark.parametrize("coarsen_to", [None, 2])
+def test_an_infeasible_obvious_candidate_never_wins(coarsen_to):
+    from dnnplace.graphs.evaluation.evaluate import validate
+    from dnnplace.heuristics.baselines import single_device
+
+    inst = colocated_cpu_only()
+    one = single_device(inst.graph, inst.cluster)
+    assert any("colocation group" in v for v in validate(one))  # faster, but infeasible
+    res = pesto(inst, 30.0, **({} if coarsen_to is None else {"coarsen_to": coarsen_to}))
+    assert res.evaluation["feasible"], (res.extra.get("source"), res.evaluation["violations"])
+    assert res.status in ("optimal", "feasible") and not res.extra.get("source", "").startswith("single")
+    assert res.objective >= 20.0

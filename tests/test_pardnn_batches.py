@@ -1,4 +1,4 @@
-"""PARDNN Table 4's batches from two captured profiles (issue 25 part 5): outputs that do not
+"""PARDNN Table 4's batches from two captured profiles (results/pardnn/README.md): outputs that do not
 grow with the batch keep their size, which the linear batch rule scaled."""
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def test_inexact_durations_are_rounded_down_and_never_claimed_optimal():
     assert out.incumbent == pytest.approx(1.0, abs=1e-6)  # all on one device: 3 x 1/3
     res = solve(Instance(g, cl, "thirds"), "pesto", SolveRequest(problem="makespan", solver=CP,
                                                                params={"engine": "cpsat"}))
-    # the method's bound is then only the combinatorial one, which (issue 26) counts a's tail:
+    # the method's bound is then only the combinatorial one, which (transfer-aware) counts a's tail:
     # b and c after a on its GPU (2/3) or one of them a 1/3 transfer away, so 1/3 + 2/3 = the
     # answer, proved optimal without the rounded model's bound
     assert res.status == "optimal" and res.bound == pytest.approx(1.0, rel=1e-12)
@@ -146,7 +146,7 @@ def _thirds(g: OpGraph) -> OpGraph:
 
 
 def test_rounded_down_model_bounds_the_exhaustive_optimum_on_inexact_instances():
-    """Issue 26: on 24 tiny instances with times divided by 3 (inexact: durations rounded
+    """On 24 tiny instances with times divided by 3 (inexact: durations rounded
     down, transfer-aware windows, the combinatorial bound on C_max), CP-SAT's bound is at
     most the exhaustive optimum, and the orders of its proven (rounded) optimum replay,
     with the true durations, at the exhaustive optimum up to the rounding (one unit of
@@ -170,7 +170,7 @@ def test_rounded_down_model_bounds_the_exhaustive_optimum_on_inexact_instances()
 
 
 def test_strengthening_and_lower_bound_search_keep_the_exhaustive_optimum():
-    """Issue 26: with and without the transfer-aware windows, the combinatorial bound on
+    """With and without the transfer-aware windows, the combinatorial bound on
     C_max and the all-devices cumulative (``comm_windows``), and with the settings of
     ``benchmarks pesto-gap`` (two workers, one of them CP-SAT's lower-bound search), CP-SAT
     proves the exhaustive optimum on 12 tiny instances (24 solves): no strengthening

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -251,7 +252,7 @@ def test_loss_kinds():
 
 
 # ---------------------------------------------------------------------------- processes
-def test_dp_split_gpipe_through_the_cli(dp_result, tmp_path, capsys):
+def test_dp_split_gpipe_through_the_cli(dp_result, tmp_path, capfd):
     """``dnnplace execute --pipeline`` on the DP's split: GPipe, M=4, loss and all six
     gradients equal one process; the JSON has the measurement and the max-load objective."""
     from dnnplace.cli import main
@@ -260,7 +261,7 @@ def test_dp_split_gpipe_through_the_cli(dp_result, tmp_path, capsys):
     rc = main(["execute", f"{MODELS_FILE}:mlp", str(path), "--input", "32x64", "--loss", "sum", "--pipeline",
                "--microbatches", "4", "--schedule", "gpipe", "--steps", "2", "--warmup", "1", "--timeout", "120",
                "--out", str(out)])
-    assert rc == 0, capsys.readouterr()
+    assert rc == 0, capfd.readouterr()
     doc = json.loads(out.read_text())
     assert doc["matches_reference"] is True and doc["grads_checked"] == N_PARAMS and doc["losses_checked"] == 3
     assert doc["max_abs_grad_diff"] <= 1e-4
@@ -270,8 +271,12 @@ def test_dp_split_gpipe_through_the_cli(dp_result, tmp_path, capsys):
     assert doc["measured_step_ms"] > 0
     assert sorted(p for s in doc["stages"] for p in s["params"]) == sorted(
         v.split(":", 1)[1] for v in res.placement if v.startswith("param:"))
-    text = capsys.readouterr().out
-    assert "max-load objective" in text and "matches the eager step: yes" in text
+    got = capfd.readouterr()
+    assert "max-load objective" in got.out and "matches the eager step: yes" in got.out
+    assert "not a prediction of the training step" in got.out and doc["maxload_is"].startswith("the forward graph")
+    # the live lines show the JSON's step times (docs/execution.md, Timing)
+    live = re.findall(r"^pipeline step \d+/3: ([0-9.]+) ms$", got.err, re.M)   # warm-up lines excluded
+    assert live == [f"{t:.2f}" for t in doc["measured_steps_ms"]] and len(live) == 2, (live, got.err[-2000:])
 
 
 def test_dp_split_1f1b_mean_loss(dp_result):

@@ -1,4 +1,4 @@
-"""The researcher's path (issue 24, part 5): the problem inferred from the method,
+"""The researcher's path: the problem inferred from the method,
 results that carry their cluster (so evaluate/simulate need no --cluster again), a lower
 bound and gap printed for every method, bundled workloads and configs by name, and the
 capture commands' output paths checked before any work."""
@@ -88,12 +88,12 @@ def test_capture_and_profile_links_check_their_outputs_first(tmp_path, capsys):
     model.write_text("def net():\n    pass\n")
     folder = tmp_path / "adir"
     folder.mkdir()
-    for argv in (["capture", f"{model}:net", "--input", "2x3", "--out", str(model)],
-                 ["capture", "resnet-50", "--batches", "2,2", "--out", str(tmp_path / "x.json")],
-                 ["profile-links", "--gloo", "2", "--out", str(folder)]):
+    for argv, flag in ((["capture", f"{model}:net", "--input", "2x3", "--out", str(model)], "--out"),
+                       (["capture", "resnet-50", "--batches", "2,2", "--out", str(tmp_path / "x.json")], "--batches"),
+                       (["profile-links", "--gloo", "2", "--out", str(folder)], "--out")):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "--out" in err
+        assert err.count("\n") == 1 and flag in err, err
     assert model.read_text() == "def net():\n    pass\n"
 
 

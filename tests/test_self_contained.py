@@ -10,10 +10,16 @@ Every tracked text file (``git ls-files``; the generated ``results/`` and the co
   ``docs/backends.md, "Solver facts"``, or a bare ``semantics.md 2.1`` naming a file of
   ``docs/``): the file must exist, a numbered section or a decision label must be a heading
   (or the first cell of a table row) of that file, and a quoted section name a heading of it.
+
+No source, doc, config or CI script (``.py``, ``.md``, ``.toml``, ``.ci/run``; ``results/``
+aside: a dated run record may name what it was) cites an issue number or a work session
+("issue N", "session N"): such a label says why or since when only to whoever kept the work
+log; the text cites a docs section, a paper, a results file or a date instead.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -32,6 +38,14 @@ OUTSIDE = re.compile(
     r"|\bHEURISTICS\s+(?:section\s+)?[APC]?\d"         # "HEURISTICS P9", "HEURISTICS 1.2"
     r"|\.\./shared\b|/work/shared\b"                   # the folder itself
     r"|(?<![\w/.-])papers/[\w.-]+\.md\b")             # the papers kept beside it (the repo has no papers/)
+
+#: an issue number or a work session cited by number
+WORK_LOG_LABEL = re.compile(r"\b[Ii]ssues? \d+\b|\b[Ss]ession \d+\b")
+#: folders a walk of a checkout without git leaves out: the environment, git's own, what git
+#: ignores (caches, builds, scratch), the dated run records and the copied workloads
+WALK_SKIP = {".venv", ".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".benchmarks", ".hypothesis",
+             "build", "dist", "scratch"}
+WALK_SKIP_PREFIXES = ("results/", "graphs/workloads/")
 
 #: a section label: ``2.1``, ``0``, or a decision label of a table (``A7``, ``C12``, ``P6``)
 _LABEL = r"(?:\d+(?:\.\d+)*|[A-Z]\d+)(?![\w.]*\w)"
@@ -60,6 +74,26 @@ def _tracked_text_files() -> list[tuple[str, str]]:
             continue  # binary
         files.append((rel, data.decode("utf-8", errors="replace")))
     return files
+
+
+def _source_files() -> list[str]:
+    """Relative paths of the repository's sources, docs, configs and CI script (``.py``, ``.md``,
+    ``.toml``, ``.ci/run``) outside ``results/``: those git tracks, and new ones it does not
+    ignore (``git ls-files``), else, without git, a walk of the checkout."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                             capture_output=True, check=True).stdout
+        listed = [rel for rel in out.decode().split("\0") if rel and not rel.startswith("results/")]
+    except (OSError, subprocess.CalledProcessError):
+        listed = []
+        for root, dirs, names in os.walk(REPO):
+            here = Path(root).relative_to(REPO).as_posix()
+            here = "" if here == "." else here + "/"
+            dirs[:] = [d for d in dirs if d not in WALK_SKIP and not d.endswith(".egg-info")
+                       and not (here + d + "/").startswith(WALK_SKIP_PREFIXES)]
+            listed += [here + name for name in names]
+    return sorted({rel for rel in listed if (rel.endswith((".py", ".md", ".toml")) or rel == ".ci/run")
+                   and (REPO / rel).is_file()})
 
 
 def _line(text: str, pos: int) -> int:
@@ -126,3 +160,14 @@ def test_doc_citations_resolve():
     _, checked, _, broken = _scan()
     assert checked >= 80, f"only {checked} citations of docs/ found: the scan is broken"
     assert not broken, "citations of the project's docs that do not resolve:\n" + "\n".join(broken)
+
+
+def test_no_file_cites_an_issue_number():
+    files = _source_files()
+    offenders = []
+    for rel in files:
+        text = (REPO / rel).read_text(encoding="utf-8", errors="replace")
+        offenders += [f"{rel}:{_line(text, m.start())}: {m.group(0)!r}" for m in WORK_LOG_LABEL.finditer(text)]
+    assert len(files) > 100, f"only {len(files)} files checked: the listing is broken"
+    assert not offenders, ("issue numbers or work sessions cited (cite a docs section, a paper, a results file "
+                           "or a date instead):\n" + "\n".join(offenders))

@@ -1,4 +1,4 @@
-"""Start-up of ``dnnplace solve G --method dp`` (issue 26): the process imports what the
+"""Start-up of ``dnnplace solve G --method dp`` (results/startup.md): the process imports what the
 command needs and nothing else; the numba kernels are cached on disk or, where numba finds
 no writable cache folder, still compile instead of failing the import.
 

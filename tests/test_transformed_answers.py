@@ -1,4 +1,4 @@
-"""Answers on a transformed graph (issue 24, part 4): FastT's data-parallel baseline and
+"""Answers on a transformed graph: FastT's data-parallel baseline and
 OS-DPOS answer on a graph they built from the input (replicas, split operators). Their
 results carry the steps that rebuild that graph, so ``solve`` prints them, ``evaluate``
 and ``simulate`` re-score them from the input graph file alone, and their bound is the

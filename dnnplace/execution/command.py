@@ -8,7 +8,7 @@ from typing import Any
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["cmd_execute", "add_parser", "predict", "model_spec", "gpu_map"]
+__all__ = ["cmd_execute", "add_parser", "predict", "model_spec", "gpu_map", "check_flags"]
 
 
 def model_spec(args: argparse.Namespace):
@@ -43,11 +43,34 @@ def gpu_map(names: list[str], kinds: list[str]) -> dict[str, str]:
     return {d: f"cuda:{i}" for i, d in enumerate(accel)}
 
 
+def check_flags(args: argparse.Namespace) -> None:
+    """The flags' values, before anything is read or run (one :class:`InputError` each):
+    counts, the deadline, the learning rate, flags that do not go together."""
+    import math
+    for flag, value, low in (("--steps", args.steps, 1), ("--warmup", args.warmup, 0), ("--batch", args.batch, 1),
+                             ("--seq", args.seq, 1), ("--microbatches", args.microbatches, 1)):
+        if value is not None and value < low:
+            raise InputError(f"{flag} {value}: must be an integer >= {low}")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise InputError(f"--timeout {args.timeout:g}: must be a number of seconds > 0")
+    if not (math.isfinite(args.lr) and args.lr >= 0):
+        raise InputError(f"--lr {args.lr:g}: must be a finite learning rate >= 0")
+    if args.pipeline and args.gantt:
+        raise InputError("--gantt draws each operator's measured interval of a placed step; --pipeline records "
+                         "whole steps only: leave out --gantt or --pipeline")
+
+
 def cmd_execute(args: argparse.Namespace) -> int:
     """Run the plan in RESULT.json across processes; print and write the measurement."""
-    from dnnplace.execution.launch import Plan, execute
-    from dnnplace.graphs.io import instance_for_placement, read_json, write_json
+    check_flags(args)
+    from dnnplace.command_args import check_out, cluster_file
+    from dnnplace.execution.launch import Plan, captured_meta, execute
+    from dnnplace.graphs.io import check_result_doc, graph_fingerprint, instance_for_placement, read_json, write_json
     from dnnplace.graphs.presets import cluster_preset
+    model_file = args.model.rpartition(":")[0]  # mymodel.py:Net reads mymodel.py
+    check_out([("--out", args.out), ("--gantt", args.gantt)],
+              [("model", model_file or None), ("result", args.result), ("--graph", args.graph),
+               ("--cluster", cluster_file(args.cluster))])  # before any work
     doc = read_json(args.result)
     if not isinstance(doc, dict):
         raise InputError(f"{args.result}: expected a result JSON or a {{node: device}} map")
@@ -59,6 +82,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     inst = None
     if graph_path and Path(graph_path).is_file():
         inst = instance_for_placement(graph_path, args.cluster, doc, args.result)  # --cluster, else the result's
+        check_result_doc(doc, inst.graph, args.result, graph_path)  # a result of another graph: exit 2
     if inst is not None and inst.cluster is not None:
         names, kinds, note = list(inst.cluster.names), list(inst.cluster.kinds), None
     elif args.cluster:
@@ -78,8 +102,9 @@ def cmd_execute(args: argparse.Namespace) -> int:
     order = start or (dict(zip(inst.graph.ids, sim.schedule.start.tolist())) if sim is not None else None)
     gpus = gpu_map(names, kinds) if args.cuda else {}
     m = execute(spec, [Plan(placement, order)], names, steps=args.steps, warmup=args.warmup,
-                timeout_s=args.timeout, torch_devices=gpus)[0]
+                timeout_s=args.timeout, torch_devices=gpus, captured=captured_meta(inst))[0]
     out = {"model": args.model, "result": args.result, **m.to_dict()}
+    out["graph_fingerprint"] = graph_fingerprint(inst.graph) if inst is not None else doc.get("graph_fingerprint")
     out["predicted_step_ms"] = float(sim.makespan) if sim is not None else None
     out["prediction"] = note or ("simulator, each device in the plan's order" if start else
                                  "simulator, FIFO ready queue (the plan has no schedule; the executor ran "

@@ -35,7 +35,7 @@ from dnnplace.graphs.errors import InputError
 
 __all__ = ["ExecutionError", "Measured", "Plan", "ReferenceCompared", "execute", "device_orders", "eager_reference",
            "check_reference", "torch_optimizer", "run_processes", "cuda_devices", "CUDA_TOLERANCE",
-           "check_gpu_ops"]
+           "check_gpu_ops", "check_captured", "captured_meta"]
 
 
 _RANDOM_OPS = ("dropout", "bernoulli", "rand", "normal", "uniform", "multinomial")
@@ -174,9 +174,57 @@ class Plan:
     start: Mapping[str, float] | None = None
 
 
+def captured_meta(inst: Any) -> Mapping | None:
+    """What :func:`check_captured` compares: the capture record of an instance's graph
+    (``None`` without an instance, or for a graph tiled from a captured block, whose
+    record is the block's)."""
+    meta = inst.graph.meta if inst is not None else {}
+    return None if meta.get("tiled") else meta.get("capture")
+
+
+def check_captured(captured: Mapping | None, model: ModelSpec, inputs: Sequence[Any], loss_fn: Any, *,
+                   training: bool = True) -> None:
+    """Refuse to run another step than the plan's: the example inputs (shapes, dtypes) and,
+    for a training step, the loss that the plan's graph was captured with
+    (``graph.meta["capture"]``; graphs captured before the loss was recorded skip that
+    check) against the model as given. A batch of 32 run on a plan captured at 64 has the
+    same node ids, so nothing else would notice."""
+    import torch
+
+    from dnnplace.graphs.capture.models import is_user_spec
+    from dnnplace.graphs.capture.named_losses import LOSSES, loss_name
+    if not captured:
+        return
+
+    def shown(shapes: Sequence) -> str:
+        return ", ".join(f"{'x'.join(map(str, s))}:{str(d).removeprefix('torch.')}" for s, d in shapes)
+    want = captured.get("inputs")
+    have = [[list(x.shape), str(x.dtype)] for x in inputs if isinstance(x, torch.Tensor)]
+    if want is not None and [[list(s), str(d)] for s, d in want] != have:
+        flags = " ".join(f"--input {'x'.join(map(str, s))}:{str(d).removeprefix('torch.')}" for s, d in want)
+        batches = [{s[0] for s, _ in shapes if s} for shapes in (want, have)]
+        batch = ""
+        if all(len(b) == 1 for b in batches) and batches[0] != batches[1]:
+            batch = f" (batch {min(batches[0])}, not {min(batches[1])})"
+            if not model.inputs and not is_user_spec(model.spec):
+                flags = f"--batch {min(batches[0])}"
+        raise InputError(f"the plan's graph was captured with input(s) {shown(want)}, this run's are {shown(have)}"
+                         f"{batch}: its times and transfer sizes are another step's; pass {flags} (or capture and "
+                         "solve again at the new shape)")
+    recorded = captured.get("loss_fn")
+    if training and captured.get("training") and recorded and recorded != loss_name(loss_fn):
+        ours = f"{loss_name(loss_fn)!r}{' (no --loss given)' if model.loss is None else ''}"
+        if recorded in LOSSES:
+            raise InputError(f"the plan was captured with loss {recorded!r}, this run's is {ours}: pass "
+                             f"--loss {recorded}")
+        raise InputError(f"the plan was captured with the model's own loss {recorded!r}, this run's is {ours}: "
+                         "leave out --loss")
+
+
 def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str], *, steps: int = 5,
             warmup: int = 2, timeout_s: float = 300.0, threads: int = 1, atol: float = 1e-5,
-            rtol: float = 1e-4, torch_devices: Mapping[str, str] | None = None) -> list[Measured]:
+            rtol: float = 1e-4, torch_devices: Mapping[str, str] | None = None,
+            captured: Mapping | None = None) -> list[Measured]:
     """Run each plan (see the module docstring) and measure it; one :class:`Measured` per plan.
 
     Every plan maps each graph node id of the traced step to a name in ``device_names``;
@@ -185,6 +233,7 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
     Gradients match when ``|ours - eager| <= atol + rtol * |eager|`` elementwise (at least
     :data:`CUDA_TOLERANCE` when a device is a GPU). ``torch_devices``: device name -> the
     torch device it computes on (default ``"cpu"``; see the module docstring).
+    ``captured``: the plan's ``graph.meta["capture"]``, checked by :func:`check_captured`.
     """
     import torch
     import torch.multiprocessing as mp
@@ -195,6 +244,7 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
     if not plans:
         return []
     net, inputs, loss_fn = load(model)
+    check_captured(captured, model, inputs, loss_fn)
     cap = trace_step(model, net, inputs, loss_fn)
     del net
     ids = list(cap.ids)

@@ -69,13 +69,15 @@ from typing import Any
 
 from dnnplace.execution.launch import (
     ReferenceCompared,
+    captured_meta,
+    check_captured,
     check_reference,
     eager_reference,
     run_processes,
     torch_optimizer,
 )
 from dnnplace.execution.pipeline_stages import build_stages
-from dnnplace.execution.worker import ModelSpec, load
+from dnnplace.execution.worker import ModelSpec, load, no_process_locks, step_span_ms
 from dnnplace.graphs.capture.ops import steady_malloc
 from dnnplace.graphs.errors import InputError
 
@@ -169,6 +171,7 @@ def _run_stage(rank: int, job: _Job) -> None:
     from torch.utils._pytree import tree_unflatten
     torch.set_num_threads(job.threads)
     steady_malloc()
+    no_process_locks()
     dist.init_process_group("gloo", init_method=f"file://{job.init_file}", rank=rank, world_size=job.world,
                             timeout=timedelta(seconds=job.timeout_s))
     try:
@@ -219,9 +222,10 @@ def _run_stage(rank: int, job: _Job) -> None:
                 step_losses.append(float(sum(float(x.detach()) for x in losses_seen)))
             if s >= job.warmup:
                 records.append([t0, t_end])
+            span = step_span_ms(dist, t0, t_end)
             if rank == 0:
                 print(f"pipeline step {s + 1}/{job.warmup + job.steps}{' (warm-up)' if s < job.warmup else ''}: "
-                      f"{(t_end - t0) * 1e3:.2f} ms (stage 0)", file=sys.stderr, flush=True)
+                      f"{span:.2f} ms", file=sys.stderr, flush=True)
         dist.barrier()
         torch.save({"grads": grads, "losses": step_losses}, os.path.join(job.out_dir, f"outputs-{rank}.pt"))
         with open(os.path.join(job.out_dir, f"times-{rank}.json"), "w") as f:
@@ -260,13 +264,14 @@ class PipelineMeasured(ReferenceCompared):
 def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: Sequence[str] = (), *,
                  microbatches: int = 4, schedule: str = "gpipe", steps: int = 5, warmup: int = 2,
                  timeout_s: float = 300.0, threads: int = 1, atol: float = 1e-5,
-                 rtol: float = 1e-4) -> PipelineMeasured:
+                 rtol: float = 1e-4, captured: Mapping | None = None) -> PipelineMeasured:
     """Train the stages of ``placement`` (see the module docstring) and measure the step.
 
     ``placement`` maps every node id of the model's forward graph to a device name (of
     ``device_names`` when given). Gradients match when ``|ours - eager| <= atol + rtol *
     |eager|`` elementwise. Bad splits, schedules and micro-batch counts are refused with
-    an :class:`InputError` before any process starts.
+    an :class:`InputError` before any process starts, as is a model other than the one the
+    forward graph was captured from (``captured``: its ``graph.meta["capture"]``).
     """
     import torch.multiprocessing as mp
 
@@ -275,6 +280,7 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
     if steps < 1 or warmup < 0:
         raise InputError(f"--steps must be >= 1 and the warm-up >= 0 (got {steps}, {warmup})")
     net, inputs, loss_fn = load(model)
+    check_captured(captured, model, inputs, loss_fn, training=False)
     net.eval()
     batch = _batch(inputs)
     if microbatches < 1 or batch % microbatches:
@@ -319,6 +325,11 @@ def run_pipeline(model: ModelSpec, placement: Mapping[str, str], device_names: S
 
 
 # ---------------------------------------------------------------------------- command
+MAXLOAD_IS = ("the forward graph's bottleneck device load, not a prediction of the training step measured above "
+              "(no backward pass, optimizer or pipeline schedule in it)")
+"""What the max-load objective printed beside a pipeline's measurement is (and is not)."""
+
+
 def _maxload_objective(args: argparse.Namespace, placement: Mapping[str, str], inst: Any) -> tuple[Any, str, str]:
     """The plan's max-load objective: re-scored on the instance when there is one (the
     result's objective variant), else the result's own ``objective``."""
@@ -343,16 +354,17 @@ def cmd_pipeline(args: argparse.Namespace, spec: ModelSpec, placement: Mapping[s
     schedule = getattr(args, "schedule", None) or "gpipe"
     obj, unit, source = _maxload_objective(args, placement, inst)
     m = run_pipeline(spec, placement, names, microbatches=args.microbatches, schedule=schedule, steps=args.steps,
-                     warmup=args.warmup, timeout_s=args.timeout)
+                     warmup=args.warmup, timeout_s=args.timeout, captured=captured_meta(inst))
     out = {"model": args.model, "result": args.result, **m.to_dict(), "maxload_objective": obj,
-           "maxload_unit": unit, "maxload_source": source}
+           "maxload_unit": unit, "maxload_source": source, "maxload_is": MAXLOAD_IS}
     say = print
     say(f"pipeline: {len(m.stages)} stage(s) ({' -> '.join(s['device'] for s in m.stages)}), {schedule}, "
         f"{m.microbatches} micro-batches of a batch of {m.batch}")
     say(f"measured step: {out['measured_step_ms']:.3f} ms (median of {args.steps}; min {out['measured_min_ms']:.3f}, "
         f"max {out['measured_max_ms']:.3f}), {out['measured_per_sample_ms']:.4f} ms per sample")
     say(f"eager single-process step: {m.eager_step_ms:.3f} ms, {out['eager_per_sample_ms']:.4f} ms per sample")
-    say(f"max-load objective: {'-' if obj is None else format(obj, '.6g') + ' ' + unit} ({source})")
+    say(f"max-load objective: {'-' if obj is None else format(obj, '.6g') + ' ' + unit} ({source}): "
+        f"{MAXLOAD_IS}")
     say(f"matches the eager step: {'yes' if m.matches_reference else 'NO'} (loss {m.loss:.6g} vs "
         f"{m.reference_loss:.6g}, {m.loss_kind}-type loss, {m.n_grads_checked} gradients, max |diff| "
         f"{m.max_abs_grad_diff:.3g}; the loss of all {m.n_losses_checked} steps, optimizer updates between)")

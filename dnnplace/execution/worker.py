@@ -36,7 +36,7 @@ from typing import Any
 
 from dnnplace.graphs.capture.ops import apply_update, steady_malloc
 
-__all__ = ["ModelSpec", "WorkerPlan", "run_worker", "load", "exact_cuda_math"]
+__all__ = ["ModelSpec", "WorkerPlan", "run_worker", "load", "exact_cuda_math", "step_span_ms", "no_process_locks"]
 
 
 @dataclass(frozen=True)
@@ -240,6 +240,7 @@ def run_worker(rank: int, plan: WorkerPlan) -> None:
     from dnnplace.execution.program import build_programs
     torch.set_num_threads(plan.threads)
     steady_malloc()
+    no_process_locks()
     world = max(len(orders) for _, orders in plan.jobs)
     dist.init_process_group("gloo", init_method=f"file://{plan.init_file}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=plan.timeout_s))
@@ -257,12 +258,14 @@ def run_worker(rank: int, plan: WorkerPlan) -> None:
                 torch.cuda.set_device(device)
                 torch.cuda.reset_peak_memory_stats(device)
             bound = {k: v.to(device, copy=True) for k, v in initial.items()}
+            active = rank < len(orders)
             orders = list(orders) + [()] * (world - len(orders))   # ranks a plan leaves idle
             progs = build_programs(cap, np.asarray(ranks), orders)
             step = _Step(cap, progs[rank], bound, list(range(world)), plan.model, device)
             records, out, losses = [], {}, []
             for s in range(plan.warmup + plan.steps):
                 t0, t_end, times, o = step.run(dist, record=(s == 0))
+                span = step_span_ms(dist, t0, t_end, active)
                 if s == 0:
                     out = o   # step 0's gradients: those of the model as built
                 if step.holds_loss:
@@ -271,7 +274,7 @@ def run_worker(rank: int, plan: WorkerPlan) -> None:
                     records.append({"t0": t0, "t_end": t_end, "ops": [[v, a, b] for v, a, b in times]})
                 if rank == 0:
                     print(f"plan {j + 1}/{len(plan.jobs)} step {s + 1}/{plan.warmup + plan.steps}"
-                          f"{' (warm-up)' if s < plan.warmup else ''}: {(t_end - t0) * 1e3:.2f} ms",
+                          f"{' (warm-up)' if s < plan.warmup else ''}: {span:.2f} ms",
                           file=sys.stderr, flush=True)
             outs.append({**out, "losses": losses})
             results.append({"steps": records, "n_recv": len(progs[rank].recvs), "device": device,
@@ -283,6 +286,30 @@ def run_worker(rank: int, plan: WorkerPlan) -> None:
             json.dump({"rank": rank, "jobs": results}, f)
     finally:
         dist.destroy_process_group()
+
+
+def step_span_ms(dist: Any, t0: float, t_end: float, active: bool = True) -> float:
+    """A step's time, the one statistic the live lines, the summary and the JSON report
+    (docs/execution.md, Timing): from the earliest start to the latest end over the
+    processes the plan uses (``active``), so what the slowest of them saw. An all-reduce
+    after the step (outside its timing) gives it to every rank."""
+    import torch
+    t = torch.tensor([-t0, t_end] if active else [-float("inf")] * 2, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t[0] + t[1]) * 1e3
+
+
+def no_process_locks() -> None:
+    """Give tqdm (which ``torch.fx.Interpreter.run`` creates a bar of, disabled or not) a
+    thread lock instead of its default cross-process one: a worker killed on Ctrl-C or a
+    failure cannot release a POSIX semaphore, and multiprocessing's resource tracker then
+    warns about a leaked semaphore at exit."""
+    import threading
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return
+    tqdm.set_lock(threading.RLock())
 
 
 def exact_cuda_math() -> None:

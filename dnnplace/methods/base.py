@@ -166,7 +166,8 @@ class SolveRequest:
     ``deadline`` (:class:`~dnnplace.graphs.deadline.Deadline`): when the whole method must
     end; :func:`dnnplace.registry.solve` sets it from ``solver.time_limit`` at the
     method's start unless the caller did (``dnnplace solve`` counts from the process's
-    start); every stage of a method checks it (issue 24: limits as a whole process).
+    start); every stage of a method checks it (the limit holds for the whole process:
+    docs/bad-input.md, "Time limits").
     """
 
     problem: str
@@ -204,6 +205,12 @@ class MethodOutput:
     ``memory_model``: the memory the method keeps within capacity, ``"static"`` (docs/semantics.md 1:
     the sum of ``memory`` per device) or ``"dynamic"`` (the peak of live tensors, PARDNN
     Eq. 2); a makespan evaluation judges feasibility under it and reports both.
+    ``answer_from``: where ``placement`` came from when it is not the method's own answer,
+    one of ``"warm start: <source>"`` (the start, unchanged), ``"never-worse: <rival>"``
+    (a never-worse step swapped in a rival's answer) or ``"fallback: <split>"`` (the method
+    stopped without an answer of its own, e.g. a time-limited IP build, and returned a
+    cheap split); ``None`` means the method's own answer, and
+    :func:`dnnplace.registry.solve` records the method's name (``Result.answer_from``).
     """
 
     placement: Placement | None
@@ -225,6 +232,7 @@ class MethodOutput:
     trace: list = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     memory_model: str = "static"
+    answer_from: str | None = None
 
 
 @dataclass(frozen=True)

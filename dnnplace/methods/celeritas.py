@@ -47,7 +47,7 @@ class MetisOptions(Options):
 
 
 def _run(inst, opts: OrderPlaceOptions, adjust: bool) -> MethodOutput:
-    from dnnplace.heuristics.celeritas import celeritas
+    from dnnplace.heuristics.celeritas import celeritas, one_device_reason
 
     run = celeritas(inst.graph, inst.require_cluster(), R=opts.R, M_frac=opts.M_frac, order=opts.order,
                     adjust=adjust, nominal=opts.nominal, on_oom=opts.on_oom)
@@ -58,7 +58,10 @@ def _run(inst, opts: OrderPlaceOptions, adjust: bool) -> MethodOutput:
              "best_effort_nodes": run.coarse.best_effort, "colocation_repairs": run.colocation_repairs,
              "semantics": "placement only; objective: simulation under the request's policy (fifo: TensorFlow's "
                           "executor) with its congestion setting"}
-    return MethodOutput(run.placement, build_seconds=run.fusion_seconds, extra=extra)
+    why = one_device_reason(run, adjust=adjust, R=opts.R)
+    if why is not None:
+        extra["one_device"] = why
+    return MethodOutput(run.placement, build_seconds=run.fusion_seconds, extra=extra, message=why)
 
 
 def run_celeritas(inst, req: SolveRequest, opts: CeleritasOptions) -> MethodOutput:

@@ -168,7 +168,8 @@ def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, d
     scored = graph if graph is not None and graph is not original else None
     if scored is not None:
         ex["solved_graph"] = f"{scored.name}: {scored.n} nodes, {scored.m} edges (the input has {original.n})"
-    return MethodOutput(p, objective=ms, priorities=prio, link_priorities=links, graph=scored, extra=ex)
+    return MethodOutput(p, objective=ms, priorities=prio, link_priorities=links, graph=scored, extra=ex,
+                        answer_from="never-worse: data-parallel start" if ex.get("kept_start") else None)
 
 
 def _start_deployment(dp, cl, req: SolveRequest):

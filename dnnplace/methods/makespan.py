@@ -97,15 +97,11 @@ def _given_start(inst, req: SolveRequest, coarsening: bool) -> dict:
     it is (``extra_starts``); where it coarsens, the guide of the coarsening (the coarse
     graph keeps the start's devices, and it is offered as the coarse MIP start) and a
     rival of the last stage. Either way the answer is never worse than the start."""
-    from dnnplace.graphs.errors import InputError
     from dnnplace.graphs.evaluation.simulate import simulate
 
     w = req.warm
     if w is None:
         return {}
-    if w.placement.graph is not inst.graph and w.placement.graph.n != inst.graph.n:
-        raise InputError(f"pesto: warm start {w.source} places another graph ({w.placement.graph.n} nodes, the "
-                         f"input has {inst.graph.n}); give a placement of the input graph")
     pr = simulate(w.placement, policy="critical_path", congestion=req.congestion).schedule.priorities()
     if not coarsening:
         return {"extra_starts": [(w.placement.device, pr)]}
@@ -152,4 +148,21 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
                         solver="cpsat" if opts.engine == "cpsat" else sopts.solver,
                         solver_version=r.solver_version, build_seconds=r.build_seconds + r.coarsen_seconds,
                         solve_seconds=r.solve_seconds, priorities=r.priorities, link_priorities=r.link_priorities,
-                        trace=r.trace, extra=extra)
+                        trace=r.trace, extra=extra, answer_from=_pesto_answer_from(r.source, r.warm_algorithm))
+
+
+def _pesto_answer_from(source: str | None, warm_algorithm: str | None) -> str | None:
+    """``MethodOutput.answer_from`` of a Pesto run from the pipeline's ``source``: its ILP's
+    answer (``None``: the method's own), the start it replayed, or the rival its never-worse
+    stages (:mod:`dnnplace.formulations.multilevel.never_worse`) returned instead.
+
+    >>> _pesto_answer_from("ilp", "heft"), _pesto_answer_from("warm_start", "heft")
+    (None, 'warm start: heft')
+    >>> _pesto_answer_from("single:gpu0", "heft")
+    'never-worse: single:gpu0'
+    """
+    if source in (None, "ilp"):
+        return None
+    if source == "warm_start":
+        return f"warm start: {warm_algorithm or 'list schedule'}"
+    return f"never-worse: {source}"

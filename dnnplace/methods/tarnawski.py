@@ -20,10 +20,20 @@ __all__ = ["DPOptions", "LocalSearchOptions", "IPOptions", "LatencySearchOptions
            "run_local_search", "run_pipedream", "run_partitioner", "run_latency_search", "run_ip"]
 
 
+EXIT_RESERVE = 0.5
+"""Seconds (at most 5 % of its limit) latency-ls leaves of its deadline for the process's exit:
+its kernels load numba, whose teardown when the interpreter exits took 0.6-0.8 s on the shared
+2-core machine at load 6-7 (beyond the reserve ``dnnplace solve`` keeps for the evaluation and
+the output, which the exit used up: 10.6-11.0 s wall at ``--time-limit 10``)."""
+
+
 @dataclass(frozen=True)
 class DPOptions(Options):
-    max_ideals: int = option(6_000_000, "memory limit of the exact DP (~2.4 GB at the default); past it: "
-                                        "DPL's split with a lower bound")
+    max_ideals: int = option(6_000_000, "size limit of the exact DP (~2.4 GB at the default on narrow graphs); "
+                                        "past it: DPL's split with a lower bound")
+    max_memory_gb: float | None = option(None, "memory budget of the exact DP's lattice and tables (default 4 GB, "
+                                               "at most half the memory available); past it: DPL's split with a "
+                                               "lower bound")
     replicas: int = option(1, "App. C.2: a stage may run on up to this many accelerators (1 = no replication)")
     sync_per_byte: float | None = option(None, "App. C.2: all-reduce time per byte of a replicated stage's "
                                                "weights; default the cluster's accelerator-to-accelerator beta1")
@@ -31,6 +41,8 @@ class DPOptions(Options):
     def __post_init__(self):
         if self.max_ideals < 1:
             raise ValueError(f"option 'max_ideals' must be >= 1, got {self.max_ideals}")
+        if self.max_memory_gb is not None and not self.max_memory_gb > 0:
+            raise ValueError(f"option 'max_memory_gb' must be > 0, got {self.max_memory_gb}")
         if self.replicas < 1:
             raise ValueError(f"option 'replicas' must be >= 1, got {self.replicas}")
 
@@ -62,7 +74,7 @@ class LatencySearchOptions(Options):
 
 
 def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, replicas: int = 1,
-        sync_per_byte: float | None = None) -> MethodOutput:
+        sync_per_byte: float | None = None, max_memory_gb: float | None = None) -> MethodOutput:
     from dnnplace.heuristics.maxload_dp import maxload_dp
 
     # DPL's split (a heuristic) also serves the weaker modes, e.g. as a warm start of the
@@ -77,15 +89,23 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
         raise InputError("replicated stages (option replicas) are a max-load model (Tarnawski App. C.2)")
     res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream",
                      max_ideals=max_ideals, time_limit=capped(req.solver.time_limit, req.deadline), replicas=replicas,
-                     sync_per_byte=sync_per_byte)
+                     sync_per_byte=sync_per_byte, max_bytes=None if max_memory_gb is None else max_memory_gb * 1e9)
     extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
              "seconds": res.seconds}
     if res.placement is not None and res.placement.replication is not None:
         extra["replication"] = res.placement.replication.to_json(inst.require_cluster().names)
-    why = {"ideal_limit": f"more than {res.ideals} ideals", "time_limit": "time limit"}.get(res.stopped)
+    why = {"ideal_limit": f"more than {max_ideals} ideals", "memory_limit": "memory budget",
+           "time_limit": "time limit"}.get(res.stopped)
+    if res.note:
+        extra["stopped_because"] = res.note
     if res.placement is None and not res.complete:
-        return MethodOutput(None, status="no_solution", bound=res.lower_bound, contiguity="both",
-                            termination=res.stopped, extra=extra, message=f"{why}; DPL finds no split that fits")
+        one = _one_device_split(inst, req) if res.stopped == "time_limit" else None
+        if one is None:
+            return MethodOutput(None, status="no_solution", bound=res.lower_bound, contiguity="both",
+                                termination=res.stopped, extra=extra, message=f"{why}; DPL finds no split that fits")
+        extra["incumbent_from"] = "single"
+        res.placement, res.value = one
+        res.lower_bound = min(res.lower_bound, res.value) if res.lower_bound is not None else None
     if res.placement is None:
         return MethodOutput(None, status="infeasible", contiguity="both", extra=extra,
                             message="no contiguous split fits the devices")
@@ -101,7 +121,21 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
     status = "feasible" if linearized else "optimal"
     bound = None if linearized else res.value
     return MethodOutput(res.placement, status=status, objective=res.value, bound=bound, contiguity="both",
-                        termination="completed", extra=extra)
+                        termination=res.stopped or "completed", extra=extra)
+
+
+def _one_device_split(inst, req: SolveRequest):
+    """``(placement, max-load)`` of the single-device split (contiguous), the DP's incumbent where
+    DPL found none within the time left; ``None`` where it does not fit."""
+    from dnnplace.graphs.evaluation.evaluate import maxload
+    from dnnplace.heuristics.baselines import single_device
+
+    try:
+        p = single_device(inst.graph, inst.require_cluster())
+    except InputError:
+        return None
+    ev = maxload(p, objective=req.objective if req.problem == "maxload" else "pipedream", contiguity="both")
+    return (p, float(ev.objective)) if ev.feasible else None
 
 
 def _dp_hierarchy(inst, req: SolveRequest) -> MethodOutput:
@@ -121,7 +155,7 @@ def _dp_hierarchy(inst, req: SolveRequest) -> MethodOutput:
 
 def run_dp(inst, req: SolveRequest, opts: DPOptions) -> MethodOutput:
     return _dp(inst, req, linearized=False, max_ideals=opts.max_ideals, replicas=opts.replicas,
-               sync_per_byte=opts.sync_per_byte)
+               sync_per_byte=opts.sync_per_byte, max_memory_gb=opts.max_memory_gb)
 
 
 def run_dpl(inst, req: SolveRequest, opts: Options) -> MethodOutput:
@@ -151,22 +185,25 @@ def run_partitioner(inst, req: SolveRequest, opts: Options) -> MethodOutput:
 
 
 def run_latency_search(inst, req: SolveRequest, opts: LatencySearchOptions) -> MethodOutput:
-    """Time limit: the request's (without one, the method's ``default_limits``, 30 s); seed: the request's;
-    ``--warm-start``: a
-    single search lane from that split (default: greedy, dp and all-CPU lanes). The bound
+    """Time limit: the request's (without one, the method's ``default_limits``, 30 s), as what its
+    deadline leaves once the bound is computed (``dnnplace solve`` counts it from the process
+    start), less :data:`EXIT_RESERVE`; seed: the request's; ``--warm-start``: a single search
+    lane from that split (default: greedy, dp and all-CPU lanes). The bound
     is :func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound` (contiguous splits): an answer
     that meets it is ``optimal``."""
     from dnnplace.graphs.evaluation.bounds import latency_lower_bound
     from dnnplace.heuristics.latency_search import latency_search
 
     start = req.warm.placement if req.warm is not None else None
-    p, val, info = latency_search(inst, time_limit=float(req.solver.time_limit), seed=req.seed, start=start,
-                                  max_iters=opts.max_iters, eject_within=opts.eject_within)
+    # the path segmentation bound holds for every contiguous split (one piece per accelerator);
+    # computed first, so the search takes what the deadline leaves after it
+    bound = latency_lower_bound(inst.graph, inst.require_cluster(), 1)
+    limit = capped(float(req.solver.time_limit), req.deadline)
+    p, val, info = latency_search(inst, time_limit=limit - min(EXIT_RESERVE, 0.05 * limit), seed=req.seed,
+                                  start=start, max_iters=opts.max_iters, eject_within=opts.eject_within)
     if req.warm is not None:
         info["start"] = req.warm_start
     trace = [(t, v, None) for t, v in info.pop("trace")]
-    # the path segmentation bound holds for every contiguous split (one piece per accelerator)
-    bound = latency_lower_bound(inst.graph, inst.require_cluster(), 1)
     status = "optimal" if val <= bound * (1 + 1e-9) else "feasible"
     return MethodOutput(p, status=status, objective=val, bound=bound, contiguity="none", trace=trace,
                         termination="time_limit" if opts.max_iters is None else "iteration_limit", extra=info)
@@ -268,6 +305,8 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
         ev = score(p)
     res.placement = p
     res.objective = ev.objective
+    if start is not None and values is not None and bool((p.device == start.device).all()):
+        res.answer_from = f"warm start: {extra.get('warm_start', 'given')}"  # the solver kept the start
     if ev.violations:
         res.message = "decoded placement violates: " + "; ".join(ev.violations[:3])
         res.status = "error"
@@ -352,5 +391,6 @@ def _ip_incumbent(inst, score, start, contiguity: str, extra: dict, why: str, re
     if best is None:
         return MethodOutput(None, status="no_solution", message=f"{why}; no cheap split is feasible", **common)
     extra["incumbent_from"] = best[0]
+    source = f"warm start: {extra.get('warm_start', 'given')}" if best[0] == "warm start" else f"fallback: {best[0]}"
     return MethodOutput(best[1], status="feasible", objective=best[2],
-                        message=f"{why}; the {best[0]} split returned", **common)
+                        message=f"{why}; the {best[0]} split returned", answer_from=source, **common)

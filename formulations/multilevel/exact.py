@@ -12,6 +12,7 @@ from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, warm
 from dnnplace.formulations.pesto_solution import decode_times
 from dnnplace.formulations.solvers.driver import SolveOutcome, solve_model
 from dnnplace.formulations.solvers.options import SolverOptions
+from dnnplace.formulations.solvers.progress import stage
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.deadline import NO_DEADLINE, Deadline, TimeLimitReached
 from dnnplace.graphs.graph import OpGraph
@@ -71,6 +72,7 @@ def solve_exact(cg: OpGraph, cluster: Cluster, horizon: float, opts: PestoOption
     if why is not None:  # a model that cannot be built in the time left is not started
         return SolveOutcome("no_solution", "maxTimeLimit", solver="cpsat" if engine == "cpsat" else solver.solver,
                             message=why), None, 0.0, {"stopped": why}
+    stage(f"model build ({cg.n} nodes)")
     if engine == "cpsat":
         from dnnplace.formulations.pesto_cpsat import solve_pesto_cpsat
 

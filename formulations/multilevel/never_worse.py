@@ -1,6 +1,7 @@
 """The comparisons that keep Pesto's answer never worse: memory feasibility (:func:`memory_ok`),
-the obvious answers (:func:`against_obvious`: one device, the original graph's best list schedule)
-and the last stage of a coarsened run (:func:`refine_last_stage`: rivals, then unit moves)."""
+the evaluator's verdict that admits a candidate (:func:`feasible`), the obvious answers
+(:func:`against_obvious`: one device, the original graph's best list schedule) and the last
+stage of a coarsened run (:func:`refine_last_stage`: rivals, then unit moves)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,25 @@ from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 
-__all__ = ["against_obvious", "memory_ok", "refine_last_stage"]
+__all__ = ["against_obvious", "feasible", "memory_ok", "refine_last_stage"]
 
 
 def memory_ok(pl: Placement) -> bool:
     used = np.bincount(pl.device, weights=pl.graph.memory, minlength=pl.cluster.size)
     return bool(np.all(used <= pl.cluster.memory * (1 + 1e-12)))
+
+
+def feasible(pl: Placement) -> bool:
+    """The independent evaluator's verdict
+    (:func:`~dnnplace.graphs.evaluation.evaluate.validate`: supported devices, device limits,
+    colocation, static memory): a candidate (the start, one device, a list schedule, a rival, a
+    refinement) may replace the answer only when it passes, however fast it replays. The
+    single-device placement puts the nodes its accelerator cannot run on the CPU, which splits a
+    colocation group holding both kinds of node (docs/bad-input.md, "Transfers and obvious
+    candidates")."""
+    from dnnplace.graphs.evaluation.evaluate import validate
+
+    return not validate(pl)
 
 
 def against_obvious(graph: OpGraph, cluster: Cluster, pl: Placement, pr: np.ndarray, ms: float, source: str,
@@ -29,8 +43,9 @@ def against_obvious(graph: OpGraph, cluster: Cluster, pl: Placement, pr: np.ndar
     """The answer, or the obvious one when it is better: the single-device placement
     (:func:`~dnnplace.heuristics.baselines.single_device`, replayed in its critical-path
     order) and the best list schedule of the original graph (``orig_list``, computed here
-    when the pipeline had none), each where it fits in memory. So the pipeline never
-    returns worse than either (``size["obvious"]`` records their makespans)."""
+    when the pipeline had none), each only where the evaluator finds it :func:`feasible`. So
+    the pipeline never returns worse than either feasible one, and never an infeasible one
+    (``size["obvious"]`` records their makespans, ``size["obvious_infeasible"]`` those left out)."""
     from dnnplace.heuristics.baselines import single_device
     from dnnplace.heuristics.list_scheduling import best_list_schedule
 
@@ -44,7 +59,9 @@ def against_obvious(graph: OpGraph, cluster: Cluster, pl: Placement, pr: np.ndar
     size["obvious"] = {name: ms_one, f"list:{ls.algorithm}": ls_ms}
     for what, pl_x, pr_x, ms_x in ((f"list:{ls.algorithm}", ls.placement, ls.priorities, ls_ms),
                                    (name, one, pr_one, ms_one)):
-        if memory_ok(pl_x) and ms_x < ms - 1e-9 * max(1.0, ms):
+        if not feasible(pl_x):
+            size.setdefault("obvious_infeasible", []).append(what)
+        elif ms_x < ms - 1e-9 * max(1.0, ms):
             pl, pr, ms, source, lp = pl_x, pr_x, ms_x, what, None
     return pl, pr, ms, source, lp
 
@@ -63,13 +80,13 @@ def refine_last_stage(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: 
     ls, ls_ms, _ = orig_list
     size["original_best_list"] = {"algorithm": ls.algorithm, "makespan": ls_ms}
     tol = 1e-9 * max(1.0, ms)
-    if memory_ok(ls.placement) and ls_ms < ms - tol:
+    if feasible(ls.placement) and ls_ms < ms - tol:
         pl, pr, ms, source, lp = ls.placement, ls.priorities, ls_ms, f"list:{ls.algorithm}", None
     for name, pl_x in rivals:
         pr_x = simulate(pl_x, policy="fifo", congestion=congestion).schedule.priorities()
         ms_x = simulate(pl_x, policy="order", priorities=pr_x, congestion=congestion).makespan
         size.setdefault("rivals", {})[name] = ms_x
-        if memory_ok(pl_x) and ms_x < ms - tol:
+        if feasible(pl_x) and ms_x < ms - tol:
             pl, pr, ms, source, lp = pl_x, pr_x, ms_x, name, None
     dev = pl.device
     # coarse nodes first (few units, big moves), then single nodes (colocation groups) with the time left
@@ -81,6 +98,6 @@ def refine_last_stage(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: 
     pl_r = Placement(graph, cluster, dev)
     pr_r = simulate(pl_r, policy="critical_path", congestion=congestion).schedule.priorities()
     ms_r = simulate(pl_r, policy="order", priorities=pr_r, congestion=congestion).makespan
-    if ms_r < ms - tol:
+    if ms_r < ms - tol and feasible(pl_r):
         pl, pr, ms, source, lp = pl_r, pr_r, ms_r, f"refined({source})", None
     return pl, pr, ms, source, lp

@@ -73,6 +73,7 @@ from dnnplace.formulations.multilevel.exact import safe_horizon
 from dnnplace.formulations.multilevel.never_worse import memory_ok
 from dnnplace.formulations.multilevel.options import PestoRun, PipelineOptions, Starts
 from dnnplace.formulations.multilevel.stages import PestoPipeline
+from dnnplace.formulations.solvers.progress import Progress
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.errors import InputError
@@ -94,6 +95,9 @@ def pesto(graph: OpGraph, cluster: Cluster, options: PipelineOptions | None = No
     stops before it; a run stopped before its ILP answers returns its list-schedule
     start (termination ``time_limit``).
 
+    On a terminal a progress line shows the stage, the time against the limit and the
+    solver's incumbent and bound (:mod:`~dnnplace.formulations.solvers.progress`).
+
     The stages, in order (:class:`~dnnplace.formulations.multilevel.stages.PestoPipeline`):
     coarsen, the start and horizon on the graph the ILP sees, the ILP's share of the time,
     the relaxed start, solve, lift the answer to the original graph, and the comparisons that keep it never worse.
@@ -110,5 +114,6 @@ def pesto(graph: OpGraph, cluster: Cluster, options: PipelineOptions | None = No
             raise InputError("pesto: engine 'cpsat' needs OR-Tools: pip install 'dnnplace[cpsat]'")
     options = dataclasses.replace(options, transfer_mode=check_transfer_mode(options.transfer_mode))
     deadline = deadline or Deadline(options.solver.time_limit)
-    with transfer_semantics(options.transfer_mode):
+    start = None if deadline.end is None else deadline.end - deadline.seconds
+    with transfer_semantics(options.transfer_mode), Progress("pesto", deadline.seconds, start=start):
         return PestoPipeline(graph, cluster, options, starts or Starts(), deadline).run()

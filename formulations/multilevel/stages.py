@@ -14,12 +14,13 @@ from typing import NamedTuple
 import numpy as np
 
 from dnnplace.formulations.multilevel.exact import safe_horizon, solve_exact
-from dnnplace.formulations.multilevel.never_worse import against_obvious, memory_ok, refine_last_stage
+from dnnplace.formulations.multilevel.never_worse import against_obvious, feasible, memory_ok, refine_last_stage
 from dnnplace.formulations.multilevel.options import PestoRun, PipelineOptions, Starts
 from dnnplace.formulations.pesto_ip import canonical_relabel
 from dnnplace.formulations.pesto_solution import ilp_orders
 from dnnplace.formulations.solvers.driver import SolveOutcome
 from dnnplace.formulations.solvers.options import SolverOptions
+from dnnplace.formulations.solvers.progress import stage
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
@@ -72,7 +73,9 @@ class PestoPipeline:
     def run(self) -> PestoRun:
         """The stages in order; returns the run's answer and what it measured."""
         o = self.o
+        stage("coarsen" if self.coarsening else "start")
         cg, labels, named, t_coarsen = self.coarsen()
+        stage(f"list schedules ({cg.n} nodes)")
         start, scores = self.ilp_start(cg, named)
         horizon = safe_horizon(cg, self.cluster) if not memory_ok(start.placement) else start.sim.makespan
         horizon = horizon if horizon > 0 else 1.0
@@ -95,6 +98,7 @@ class PestoPipeline:
                       solve_seconds=out.solve_seconds + out.handoff_seconds, coarsen_seconds=t_coarsen, size=size,
                       trace=trace, solver_version=out.solver_version, ilp_gap=out.gap,
                       ilp_objective=out.incumbent, ilp_bound=out.bound)
+        stage("never worse: refine and compare")
         if not out.has_solution:
             return self.without_ilp_answer(out, labels, warm, bound, size, run_kw)
         cpl, cstart, ans, status = self.lift(out, times, cg, labels, coarse, bound, size)
@@ -173,6 +177,7 @@ class PestoPipeline:
         replayed with congestion, is a candidate start for the full model, which gets
         the time left."""
         cluster = self.cluster
+        stage("relaxed start")
         t_r = time.perf_counter()
         share = dataclasses.replace(solver, time_limit=max(1.0, self.o.relaxed_start * solver.time_limit))
         out_r, times_r, _, _ = solve_exact(cg, cluster, horizon, dataclasses.replace(self.model, congestion=False),
@@ -282,13 +287,13 @@ class PestoPipeline:
     # ---- stage 8: never worse than the start, the original graph's list schedules, the obvious
     def never_worse(self, ans: _Answer, status: str, warm: _Answer, labels: np.ndarray, bound: float,
                     size: dict) -> tuple[_Answer, str]:
-        """With ``fallback``: the start where it replays better (and fits in memory); the
+        """With ``fallback``: the start where it replays better (and is feasible); the
         refinement of coarse runs; the obvious answers
         (:func:`~dnnplace.formulations.multilevel.never_worse.against_obvious`)."""
         tol = 1e-6 * max(1.0, ans.ms)
-        if self.o.fallback and warm.ms < ans.ms - tol and memory_ok(warm.pl):
-            # never trade the ILP's (memory-feasible) answer for a faster start that
-            # overflows a device: the ILP's bound holds for memory-feasible schedules only
+        if self.o.fallback and warm.ms < ans.ms - tol and feasible(warm.pl):
+            # never trade the ILP's (feasible) answer for a faster start that overflows a
+            # device or splits a colocation group: the ILP's bound holds for feasible schedules only
             ans = warm
             status = "optimal" if bound is not None and ans.ms <= bound + tol else "feasible"
         if self.refining:

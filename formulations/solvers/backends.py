@@ -39,6 +39,7 @@ import pyomo.environ as pyo
 from dnnplace.formulations.solvers.interrupts import InterruptGuard, raise_if_interrupted
 from dnnplace.formulations.solvers.options import SolverOptions, licence_hint
 from dnnplace.formulations.solvers.outcome import SolveOutcome
+from dnnplace.formulations.solvers.progress import Trace, stage
 from dnnplace.graphs.deadline import capped
 
 __all__ = ["solve_gurobi", "solve_scip", "solve_contrib", "solve_legacy", "DEADLINE"]
@@ -119,6 +120,7 @@ def _hand_over(model, solver, base) -> None:
     """Give ``model`` to the persistent ``solver`` (timed as ``handoff_seconds``) and turn
     its automatic model updates off: the model is not changed after the hand-over."""
     t0 = time.perf_counter()
+    stage("hand-off to the solver")
     deadline = DEADLINE.get()
     if deadline is None:
         solver.set_instance(model)
@@ -138,7 +140,7 @@ def solve_gurobi(model, solver, options, warm_start, base) -> SolveOutcome:
     the ``MIP``/``MIPSOL`` callbacks, a licence error as a one-line ``error`` outcome."""
     import gurobipy
 
-    trace: list[tuple[float, float | None, float | None]] = []
+    trace = Trace()
     GRB = gurobipy.GRB
 
     def cb(_m: Any, s: Any, where: Any) -> None:
@@ -173,6 +175,7 @@ def solve_gurobi(model, solver, options, warm_start, base) -> SolveOutcome:
                 solver.set_instance(model)
         base["handoff_seconds"] = time.perf_counter() - t0
         solver.set_callback(cb)
+        stage("solve (gurobi)")
         t0 = time.perf_counter()
         with InterruptGuard():
             res = solver.solve(model, **cfg)
@@ -218,7 +221,8 @@ def solve_scip(model, solver, options, warm_start, base) -> SolveOutcome:
 
     _hand_over(model, solver, base)
     scip = solver._solver_model  # the underlying pyscipopt.Model
-    trace: list[tuple[float, float | None, float | None]] = []
+    stage("solve (scip)")
+    trace = Trace()
     events = pyscipopt.SCIP_EVENTTYPE.BESTSOLFOUND | pyscipopt.SCIP_EVENTTYPE.DUALBOUNDIMPROVED
 
     class _Trace(pyscipopt.Eventhdlr):

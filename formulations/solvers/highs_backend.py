@@ -31,6 +31,7 @@ from dnnplace.formulations.solvers.interrupts import (
     wait_for_left_behind,
 )
 from dnnplace.formulations.solvers.outcome import SolveOutcome
+from dnnplace.formulations.solvers.progress import Trace, stage
 
 __all__ = ["solve_highs"]
 
@@ -50,7 +51,7 @@ def _highs_threads(threads: int | None) -> None:
 def _grace(deadline: Any) -> float:
     """Seconds a solver asked to stop at ``deadline`` gets to return before it is left
     behind: 2 % of the limit, between 1 and 5 s (the whole call then ends within the 10 %
-    issue 24 allows for limits of 10 s and more)."""
+    docs/bad-input.md, "Time limits", allows for limits of 10 s and more)."""
     return min(5.0, max(1.0, 0.02 * (deadline.seconds or 0.0)))
 
 
@@ -71,7 +72,8 @@ def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
     waited = wait_for_left_behind()
     _hand_over(model, solver, base)
     h = solver._solver_model  # the underlying highspy.Highs object
-    trace: list[tuple[float, float | None, float | None]] = []
+    stage("solve (highs)")
+    trace = Trace()
     last: dict[str, Any] = {}
 
     def on_event(e: Any) -> None:

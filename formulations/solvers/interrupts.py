@@ -11,6 +11,11 @@ with its incumbent. So, in the main thread, the solve runs under our own SIGINT 
 re-raised. An ``interrupted`` termination (Gurobi's own handler) is re-raised too
 (:func:`raise_if_interrupted`). A second Ctrl-C raises at once.
 
+- :func:`stop_on_ctrl_c`: a whole command's SIGINT handling (``dnnplace``'s main): a
+  Ctrl-C raises :class:`KeyboardInterrupt` also in a process started with SIGINT ignored
+  (a background job of a script: ``dnnplace solve ... & sleep 15; kill -INT $!``), and
+  one that Python drops because its handler ran inside a finalizer or a gc callback is
+  raised again right after (:func:`~dnnplace.graphs.deadline.redeliver_dropped`);
 - :class:`InterruptGuard`: the context manager around the solver call;
 - :func:`raise_if_interrupted`: a termination the solver reports after catching the
   signal itself;
@@ -21,11 +26,15 @@ re-raised. An ``interrupted`` termination (Gurobi's own handler) is re-raised to
   root cut rounds) runs in a helper thread while the calling thread waits (in the main
   thread under :class:`InterruptGuard`); a Ctrl-C or the hard end of the time limit
   calls the solver's own stop and gives it a grace to return; past the grace its thread
-  is left behind (:class:`SolverOverran`, :func:`wait_for_left_behind`).
+  is left behind (:class:`SolverOverran`, :func:`wait_for_left_behind`);
+- :func:`exit_process`: the command's exit; after a Ctrl-C (130) without the interpreter's
+  teardown, which freed the interrupted model for seconds (2.8-8 s after a Pesto model
+  build on a loaded machine, past the 5 s an interrupt may take).
 """
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import contextlib
 import logging
@@ -37,8 +46,39 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
+from dnnplace.graphs.deadline import redeliver_dropped
+
 __all__ = ["InterruptGuard", "raise_if_interrupted", "no_interrupt_warning", "run_stoppable", "SolverOverran",
-           "wait_for_left_behind", "exit_process"]
+           "wait_for_left_behind", "exit_process", "stop_on_ctrl_c", "INTERRUPTED"]
+
+INTERRUPTED = 130
+"""The exit status of a command stopped by Ctrl-C."""
+
+
+@contextlib.contextmanager
+def stop_on_ctrl_c():
+    """A command's SIGINT handling, in the main thread (elsewhere the block just runs).
+
+    - A process started with SIGINT ignored (a shell starts a script's background job so)
+      gets Python's own handler back for the block, so ``kill -INT`` stops it as Ctrl-C
+      stops a foreground one; the ignoring is restored after.
+    - Python runs a signal's handler at the main thread's next instruction; inside a
+      finalizer or a gc callback (a Pesto model's build spends seconds collecting) the
+      :class:`KeyboardInterrupt` is dropped ("Exception ignored in ...") and the work ran
+      on to its time limit and saved its answer. Such a drop raises it again right after
+      the finalizer (after the collection), through the same handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    prev = signal.getsignal(signal.SIGINT)
+    if prev == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with redeliver_dropped(KeyboardInterrupt, threading.get_ident(), _thread.interrupt_main):
+            yield
+    finally:
+        if prev == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, prev)
 
 T = TypeVar("T")
 
@@ -128,8 +168,16 @@ def exit_process(code: int) -> NoReturn:
     Where :func:`run_stoppable` left a solver thread behind, it is still inside the
     solver's native code, and an interpreter shutting down around it aborts the process
     (HiGHS: ``terminate called without an active exception``, status 134) or, waiting for
-    it, overruns the time limit: the output is flushed and the process ends at once."""
-    if any(t.is_alive() for t in _LEFT_BEHIND):
+    it, overruns the time limit: the output is flushed and the process ends at once.
+    After a Ctrl-C (:data:`INTERRUPTED`) the ``atexit`` functions run (a Ray instance the
+    sweep started is shut down; left-behind solver threads are not waited for) and the
+    process ends without the interpreter's teardown: freeing the interrupted model (the
+    command keeps it alive: ``dnnplace.cli``) took seconds."""
+    if code == INTERRUPTED or any(t.is_alive() for t in _LEFT_BEHIND):
+        if code == INTERRUPTED:
+            atexit.unregister(wait_for_left_behind)
+            with contextlib.suppress(Exception):
+                atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()

@@ -11,7 +11,8 @@ table. This module knows no flag names:
 
 - :func:`check_values`: ``time_limit`` a finite number of seconds > 0 (``0`` is bad
   input: leave the limit out for none), ``rel_gap`` >= 0, ``threads`` a whole number
-  >= 1 (leave it out for the backend's default), ``seed`` a whole number >= 0, ``tee``
+  >= 1 (leave it out for the backend's default), ``seed`` a whole number in 0 ..
+  :data:`MAX_SEED`, ``tee``
   true/false, ``solver_options`` a table with string keys.
 - :func:`check_backend`: the backend is usable here (``highs``; ``gurobi`` when
   gurobipy is installed; any other Pyomo solver when Pyomo finds it), and each raw
@@ -37,7 +38,7 @@ from dnnplace.graphs.errors import InputError
 
 __all__ = ["SolverOptions", "SolverLicenceError", "SettingError", "SettingNote", "GUROBI_SIZE_LIMITS",
            "SOLVER_ALIASES", "check_values", "check_backend", "backend_status", "licence_message", "licence_hint",
-           "setting_name", "show_value"]
+           "setting_name", "show_value", "MAX_SEED", "SEED_RANGE"]
 
 GUROBI_SIZE_LIMITS = (2000, 2000)
 """(variables, linear constraints) that Gurobi's size-limited pip licence accepts."""
@@ -129,6 +130,13 @@ def licence_message(message: str | None, solver: str = "gurobi", *,
 
 
 # ---------------------------------------------------------------------------- values
+MAX_SEED = 2 ** 31 - 1
+"""The largest seed: HiGHS's ``random_seed`` option is a 32-bit signed integer (numpy's
+generators and METIS take larger ones, but one seed reaches them all), so a run's seed lies
+in ``0 .. 2147483647``."""
+SEED_RANGE = f"must be a whole number from 0 to {MAX_SEED} (a 32-bit seed, as HiGHS takes it)"
+
+
 def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -155,8 +163,8 @@ def _problem(key: str, v: Any) -> str | None:
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             return "must be a whole number of threads >= 1 (leave it out for the solver's default)"
     elif key == "seed":
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            return "must be a whole number >= 0"
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= MAX_SEED:
+            return SEED_RANGE
     return None
 
 

@@ -1,6 +1,6 @@
 """Capture a PyTorch model as an operator graph (training: joint forward+backward).
 
-Pipeline (issue 11):
+Pipeline:
 
 1. The model's parameters, buffers and the example inputs become ``FakeTensor`` s on the
    CPU (shapes only), so a model built on the ``meta`` device is captured without
@@ -10,7 +10,7 @@ Pipeline (issue 11):
    export raises an :class:`InputError` naming the failing op and PyTorch's message.
 3. The joint graph: ``make_fx`` traces the exported module through an ``fx.Interpreter``
    and then ``torch.autograd.grad`` of the loss with respect to every parameter (and,
-   for blocks, every input) into one ATen graph. Paper/issue says
+   for blocks, every input) into one ATen graph. PyTorch's own route is
    ``aot_export_module(trace_joint=True)``; we do the same joint trace ourselves
    (``aot_export_module`` is ``make_fx`` of a joint function too), because its re-trace
    drops ``nn_module_stack``: tracing through the interpreter tags every forward ATen node
@@ -44,12 +44,14 @@ Costs come from a :class:`~dnnplace.graphs.capture.costs.CostModel` (default
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from dnnplace.graphs.capture.named_losses import loss_name
 from dnnplace.graphs.capture.op_table import Captured, merge
 from dnnplace.graphs.capture.ops import OPTIMIZER_STATE, require_torch
 from dnnplace.graphs.errors import InputError
@@ -86,6 +88,54 @@ def _fakeify(model: Any, inputs: Sequence[Any]):
     return restore, tuple(fake(x) if isinstance(x, torch.Tensor) else x for x in inputs)
 
 
+_QUIET_LOGGERS = ("torch._subclasses.fake_tensor", "torch.export", "torch._export")
+"""Loggers that print a failing operator's traceback (``failed while attempting to run
+meta for aten.mm``) before the exception that :func:`trace` turns into one line."""
+
+
+@contextlib.contextmanager
+def _quiet_torch_logs():
+    """PyTorch's own tracebacks off while tracing: a model that does not trace is one
+    :class:`InputError` line (``--verbose`` prints its traceback)."""
+    import logging
+    saved = [(lg, lg.level) for lg in map(logging.getLogger, _QUIET_LOGGERS)]
+    for lg, _ in saved:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in saved:
+            lg.setLevel(level)
+
+
+_SAME_DTYPE_OPS = ("mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot", "convolution")
+"""ATen ops whose tensors must share one dtype (no type promotion): the CPU and CUDA
+kernels refuse mixed dtypes, their meta kernels (which the fake trace runs) do not."""
+
+
+def _check_dtypes(gm: Any, inputs: Sequence[Any]) -> None:
+    """Refuse a trace that a real run would fail on a dtype mismatch (an ``int64`` input
+    fed to a float ``Linear``), naming the layer, its operator, the dtypes and the input."""
+    torch = require_torch()
+    for nd in gm.graph.nodes:
+        op = getattr(getattr(nd.target, "_overloadpacket", None), "__name__", "")
+        if nd.op != "call_function" or op not in _SAME_DTYPE_OPS:
+            continue
+        dtypes = [a.meta["val"].dtype for a in nd.args
+                  if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)]
+        if len(set(dtypes)) < 2:
+            continue
+        names = sorted({str(d).removeprefix("torch.") for d in dtypes})
+        layer = (nd.meta.get("dnnplace_layer") or "").removeprefix("model.") or nd.name
+        odd = [f"input {i} ({'x'.join(map(str, x.shape))}:{str(x.dtype).removeprefix('torch.')})"
+               for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.dtype in dtypes
+               and sum(d == x.dtype for d in dtypes) < len(dtypes)]
+        hint = f"{', '.join(odd)} reaches it; give it the layer's dtype (--input SHAPE:DTYPE)" if odd else \
+            "cast to one dtype in the model"
+        raise InputError(f"layer {layer!r} computes aten.{op} on {' and '.join(names)} tensors, which PyTorch "
+                         f"refuses (one dtype per matrix product or convolution): {hint}")
+
+
 def _export(module: Any, args: tuple) -> Any:
     torch = require_torch()
     try:
@@ -95,7 +145,10 @@ def _export(module: Any, args: tuple) -> Any:
         first = msg[0] if msg else type(exc).__name__
         op = next((ln.strip() for ln in msg if "aten." in ln or "torch." in ln), "")
         where = f" at {op}" if op and op != first else ""
-        raise InputError(f"the model does not export{where}: {type(exc).__name__}: {first}") from exc
+        shapes = ", ".join(f"{'x'.join(map(str, x.shape))}:{str(x.dtype).removeprefix('torch.')}"
+                           for x in args if isinstance(x, torch.Tensor))
+        raise InputError(f"the model does not export{where} with input(s) {shapes or 'none'}: "
+                         f"{type(exc).__name__}: {first}") from exc
 
 
 def _wrapper(model: Any, loss_fn: Callable | None):
@@ -239,14 +292,16 @@ def trace(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = 
         wrt = [False] * len(example_inputs)
     try:
         wrapper = _wrapper(model, loss_fn if training and not block else None)
-        ep = _export(wrapper, fake_inputs)
-        t_export = time.perf_counter() - t0
-        try:
-            gm, kinds, names, outs, cot = _joint(ep.module(), fake_inputs, training=training, wrt_inputs=wrt,
-                                                 cotangents=cotangents, block=block)
-        except Exception as exc:  # noqa: BLE001
-            raise InputError(f"the model exported but its {'joint ' if training else ''}graph could not be "
-                             f"traced: {type(exc).__name__}: {str(exc).strip().splitlines()[0]}") from exc
+        with _quiet_torch_logs():
+            ep = _export(wrapper, fake_inputs)
+            t_export = time.perf_counter() - t0
+            try:
+                gm, kinds, names, outs, cot = _joint(ep.module(), fake_inputs, training=training, wrt_inputs=wrt,
+                                                     cotangents=cotangents, block=block)
+            except Exception as exc:  # noqa: BLE001
+                raise InputError(f"the model exported but its {'joint ' if training else ''}graph could not be "
+                                 f"traced: {type(exc).__name__}: {str(exc).strip().splitlines()[0]}") from exc
+        _check_dtypes(gm, example_inputs)
     finally:
         restore()
         model.train(was_training)
@@ -255,7 +310,8 @@ def trace(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = 
     cap.meta.update({"torch": torch.__version__, "training": training, "optimizer": optimizer if training else None,
                      "export_s": round(t_export, 3), "trace_s": round(time.perf_counter() - t0, 3),
                      "fx_nodes": len(gm.graph.nodes),
-                     "inputs": [[list(x.shape), str(x.dtype)] for x in example_inputs if isinstance(x, torch.Tensor)]})
+                     "inputs": [[list(x.shape), str(x.dtype)] for x in example_inputs if isinstance(x, torch.Tensor)],
+                     **({"loss_fn": loss_name(loss_fn)} if training and not block else {})})
     return cap
 
 

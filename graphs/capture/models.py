@@ -160,9 +160,9 @@ def _import_file(path_text: str, spec: str):
     sys.path.insert(0, folder)
     try:
         ispec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - any failure of the user's file is named
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure of the user's file is named
         sys.modules.pop(name, None)
-        raise InputError(f"{spec}: importing {path_text!r} failed: {type(exc).__name__}: {_first(exc)}") from exc
+        raise InputError(f"{spec}: importing {path_text!r} failed: {_raised(exc)}") from exc
     finally:
         if folder in sys.path:
             sys.path.remove(folder)
@@ -179,9 +179,16 @@ def _import_module(module_name: str, spec: str):
             raise InputError(f"{spec}: module {module_name!r} is not importable (No module named {exc.name!r}); "
                              "give FILE.py:FACTORY for a file, or put its package on PYTHONPATH") from exc
         raise InputError(f"{spec}: importing module {module_name!r} failed: {_first(exc)}") from exc
-    except Exception as exc:  # noqa: BLE001
-        raise InputError(f"{spec}: importing module {module_name!r} failed: {type(exc).__name__}: "
-                         f"{_first(exc)}") from exc
+    except (Exception, SystemExit) as exc:  # noqa: BLE001
+        raise InputError(f"{spec}: importing module {module_name!r} failed: {_raised(exc)}") from exc
+
+
+def _raised(exc: BaseException) -> str:
+    """What the user's code did, on one line: ``ValueError: bad width``, or ``called
+    sys.exit(3)`` (a :class:`SystemExit` must not end the command with the user's status)."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r})" if exc.code is not None else "called sys.exit()"
+    return f"{type(exc).__name__}: {_first(exc)}"
 
 
 def _first(exc: BaseException) -> str:
@@ -219,8 +226,10 @@ def _call_factory(factory: Callable[..., Any], params: dict, spec: str, device: 
             except Exception:  # noqa: BLE001 - the factory needs real tensors: capture fakeifies them
                 return run("cpu")
         return run(device)
-    except Exception as exc:  # noqa: BLE001
-        raise InputError(f"{spec}: the factory raised {type(exc).__name__}: {_first(exc)}") from exc
+    except (Exception, SystemExit) as exc:  # noqa: BLE001
+        what = _raised(exc)
+        raise InputError(f"{spec}: the factory {what if isinstance(exc, SystemExit) else 'raised ' + what}") \
+            from exc
 
 
 def _unpack(out: Any, spec: str) -> tuple[Any, tuple | None, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 from dnnplace.graphs.capture.ops import require_torch
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["LOSSES", "sum_loss", "mse_loss", "cross_entropy_loss", "loss_by_name", "with_article"]
+__all__ = ["LOSSES", "sum_loss", "mse_loss", "cross_entropy_loss", "loss_by_name", "loss_name", "with_article"]
 
 
 def _floating(output: Any) -> list:
@@ -73,6 +73,20 @@ def loss_by_name(name: str) -> Callable[..., Any]:
         return LOSSES[name]
     except (KeyError, TypeError):
         raise InputError(f"unknown loss {name!r}; use one of: {', '.join(LOSSES)}") from None
+
+
+def loss_name(loss_fn: Any) -> str | None:
+    """What a capture records of its loss (``graph.meta["capture"]["loss"]``): the name
+    of a loss of :data:`LOSSES`, else the callable's qualified name (a zoo model's or a
+    factory's own loss), ``None`` without a loss.
+
+    >>> loss_name(LOSSES["mse"]), loss_name(with_article), loss_name(None)
+    ('mse', 'with_article', None)
+    """
+    if loss_fn is None:
+        return None
+    named = next((k for k, f in LOSSES.items() if f is loss_fn), None)
+    return named or str(getattr(loss_fn, "__qualname__", None) or type(loss_fn).__name__)
 
 
 def with_article(obj: Any) -> str:

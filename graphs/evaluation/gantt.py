@@ -272,7 +272,7 @@ def plot_gantt(result, path, *, title: str | None = None, max_rows: int | None =
     result : SimResult
         Output of :func:`dnnplace.graphs.evaluation.simulate.simulate`.
     path : str or Path
-        Where to write the PNG (parent folders are created).
+        Where to write the PNG, atomically (parent folders are created when it is written).
     title : str, optional
         Figure title; default names the graph, policy, congestion and makespan.
     max_rows : int, optional
@@ -329,8 +329,9 @@ def plot_gantt(result, path, *, title: str | None = None, max_rows: int | None =
     handles = [Patch(facecolor=c, edgecolor="none", label=lab) for lab, c in lay.legend]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
-    plt.close(fig)
-    return out
+    from dnnplace.graphs.io import write_figure
+
+    try:
+        return write_figure(fig, path)  # atomic: a full disk leaves no partial PNG
+    finally:
+        plt.close(fig)

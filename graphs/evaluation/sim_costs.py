@@ -10,6 +10,9 @@
 * :func:`tensor_keys` -- the (source node, output, destination device) of edges, as one
   integer.
 * :func:`link_totals` -- busy time, bytes and transfer count per directed link.
+* :func:`uneven_outputs` -- the outputs whose edges carry different bytes or costs (a graph
+  written for one transfer per edge), which ``"per_destination"`` sends once at the
+  largest size; the command line warns about them (docs/semantics.md 2.1).
 
 How a transfer occupies its link over time (FCFS queue per directed link with
 ``congestion=True``, free overlap without) is decided by the event loop,
@@ -31,7 +34,7 @@ from dnnplace.graphs.placement import Placement
 
 __all__ = ["Transfers", "TRANSFER_MODES", "DEFAULT_TRANSFER_MODE", "check_transfer_mode", "transfer_semantics",
            "current_transfer_mode", "node_durations", "edge_transfer_times", "tensor_keys", "build_transfers",
-           "link_totals"]
+           "link_totals", "uneven_outputs"]
 
 #: What is sent (docs/semantics.md 2.1): ``"per_destination"`` -- a tensor once to each device that
 #: consumes it, one transfer per (source node, output, destination device), the default
@@ -200,3 +203,45 @@ def link_totals(placement: Placement, tx: Transfers) -> tuple[np.ndarray, np.nda
     link_bytes = np.bincount(lk, weights=placement.graph.edge_bytes[tx.edge], minlength=D * D).reshape(D, D)
     link_count = np.bincount(lk, minlength=D * D).reshape(D, D).astype(np.int64)
     return link_busy, link_bytes, link_count
+
+
+def uneven_outputs(graph, limit: int = 3) -> tuple[int, list[str]]:
+    """``(count, examples)``: how many outputs (source node, ``edges.output``) of ``graph``
+    have edges that carry different bytes or explicit costs, and up to ``limit`` of them
+    named (``'a' output 0: 4 edges, 50000 to 557000 bytes``). Under ``"per_destination"``
+    each such output is sent once per consuming device at its largest edge's size; a
+    graph written for one transfer per edge means ``"per_edge"``.
+
+    >>> from dnnplace.graphs.graph import OpGraph
+    >>> g = OpGraph.from_ids("abc", [("a", "b"), ("a", "c")], kinds=["gpu"], compute=[[1.0]] * 3,
+    ...                      memory=[0] * 3, edge_bytes=[8.0, 2.0])
+    >>> uneven_outputs(g)
+    (1, ["'a' output 0: 2 edges, 2 to 8 bytes"])
+    """
+    m = graph.m
+    if m < 2:
+        return 0, []
+    cost = np.nan_to_num(np.asarray(graph.edge_cost, dtype=np.float64), nan=-1.0)
+    nbytes = np.asarray(graph.edge_bytes, dtype=np.float64)
+    out = np.asarray(graph.edge_output, dtype=np.int64)
+    order = np.lexsort((out, graph.src))
+    src, out = graph.src[order], out[order]
+    start = np.ones(m, dtype=bool)
+    start[1:] = (src[1:] != src[:-1]) | (out[1:] != out[:-1])
+    gid = np.cumsum(start) - 1
+    k = int(gid[-1]) + 1
+    uneven = np.zeros(k, dtype=bool)
+    for arr in (nbytes[order], cost[order]):
+        lo = np.full(k, np.inf)
+        hi = np.full(k, -np.inf)
+        np.minimum.at(lo, gid, arr)
+        np.maximum.at(hi, gid, arr)
+        uneven |= lo != hi
+    groups = np.flatnonzero(uneven)
+    examples = []
+    for grp in groups[:limit]:
+        members = order[gid == grp]
+        b = nbytes[members]
+        examples.append(f"{graph.ids[int(graph.src[members[0]])]!r} output {int(graph.edge_output[members[0]])}: "
+                        f"{members.size} edges, {b.min():g} to {b.max():g} bytes")
+    return int(groups.size), examples

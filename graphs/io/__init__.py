@@ -11,14 +11,16 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from dnnplace.graphs.checks import check_instance
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.instance import Instance
+from dnnplace.graphs.io.fingerprint import graph_fingerprint
 from dnnplace.graphs.io.native import instance_from_native, instance_to_native, is_native
 from dnnplace.graphs.io.tarnawski import (
     instance_from_tarnawski,
@@ -31,8 +33,10 @@ from dnnplace.graphs.io.tarnawski import (
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.presets import cluster_preset
 
-__all__ = ["jsonable", "read_text", "read_json", "write_json", "load_instance", "save_instance", "load_placement",
-           "placement_from_doc", "placement_to_split", "result_cluster", "instance_for_placement"]
+__all__ = ["jsonable", "read_text", "read_json", "write_json", "write_atomic", "write_figure",
+           "load_instance", "save_instance", "load_placement",
+           "placement_from_doc", "placement_to_split", "result_cluster", "instance_for_placement", "graph_fingerprint",
+           "check_result_doc", "check_same_graph", "result_priorities"]
 
 
 _COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip -c"), b"BZh": ("bzip2", "bunzip2 -c"), b"\xfd7zXZ\x00": ("xz", "unxz -c"),
@@ -106,24 +110,58 @@ def jsonable(x: Any) -> Any:
     return x
 
 
-def write_json(path: str | os.PathLike, doc: Any, indent: int | None = 1) -> Path:
-    """Write :func:`jsonable` ``doc`` atomically (temporary file + rename)."""
+def write_atomic(path: str | os.PathLike, write: Callable[[IO], Any], *, binary: bool = False) -> Path:
+    """The one atomic writer: ``write(fh)`` fills a temporary file in ``path``'s folder,
+    which is then renamed over ``path``. A reader never sees half a file, and a write that
+    fails (a full disk, an interrupt) leaves neither a partial file nor the folders it
+    created (folders are made only for a file that is written). Every file the framework
+    writes goes through here: JSON (:func:`write_json`), tables
+    (:func:`dnnplace.tables.write_table`), plots (:func:`write_figure`)."""
     p = Path(path)
+    made = [d for d in (p.parent, *p.parent.parents) if not d.exists()]  # deepest first
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     except OSError as exc:
+        _remove_empty(made)
         raise InputError(f"{p}: cannot write ({exc.strerror or exc})") from None
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(jsonable(doc), fh, indent=indent, allow_nan=False)
-            fh.write("\n")
+        with os.fdopen(fd, "wb" if binary else "w") as fh:
+            write(fh)
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        _remove_empty(made)
+        if isinstance(exc, OSError) and exc.errno is not None and not exc.filename:  # name the file (a full disk)
+            raise OSError(exc.errno, exc.strerror or str(exc), str(p)) from exc
         raise
     return p
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) where empty: a failed write leaves no folder it made."""
+    for d in folders:
+        try:
+            d.rmdir()
+        except OSError:
+            return
+
+
+def write_figure(fig: Any, path: str | os.PathLike, **savefig: Any) -> Path:
+    """A matplotlib figure as a PNG at ``path``, atomically (:func:`write_atomic`)."""
+    return write_atomic(path, lambda fh: fig.savefig(fh, format="png", **savefig), binary=True)
+
+
+def write_json(path: str | os.PathLike, doc: Any, indent: int | None = 1) -> Path:
+    """Write :func:`jsonable` ``doc`` atomically (:func:`write_atomic`)."""
+    doc = jsonable(doc)
+
+    def dump(fh: IO) -> None:
+        json.dump(doc, fh, indent=indent, allow_nan=False)
+        fh.write("\n")
+
+    return write_atomic(path, dump)
 
 
 def load_instance(path: str | os.PathLike, cluster: str | None = None) -> Instance:
@@ -212,13 +250,83 @@ def save_instance(inst: Instance, path: str | os.PathLike, fmt: str = "native") 
     raise InputError(f"unknown graph format {fmt!r}; use 'native' or 'tarnawski'")
 
 
+# ---------------------------------------------------------------------------- results read back
+def _shown(fp: dict[str, Any]) -> str:
+    return f"{fp.get('name')!r}: {fp.get('nodes')} nodes, {fp.get('edges')} edges, fingerprint {fp.get('digest')}"
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_result_doc(doc: Any, graph, source: str = "result", graph_source: str | None = None) -> None:
+    """The fields of a result JSON that reading it back relies on, each failure one
+    :class:`InputError` naming ``source`` and the field (a plain ``{node: device}`` map
+    or a split file has none of them and passes):
+
+    - ``problem``, where given: one of ``maxload``, ``latency``, ``makespan``;
+    - ``start``, where given: a ``{node: number}`` map (a bad value names its node);
+    - ``graph_fingerprint``, where given: that of ``graph`` (:func:`graph_fingerprint`);
+      a result solved on another graph is refused, naming both. Results without one
+      (older files, hand-written placements) are read as before.
+    """
+    from dnnplace.graphs.evaluation.evaluate import PROBLEMS
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("placement"), dict):
+        return
+    problem = doc.get("problem")
+    if problem is not None and problem not in PROBLEMS:
+        raise InputError(f"{source}: field 'problem' is {problem!r}; a result solves one of {', '.join(PROBLEMS)}")
+    for key in ("start", "priorities"):
+        times = doc.get(key)
+        if times is None:
+            continue
+        if not isinstance(times, dict):
+            raise InputError(f"{source}: field {key!r} must map node ids to numbers, got {type(times).__name__}")
+        for node, t in times.items():
+            if not _is_number(t):
+                raise InputError(f"{source}: node {node!r}: field {key!r} must be a finite number, got {t!r}")
+    want = doc.get("graph_fingerprint")
+    if want is None:
+        return
+    if not isinstance(want, dict):
+        raise InputError(f"{source}: field 'graph_fingerprint' must be an object (nodes, edges, digest), got "
+                         f"{type(want).__name__}")
+    got = graph_fingerprint(graph)
+    if any(want.get(k) != got[k] for k in ("nodes", "edges", "digest")):
+        raise InputError(f"{source}: the graph {graph_source or ''} ({_shown(got)}) differs from the one it was "
+                         f"solved on ({_shown(want)}); give the graph it was solved on")
+
+
+def result_priorities(doc: Any, graph, source: str = "result", policy: str = "order") -> np.ndarray | None:
+    """The dispatch priorities a result carries for ``graph`` (lowest first), ``None``
+    when it carries none: for ``policy="priority"`` its ``priorities`` map where it has
+    one, else (and for ``"order"``) its ``start`` times, which order every device's nodes
+    as the method ran them. A node without a value is an :class:`InputError`."""
+    if not isinstance(doc, dict):
+        return None
+    key = "priorities" if policy == "priority" and isinstance(doc.get("priorities"), dict) else "start"
+    values = doc.get(key)
+    if not isinstance(values, dict):
+        return None
+    try:
+        return np.array([float(values[str(i)]) for i in graph.ids])
+    except KeyError as exc:
+        raise InputError(f"{source}: field {key!r} has no value for node {exc.args[0]!r}") from None
+    except (TypeError, ValueError):
+        bad = next((k, v) for k, v in values.items() if not _is_number(v))
+        raise InputError(f"{source}: node {bad[0]!r}: field {key!r} must be a finite number, got {bad[1]!r}") from None
+
+
 def placement_from_doc(doc: Any, inst: Instance, source: str = "placement") -> Placement:
-    """A placement from a result JSON (``placement`` key), a Tarnawski split, or a plain
+    """A placement from a result JSON (``placement`` key; its fields checked by
+    :func:`check_result_doc` against the instance's graph), a Tarnawski split, or a plain
     ``{node id: device name}`` map."""
     cluster = inst.require_cluster()
     if is_split(doc):
         return placement_from_split(doc, inst)
     graph = inst.graph
+    check_result_doc(doc, graph, source, inst.source)
     if isinstance(doc, dict) and isinstance(doc.get("placement"), dict):
         if doc.get("transform") is not None:  # a result for a graph the method built from this one
             from dnnplace.graphs.transforms.replay import graph_of_record
@@ -231,5 +339,21 @@ def placement_from_doc(doc: Any, inst: Instance, source: str = "placement") -> P
 
 
 def load_placement(path: str | os.PathLike, inst: Instance) -> Placement:
-    """Load any placement file (see :func:`placement_from_doc`)."""
-    return placement_from_doc(read_json(path), inst, source=str(path))
+    """Load any placement file (see :func:`placement_from_doc`) as a placement of the
+    instance's own graph (a warm start, a split to evaluate): a result solved on another
+    graph (its ``graph_fingerprint``), or on a graph a method built from this one (its
+    ``transform``), is refused, one rule for every method that takes a start."""
+    p = placement_from_doc(read_json(path), inst, source=str(path))
+    check_same_graph(p.graph, inst.graph, str(path))
+    return p
+
+
+def check_same_graph(placed, graph, source: str) -> None:
+    """A start or split must place ``graph`` itself: not a graph a method built from it
+    (a result's ``transform``), nor another graph (by :func:`graph_fingerprint`)."""
+    if placed is graph:
+        return
+    got, want = graph_fingerprint(placed), graph_fingerprint(graph)
+    if any(got[k] != want[k] for k in ("nodes", "edges", "digest")):
+        raise InputError(f"{source}: places another graph ({_shown(got)}) than the input ({_shown(want)}); give a "
+                         "placement of the input graph")

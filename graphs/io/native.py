@@ -27,7 +27,11 @@ bytes grow with the batch; default true); all are optional and round-trip. Per e
 carries: edges of one source with the same output carry one tensor, sent once to each
 device that consumes it (docs/semantics.md 2.1). For
 hand-written files, ``nodes`` and ``edges`` may also be lists of records
-(``{"id": 1, "compute": {"gpu": 0.8}, "memory": 0}``, ``{"src": 1, "dst": 2, "bytes": 4096}``).
+(``{"id": 1, "compute": {"gpu": 0.8}, "memory": 0}``, ``{"src": 1, "dst": 2, "bytes": 4096}``);
+a record's ``compute`` maps kinds to times like the column (a bare number is an error: it
+names no kind). ``backward`` and ``batch_scaled`` are JSON booleans (``"yes"``, ``1`` are
+errors naming the node or edge), and ``format`` must be :data:`FORMAT` exactly: another
+version (``dnnplace.graph/2``) is an error, not read as this one.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.graphs.cluster import Cluster, Device
+from dnnplace.graphs.cluster import Cluster, Device, check_device_count
 from dnnplace.graphs.columns import user_column
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
@@ -52,6 +56,14 @@ FORMAT = "dnnplace.graph/1"
 def is_native(doc: Any) -> bool:
     """True for a native graph document."""
     return isinstance(doc, dict) and str(doc.get("format", "")).startswith("dnnplace.graph/")
+
+
+def _check_format(doc: dict, where: str) -> None:
+    """Only :data:`FORMAT` is read: a later version's fields may mean something else (a
+    document built in code may leave ``format`` out)."""
+    if "format" in doc and doc["format"] != FORMAT:
+        raise InputError(f"{where}: format {doc.get('format')!r} is not one this dnnplace reads (it reads "
+                         f"{FORMAT!r}); convert the file, or use the dnnplace that wrote it")
 
 
 def _column(values: Any, n: int, field: str, allow_null: bool = False, owner=None,
@@ -78,14 +90,36 @@ def _output_column(values: Any, m: int, owner) -> np.ndarray:
         out[j] = x
     return out
 
+
+def _bool_column(values: Any, count: int, field: str, owner) -> list[bool] | None:
+    """A column of JSON booleans (``backward``, ``batch_scaled``); ``"yes"``, ``1`` or
+    ``null`` are errors naming the entry (``owner(i)``) and the field."""
+    if values is None:
+        return None
+    if not isinstance(values, list) or len(values) != count:
+        raise InputError(f"field {field!r}: expected a list of {count} booleans (true or false)")
+    for j, x in enumerate(values):
+        if not isinstance(x, bool):
+            what = f"a string {x!r}" if isinstance(x, str) else "null" if x is None else f"{x!r}"
+            raise InputError(f"{owner(j)}: field {field!r} must be true or false, got {what}")
+    return values
+
 # values of optional node fields that a record leaves out (memory has none: it is required)
 _RECORD_DEFAULTS = {"backward": False, "persistent_bytes": 0.0, "output_bytes": 0.0, "role": "compute"}
 
 
 def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
     kinds: list[str] = []
-    for rec in nodes:
-        for k in (rec.get("compute") or {}):
+    for j, rec in enumerate(nodes):
+        if not isinstance(rec, dict) or "id" not in rec:
+            raise InputError(f"nodes[{j}]: missing field 'id'")
+        comp = rec.get("compute")
+        if comp is not None and not isinstance(comp, dict):
+            what = "a number" if isinstance(comp, (int, float)) and not isinstance(comp, bool) else \
+                f"a {type(comp).__name__}"
+            raise InputError(f"node {rec['id']!r}: field 'compute' must map device kinds to times, e.g. "
+                             f"{{\"gpu\": {comp!r}}} (null for a kind it cannot run on), got {what} {comp!r}")
+        for k in (comp or {}):
             if k not in kinds:
                 kinds.append(k)
     cols: dict[str, Any] = {"id": [], "compute": {k: [] for k in kinds}}
@@ -94,9 +128,7 @@ def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
     present = {k for rec in nodes for k in rec if k in opt}
     for k in present:
         cols[k] = []
-    for j, rec in enumerate(nodes):
-        if not isinstance(rec, dict) or "id" not in rec:
-            raise InputError(f"nodes[{j}]: missing field 'id'")
+    for rec in nodes:
         cols["id"].append(rec["id"])
         for k in kinds:
             cols["compute"][k].append((rec.get("compute") or {}).get(k))
@@ -120,6 +152,7 @@ def cluster_from_dict(doc: dict) -> Cluster:
     """A cluster from its JSON form (``links`` records or full ``beta0``/``beta1`` matrices)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("devices"), list):
         raise InputError("cluster: needs a 'devices' list")
+    check_device_count(len(doc["devices"]), "cluster")  # before its D x D link arrays are built
     from dnnplace.graphs.io.numbers import check_cluster_numbers
 
     check_cluster_numbers(doc)  # "16GB", 10**400, an infinite link cost: one line naming the device or link
@@ -157,6 +190,7 @@ def cluster_to_dict(cl: Cluster) -> dict:
 def instance_from_native(doc: dict, source: str | None = None) -> Instance:
     """Build an :class:`Instance` from a parsed native document."""
     where = source or "graph"
+    _check_format(doc, where)
     nodes, edges = doc.get("nodes"), doc.get("edges", {"src": [], "dst": []})
     if nodes is None:
         raise InputError(f"{where}: missing field 'nodes'")
@@ -208,9 +242,9 @@ def instance_from_native(doc: dict, source: str | None = None) -> Instance:
         edge_cost=_column(edges["cost"], m, "cost", allow_null=True, owner=edge, null_means=_NO_COST)
         if "cost" in edges else None,
         colocation=coloc, colocation_labels=labels,
-        backward=nodes.get("backward"), names=nodes.get("name"), op_types=nodes.get("op_type"),
-        layers=nodes.get("layer"), roles=nodes.get("role"),
-        edge_batch_scaled=edges.get("batch_scaled"),
+        backward=_bool_column(nodes.get("backward"), n, "backward", node), names=nodes.get("name"),
+        op_types=nodes.get("op_type"), layers=nodes.get("layer"), roles=nodes.get("role"),
+        edge_batch_scaled=_bool_column(edges.get("batch_scaled"), m, "batch_scaled", edge),
         edge_output=_output_column(edges["output"], m, edge) if "output" in edges else None,
         name=str(doc.get("name", "graph")),
         unit=str(doc.get("unit", "ms")),

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.graphs.cluster import Cluster
+from dnnplace.graphs.cluster import MAX_DEVICES, Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
@@ -33,9 +33,6 @@ __all__ = ["is_tarnawski", "is_split", "instance_from_tarnawski", "instance_to_t
 _NODE_KEYS = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode", "colorClass",
               "size", "name", "layerId")
 _EDGE_KEYS = ("sourceId", "destId", "cost", "size")
-MAX_DEVICES = 4096
-"""The most accelerators (``maxFPGAs``) or CPUs (``maxCPUs``) an input may ask for: a
-larger count (``10**400``) is an error, not a cluster too large for memory."""
 
 
 def is_tarnawski(doc: Any) -> bool:

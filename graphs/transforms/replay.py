@@ -103,21 +103,16 @@ def apply_transform(name: str, inst: Instance) -> tuple[Instance, Transformed]:
 # and ``compare`` read a result through :func:`graph_of_record`.
 
 def fingerprint(graph: OpGraph) -> dict[str, Any]:
-    """Nodes, edges and a digest of ids, edges and costs: what a rebuilt graph must match.
+    """Nodes, edges and a digest of ids, edges and costs: what a rebuilt graph must match
+    (:func:`dnnplace.graphs.io.fingerprint.graph_fingerprint`, the one hash of a graph's content).
 
     >>> g = OpGraph(ids=[0, 1], kinds=("gpu",), compute=[[1.0], [2.0]], memory=[0, 0], src=[0], dst=[1])
     >>> fingerprint(g)["nodes"], len(fingerprint(g)["digest"])
     (2, 16)
     """
-    import hashlib
+    from dnnplace.graphs.io.fingerprint import graph_fingerprint
 
-    h = hashlib.sha1()
-    h.update("\x00".join(map(str, graph.ids)).encode())
-    for arr in (graph.src, graph.dst):
-        h.update(np.ascontiguousarray(arr, dtype=np.int64).tobytes())
-    for arr in (graph.compute, graph.memory, graph.edge_bytes):
-        h.update(np.round(np.nan_to_num(np.asarray(arr, dtype=np.float64), nan=-1.0), 9).tobytes())
-    return {"name": graph.name, "nodes": int(graph.n), "edges": int(graph.m), "digest": h.hexdigest()[:16]}
+    return graph_fingerprint(graph)
 
 
 def replay(original: OpGraph, steps: Any) -> OpGraph:

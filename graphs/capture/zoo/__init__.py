@@ -120,7 +120,7 @@ def _entries() -> dict[str, ZooEntry]:
     for name, layers, hidden, heads in (("gpt2", 12, 768, 12), ("gpt2-medium", 24, 1024, 16),
                                         ("gpt2-large", 36, 1280, 20), ("gpt2-xl", 48, 1600, 25)):
         add(name, "gpt2", f"GPT-2 decoder {layers}L/{heads}H/{hidden} with an untied LM head, no KV cache",
-            "issue 11 (giant graphs); Radford et al. 2019", att, "gpt2",
+            "giant graphs for scale tests; Radford et al. 2019", att, "gpt2",
             {"batch": 8, "seq": 1024, "layers": layers, "hidden": hidden, "heads": heads, "vocab": 50257,
              "positions": 1024, "dropout": 0.1}, "gpt2_block")
     for name, layers, heads, hidden, batch, ref in (
@@ -204,6 +204,9 @@ def _params(e: ZooEntry, overrides: dict[str, Any], **given: Any) -> dict[str, A
     for key, value in [*given.items(), *overrides.items()]:
         if value is None and key in given:
             continue
+        if key in given and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            # a batch of 0 traces an empty step with no FLOPs (--batch, --seq)
+            raise InputError(f"zoo model {e.name!r}: --{key} {value!r}: must be a positive integer")
         if key not in params:
             raise InputError(f"zoo model {e.name!r} has no parameter {key!r}; "
                              f"it takes: {', '.join(sorted(params))}")
