@@ -78,10 +78,10 @@ def run(args) -> None:
     if args.markdown:
         print(markdown(read_jsonl(args.markdown)))
         return
-    from dnnplace.graphs.capture import capture, zoo
-    from dnnplace.graphs.capture.tiling import capture_block, tile
-    from dnnplace.graphs.capture.zoo.parts import PROGRAMS, whole_model
     from dnnplace.graphs.presets import cluster_preset
+    from dnnplace.pytorch.capture import capture, zoo
+    from dnnplace.pytorch.capture.tiling import capture_block, tile
+    from dnnplace.pytorch.capture.zoo.parts import PROGRAMS, whole_model
     cl = cluster_preset("single-host-2-nvlink2")
     names = sorted(zoo.ZOO) if args.models == ["all"] else args.models
     print(HEADER)

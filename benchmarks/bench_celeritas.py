@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 from benchmarks.common import add_shared, write_jsonl
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.heuristics.celeritas import celeritas
 from dnnplace.heuristics.fusion import fusion_dp

@@ -10,7 +10,7 @@ cell boundaries by sorted queries, :mod:`dnnplace.heuristics.dp_segments`, or wa
 ``time limit`` with DPL's / the table's best split as the incumbent and the bound proven by
 the failed threshold runs or the exact prefix of the table), incumbent, lower bound, gap,
 share of the sources of the last run pushed (every split is re-scored by the evaluator,
-:func:`dnnplace.graphs.evaluation.evaluate.maxload`, and must agree), and the peak
+:func:`dnnplace.evaluation.evaluate.maxload`, and must agree), and the peak
 resident memory of the process (it includes ~150-200 MB of Python, numpy and numba).
 4 accelerators (memory a third of the graph's) and 1 CPU, as Tarnawski's Table 1 clusters.
 
@@ -48,7 +48,7 @@ g = cell_network(seed=0, cells=cells, branches=branches, branch_len=(length, len
 inst = Instance(g, Cluster.tarnawski(4, 1, float(g.memory.sum()) / 3))
 t = time.perf_counter()
 res = maxload_dp(inst, time_limit=limit, max_ideals=10_000_000, prune=prune, segments=segments)
-from dnnplace.graphs.evaluation.evaluate import maxload
+from dnnplace.evaluation.evaluate import maxload
 ev = maxload(res.placement, contiguity="both") if res.placement is not None else None
 print(json.dumps({"n": g.n, "ideals": res.ideals, "complete": res.complete, "value": res.value,
                   "rescored": ev.objective if ev is not None and ev.feasible else None,

@@ -52,10 +52,10 @@ METHODS = {"heft": {}, "dpos": {}, "celeritas": {}, "pesto": {"coarsen_to": 40}}
 
 def plans_for(inst, methods: dict, time_limit: float):
     """``[(method, Plan, predicted SimResult, solve seconds)]`` on ``inst``."""
-    from dnnplace.execution.command import predict
-    from dnnplace.execution.launch import Plan
+    from dnnplace.execute_command import predict
     from dnnplace.formulations.solvers.options import SolverOptions
     from dnnplace.methods.base import SolveRequest
+    from dnnplace.pytorch.execution.launch import Plan
     from dnnplace.registry import solve
     out = []
     for method, params in methods.items():
@@ -74,9 +74,9 @@ def plans_for(inst, methods: dict, time_limit: float):
 
 def gpu_cluster():
     """The GPU ``gpu0`` and one CPU process ``cpu0``, linked as the executor sends between
-    them: through host memory (:func:`~dnnplace.graphs.capture.links.time_p2p_pairs` with
+    them: through host memory (:func:`~dnnplace.pytorch.capture.links.time_p2p_pairs` with
     ``gloo+host``, one CPU thread per process)."""
-    from dnnplace.graphs.capture.links import cluster_from_fits, time_p2p_pairs
+    from dnnplace.pytorch.capture.links import cluster_from_fits, time_p2p_pairs
     staged = time_p2p_pairs(2, backend="gloo+host", threads=1)[(0, 1)]
     print(f"gpu0-cpu0 through host memory: beta0 {staged.fit.beta0 * 1e6:.1f} us, "
           f"{1e-9 / staged.fit.beta1 if staged.fit.beta1 > 0 else float('inf'):.2f} GB/s", file=sys.stderr)
@@ -91,10 +91,10 @@ def _gpu_memory() -> float:
 def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: int, time_limit: float,
               gpu=None) -> list[dict]:
     """Rows of one model; ``gpu``: the cluster of :func:`gpu_cluster` (``--cuda``)."""
-    from dnnplace.execution.launch import execute
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io.native import cluster_to_dict
     from dnnplace.graphs.presets import cluster_preset
+    from dnnplace.pytorch.execution.launch import execute
     spec, graph = model_graph(name, cuda=gpu is not None)
     rows = []
     for n_dev in devices:
@@ -129,8 +129,8 @@ def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: 
 def one_device_plan(inst, device: str):
     """``(method, Plan, predicted SimResult, 0)`` of the whole step on ``device``, in the
     simulator's FIFO order."""
-    from dnnplace.execution.command import predict
-    from dnnplace.execution.launch import Plan
+    from dnnplace.execute_command import predict
+    from dnnplace.pytorch.execution.launch import Plan
     placement = {v: device for v in inst.graph.ids}
     sim = predict(inst, placement, None)
     return "one device", Plan(placement, dict(zip(inst.graph.ids, sim.schedule.start.tolist()))), sim, 0.0
@@ -139,8 +139,8 @@ def one_device_plan(inst, device: str):
 def model_graph(name: str, cuda: bool = False):
     """The model's captured training graph with ``measured:cpu`` costs (cached profile), or
     with ``cuda``: ``measured:cuda+measured:cpu`` (a GPU column and a CPU column)."""
-    from dnnplace.execution.worker import ModelSpec, load
-    from dnnplace.graphs.capture import capture
+    from dnnplace.pytorch.capture import capture
+    from dnnplace.pytorch.execution.worker import ModelSpec, load
     factory, inputs, params = MODELS[name]
     spec = ModelSpec(spec=f"{MODELS_FILE}:{factory}", inputs=inputs, loss="cross_entropy", params=params)
     net, ins, loss_fn = load(spec)
@@ -152,7 +152,7 @@ def repredict(rows: list[dict]) -> list[dict]:
     """The rows' predictions again with the current simulator and ``local-cpu-N`` preset
     (after a change of the link model or the per-operator overhead), from the stored plans
     and the cached operator profiles; the measurements stay."""
-    from dnnplace.execution.command import predict
+    from dnnplace.execute_command import predict
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io.native import cluster_from_dict
     from dnnplace.graphs.presets import cluster_preset

@@ -24,8 +24,8 @@ import argparse
 import time
 
 from benchmarks.common import add_shared
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.heuristics.fastt import cpop, dpos
 from dnnplace.heuristics.os_dpos import os_dpos

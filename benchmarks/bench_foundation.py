@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import add_shared, timed
+from dnnplace.evaluation.evaluate import maxload, validate
+from dnnplace.evaluation.simulate import POLICIES, simulate, validate_schedule
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.evaluate import maxload, validate
-from dnnplace.graphs.evaluation.simulate import POLICIES, simulate, validate_schedule
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance, save_instance

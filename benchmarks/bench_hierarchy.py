@@ -19,8 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
+    from dnnplace.evaluation.evaluate import maxload
     from dnnplace.graphs.cluster import Cluster
-    from dnnplace.graphs.evaluation.evaluate import maxload
     from dnnplace.graphs.hierarchy import hierarchical_cluster
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import load_instance

@@ -4,7 +4,7 @@ The latency IP (Tarnawski et al. Figs. 3-4, :mod:`dnnplace.formulations.latency_
 two variants, side by side in one run:
 
 - ``paper``: as printed (convexity rows only, no strengthening), ``Total`` starting at the
-  path segmentation bound (:func:`dnnplace.graphs.evaluation.bounds.latency_lower_bound`):
+  path segmentation bound (:func:`dnnplace.evaluation.bounds.latency_lower_bound`):
   the previous figures;
 - ``closure``: the default model (pipeline order where zero-time slots need it), ``Total``
   starting at the closure segmentation bound
@@ -59,11 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
+    from dnnplace.evaluation.evaluate import latency
     from dnnplace.formulations.latency_bound import closure_segmentation
     from dnnplace.formulations.latency_ip import LatencyOptions, best_split, build_latency_ip, decode, warm_start_values
     from dnnplace.formulations.solvers.driver import solve_model
     from dnnplace.formulations.solvers.options import SolverOptions
-    from dnnplace.graphs.evaluation.evaluate import latency
     from dnnplace.graphs.io import load_instance
     from dnnplace.heuristics.latency_search import latency_search
 

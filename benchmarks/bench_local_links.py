@@ -2,7 +2,7 @@
 
 Two one-thread CPU processes of this host (``graphs.presets.LOCAL_CPU_LINK``).
 
-Each run starts a fresh pair of processes (:func:`~dnnplace.graphs.capture.links.time_p2p_pairs`,
+Each run starts a fresh pair of processes (:func:`~dnnplace.pytorch.capture.links.time_p2p_pairs`,
 ``threads=1``) and times every size as the median of ``--repeats`` round trips (halved)
 after 3 warm-ups; a size's figure is the median over ``--runs`` runs (runs differ more
 than repeats within a run on a shared machine), fitted by relative-weighted least squares.
@@ -11,7 +11,7 @@ Prints a Markdown table and the fit; ``--out`` also writes it::
     .venv/bin/python -m benchmarks local-links --runs 7 --repeats 20 --out results/local-cpu-links.md
 
 The processes are spawned (``torch.multiprocessing``); their worker function lives in
-:mod:`dnnplace.graphs.capture.links`, and the harness's ``__main__`` guard keeps the
+:mod:`dnnplace.pytorch.capture.links`, and the harness's ``__main__`` guard keeps the
 spawned interpreters from rerunning the benchmark.
 """
 
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
-    from dnnplace.graphs.capture.links import fit_profile, time_p2p_pairs
+    from dnnplace.pytorch.capture.links import fit_profile, time_p2p_pairs
 
     sizes = [2 ** k for k in range(args.min_log2, args.max_log2 + 1)]
     runs = []

@@ -4,7 +4,7 @@ Every makespan answer carries the graph's lower bound, which before 2026-11-27 w
 larger of the critical path of least times and the busiest device's work share and
 ignored communication. Per row (graph, cluster) this prints and writes to
 ``results/makespan-bounds.md`` the best known answer, the old bound, the heads-and-tails
-bound now in :func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound`, the
+bound now in :func:`~dnnplace.evaluation.bounds.makespan_lower_bound`, the
 comm-aware subgraph relaxation of :mod:`dnnplace.formulations.makespan_relaxation`
 (CP-SAT, ``--time-limit`` seconds per row, its best bound) and the certified gaps
 ``1 - bound / answer``.
@@ -73,9 +73,9 @@ def _lstm_answer(g, cl, pesto_seconds: float) -> tuple[float, str]:
 
 
 def run(args) -> None:
+    from dnnplace.evaluation.bounds import critical_path_lower_bound, heads_and_tails, makespan_lower_bound
     from dnnplace.formulations.makespan_relaxation import makespan_relaxation_bound
     from dnnplace.graphs.cluster import Cluster
-    from dnnplace.graphs.evaluation.bounds import critical_path_lower_bound, heads_and_tails, makespan_lower_bound
     from dnnplace.graphs.generators import generate
     from dnnplace.graphs.io import load_instance
 

@@ -43,10 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
+    from dnnplace.evaluation.simulate import simulate
     from dnnplace.experiments.pardnn import _models, batch_profiles
     from dnnplace.graphs.batch_model import BatchModel
     from dnnplace.graphs.cluster import Cluster
-    from dnnplace.graphs.evaluation.simulate import simulate
     from dnnplace.graphs.placement import Placement
 
     models = _models("pardnn-speedup")  # its models: pardnn-models.toml

@@ -68,12 +68,12 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import REPO, add_shared, append_jsonl, fmt, load_average, read_jsonl, utc_now
+from dnnplace.evaluation.sim_costs import transfer_semantics
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.formulations.multilevel.pesto import memory_ok, safe_horizon
 from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, warm_start_values
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.sim_costs import transfer_semantics
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import generate
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.coarsening import coarsen
@@ -344,8 +344,8 @@ def bench_models(models, gpus, time_limit: float, coarsen_to: int, out: Path, ta
     import os
     import platform
 
+    from dnnplace.evaluation.bounds import makespan_lower_bound
     from dnnplace.graphs.errors import InputError
-    from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import load_instance
     from dnnplace.registry import SolveRequest, solve

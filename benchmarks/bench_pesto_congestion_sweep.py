@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> None:
     from dnnplace.data import experiment_config
+    from dnnplace.evaluation.sim_costs import transfer_semantics
     from dnnplace.experiments.runs import (
         Config,
         experiment_graph,
@@ -47,7 +48,6 @@ def run(args) -> None:
         write_variants,
     )
     from dnnplace.graphs.cluster import Cluster
-    from dnnplace.graphs.evaluation.sim_costs import transfer_semantics
     from dnnplace.graphs.io import load_instance
     from dnnplace.runner import execute
     from dnnplace.tables import Column, fixed, write_table

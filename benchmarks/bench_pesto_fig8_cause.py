@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
-    from dnnplace.graphs.evaluation.simulate import simulate
+    from dnnplace.evaluation.simulate import simulate
     from dnnplace.graphs.io import load_instance, placement_from_doc
     from dnnplace.graphs.placement import Placement
 

@@ -81,8 +81,8 @@ def _start(cg, cl):
 
 def _replayed(cg, times) -> float:
     """The makespan of CP-SAT's device and link orders replayed with the true durations."""
-    from dnnplace.graphs.evaluation.link_orders import orders_from_times
-    from dnnplace.graphs.evaluation.simulate import simulate
+    from dnnplace.evaluation.link_orders import orders_from_times
+    from dnnplace.evaluation.simulate import simulate
 
     pl, s, f, xs, xf = times.as_tuple()
     pr, lp = orders_from_times(cg, s, f, xs, xf)
@@ -95,8 +95,8 @@ def _run(variant: str, cg, cl, horizon: float, start, time_limit: float) -> dict
     from dnnplace.formulations.pesto_cpsat import solve_pesto_cpsat
     from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, warm_start_values
     from dnnplace.formulations.solvers.driver import solve_model
-    from dnnplace.graphs.deadline import Deadline
     from dnnplace.registry import SolverOptions
+    from dnnplace.runtime.deadline import Deadline
 
     _, strong, workers = VARIANTS[variant]
     opts = dataclasses.replace(PestoOptions(), comm_windows=strong)
@@ -124,7 +124,7 @@ def bench_gap(sizes, graphs, variants, time_limit: float, out: Path, command: st
     import os
     import platform
 
-    from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
+    from dnnplace.evaluation.bounds import makespan_lower_bound
 
     rows = []
     for g, cl, size, cg in scaling_instances(graphs, sizes):

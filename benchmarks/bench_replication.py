@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
-    from dnnplace.graphs.evaluation.evaluate import maxload
+    from dnnplace.evaluation.evaluate import maxload
     from dnnplace.graphs.io import load_instance
     from dnnplace.heuristics.maxload_dp import maxload_dp
     from dnnplace.heuristics.pipedream import pipedream_split

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from dnnplace.data import tarnawski_dir
+from dnnplace.evaluation.evaluate import maxload, validate
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.evaluate import maxload, validate
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.io import load_instance
 from dnnplace.graphs.placement import Placement

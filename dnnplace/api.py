@@ -18,9 +18,9 @@ the command line takes, in the forms a script has at hand:
 
 Options are keyword-only and spelled as the command's flags (``time_limit``, ``rel_gap``,
 ``threads``, ``solver``, ``params``). The functions call what the commands call
-(:func:`dnnplace.registry.run_method`, :func:`dnnplace.graphs.evaluation.evaluate.evaluate`,
-:func:`dnnplace.graphs.evaluation.simulate.simulate`,
-:func:`dnnplace.execution.launch.execute`) and return those functions' records; bad input
+(:func:`dnnplace.registry.run_method`, :func:`dnnplace.evaluation.evaluate.evaluate`,
+:func:`dnnplace.evaluation.simulate.simulate`,
+:func:`dnnplace.pytorch.execution.launch.execute`) and return those functions' records; bad input
 raises :class:`~dnnplace.graphs.errors.InputError` naming the argument, file, node or
 field at fault, before any work (docs/bad-input.md).
 """
@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 from dnnplace.graphs.errors import InputError
 
 if TYPE_CHECKING:
-    from dnnplace.execution.launch import Measured
+    from dnnplace.evaluation.evaluate import Evaluation
+    from dnnplace.evaluation.sim_result import SimResult
     from dnnplace.graphs.cluster import Cluster
-    from dnnplace.graphs.evaluation.evaluate import Evaluation
-    from dnnplace.graphs.evaluation.sim_result import SimResult
     from dnnplace.graphs.instance import Instance
     from dnnplace.methods.base import Method
+    from dnnplace.pytorch.execution.launch import Measured
     from dnnplace.results import Result
 
 __all__ = ["load_graph", "load_cluster", "capture", "solve", "evaluate", "simulate", "execute", "list_methods",
@@ -215,8 +215,8 @@ def capture(model: Any, *, inputs: Sequence[Any] = (), loss: Any = None, batch: 
     for ``cluster="local-cpu-2"``).
     """
     from dnnplace.capture_commands import _capture_one
-    from dnnplace.graphs.capture.ops import require_torch
     from dnnplace.graphs.instance import Instance
+    from dnnplace.pytorch.capture.ops import require_torch
 
     if cluster is not None:
         load_cluster(cluster)  # a bad preset or file: refused before the capture
@@ -224,8 +224,8 @@ def capture(model: Any, *, inputs: Sequence[Any] = (), loss: Any = None, batch: 
     if isinstance(model, str):
         import argparse
 
-        from dnnplace.graphs.capture import zoo
-        from dnnplace.graphs.capture.models import is_user_spec
+        from dnnplace.pytorch.capture import zoo
+        from dnnplace.pytorch.capture.models import is_user_spec
 
         if not is_user_spec(model):
             zoo.entry(model)  # an unknown name lists the zoo
@@ -244,8 +244,8 @@ def capture(model: Any, *, inputs: Sequence[Any] = (), loss: Any = None, batch: 
         if name:
             inst = Instance(inst.graph.with_(name=name), None, f"capture:{name}")
     else:
-        from dnnplace.graphs.capture import capture as capture_module
-        from dnnplace.graphs.capture.named_losses import loss_by_name
+        from dnnplace.pytorch.capture import capture as capture_module
+        from dnnplace.pytorch.capture.named_losses import loss_by_name
 
         if not inputs:
             raise InputError("inputs: a module needs its example tensors (inputs=(x,))")
@@ -284,7 +284,7 @@ def list_methods(problem: str | None = None) -> list[Method]:
     >>> next(m for m in list_methods() if m.name == "dp").problems
     ('maxload', 'latency')
     """
-    from dnnplace.graphs.evaluation.evaluate import PROBLEMS
+    from dnnplace.evaluation.evaluate import PROBLEMS
     from dnnplace.registry import all_methods, methods_for
 
     if problem is None:
@@ -479,8 +479,8 @@ def evaluate(graph: Any, placement: Any = None, *, cluster: Any = None, problem:
     if placement is None:
         graph, placement = None, graph
     from dnnplace.commands import eval_options, replay_options
-    from dnnplace.graphs.evaluation.evaluate import PROBLEMS
-    from dnnplace.graphs.evaluation.evaluate import evaluate as score
+    from dnnplace.evaluation.evaluate import PROBLEMS
+    from dnnplace.evaluation.evaluate import evaluate as score
 
     p, doc, source = _placed(graph, placement, cluster)
     if problem is None:  # a result says what it solved
@@ -521,7 +521,7 @@ def simulate(graph: Any, placement: Any = None, *, cluster: Any = None, policy: 
     -------
     SimResult
         ``makespan``, per-node start and finish, transfers, per-device busy time and
-        memory; ``to_dict()`` summarises it, :func:`dnnplace.graphs.evaluation.gantt.plot_gantt`
+        memory; ``to_dict()`` summarises it, :func:`dnnplace.evaluation.gantt.plot_gantt`
         draws it.
 
     Raises
@@ -538,7 +538,7 @@ def simulate(graph: Any, placement: Any = None, *, cluster: Any = None, policy: 
     if placement is None:
         graph, placement = None, graph
     from dnnplace.commands import replay_options
-    from dnnplace.graphs.evaluation.simulate import simulate as run_simulation
+    from dnnplace.evaluation.simulate import simulate as run_simulation
 
     p, doc, source = _placed(graph, placement, cluster)
     flags = _ns(policy=policy, congestion=congestion, transfer_mode=transfer_mode, placement=source)
@@ -663,7 +663,7 @@ def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, in
     InputError
         A call outside the main guard, a bad plan, graph or cluster, a plan of another
         step (inputs or loss), counts out of range.
-    dnnplace.execution.launch.ExecutionError
+    dnnplace.pytorch.execution.launch.ExecutionError
         A worker failed or the step did not finish within ``timeout``.
 
     Examples
@@ -695,11 +695,11 @@ def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, in
     if graph is None:
         raise InputError(f"{source}: no graph with costs (give graph=, the graph the plan was made on)")
     p, _, _ = _placed(graph, doc, cluster)  # a plan of another graph: refused here
-    from dnnplace.execution.command import gpu_map, predict
-    from dnnplace.execution.launch import Plan
-    from dnnplace.execution.launch import execute as run_plan
-    from dnnplace.execution.worker import ModelSpec
+    from dnnplace.execute_command import gpu_map, predict
     from dnnplace.graphs.instance import Instance
+    from dnnplace.pytorch.execution.launch import Plan
+    from dnnplace.pytorch.execution.launch import execute as run_plan
+    from dnnplace.pytorch.execution.worker import ModelSpec
 
     names, kinds = list(p.cluster.names), list(p.cluster.kinds)
     sim = predict(Instance(p.graph, p.cluster), placement, start)

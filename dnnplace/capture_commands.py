@@ -1,5 +1,5 @@
 """``dnnplace capture`` and ``dnnplace profile-links``: PyTorch models and measured links
-into the framework's files (:mod:`dnnplace.graphs.capture`)."""
+into the framework's files (:mod:`dnnplace.pytorch.capture`)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ def model_params(pairs: list[str]) -> dict:
 
 def _capture_one(args: argparse.Namespace, batch: int | None, over: dict):
     """One capture (direct or ``--tiled``) at ``batch``: the instance and its name."""
-    from dnnplace.graphs.capture import capture
-    from dnnplace.graphs.capture.models import is_user_spec, load_model
     from dnnplace.graphs.instance import Instance
+    from dnnplace.pytorch.capture import capture
+    from dnnplace.pytorch.capture.models import is_user_spec, load_model
     if is_user_spec(args.model):  # mymodel.py:Net -> mymodel-Net
         from pathlib import Path
         where, _, attr = args.model.rpartition(":")
@@ -40,7 +40,7 @@ def _capture_one(args: argparse.Namespace, batch: int | None, over: dict):
     if args.tiled:
         if args.inference:
             raise InputError("--tiled builds training graphs; leave out --inference")
-        from dnnplace.graphs.capture.zoo.parts import whole_model
+        from dnnplace.pytorch.capture.zoo.parts import whole_model
         g = whole_model(args.model, cost=args.cost, optimizer=args.optimizer, batch=batch, seq=args.seq, **over)
         return Instance(g.with_(name=name), None, f"capture:{name}"), name
     model, inputs, loss_fn = load_model(args.model, inputs=args.input, loss=args.loss, batch=batch, seq=args.seq,
@@ -78,15 +78,15 @@ def _batch_path(out: str, batch: int) -> str:
 
 def cmd_capture(args: argparse.Namespace) -> int:
     """Capture a zoo model or the user's own (``FILE.py:FACTORY``, ``package.module:FACTORY``, resolved by
-    :func:`dnnplace.graphs.capture.models.load_model`) with costs and write its native graph JSON (one per
+    :func:`dnnplace.pytorch.capture.models.load_model`) with costs and write its native graph JSON (one per
     batch size with ``--batches``: the profiles :class:`~dnnplace.graphs.batch_model.BatchModel` reads)."""
     from dnnplace.graphs.batch_model import check_profiles
-    from dnnplace.graphs.capture import zoo
-    from dnnplace.graphs.capture.models import is_user_spec
-    from dnnplace.graphs.capture.ops import require_torch
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import save_instance
     from dnnplace.graphs.presets import cluster_preset
+    from dnnplace.pytorch.capture import zoo
+    from dnnplace.pytorch.capture.models import is_user_spec
+    from dnnplace.pytorch.capture.ops import require_torch
     user = is_user_spec(args.model)
     if user:
         zoo_only = [flag for flag, v in (("--batch", args.batch), ("--batches", args.batches), ("--seq", args.seq),
@@ -105,7 +105,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     if args.batches and args.batch:
         raise InputError("give --batch or --batches, not both")
     batches = _batches(args.batches) if args.batches else [args.batch]
-    from dnnplace.graphs.capture.zoo import entry
+    from dnnplace.pytorch.capture.zoo import entry
     for flag, value in (("--batch", args.batch), ("--seq", args.seq), ("--layers", args.layers),
                         ("--cells", args.cells)):
         if value is not None and value < 1:   # zoo.build refuses them too, after an earlier batch was written
@@ -169,18 +169,18 @@ def cmd_profile_links(args: argparse.Namespace) -> int:
 
     check_outputs([("--out", args.out)])  # a folder, an unwritable path: before any timing
     if args.nvml:
-        from dnnplace.graphs.capture.topology import cluster_from_nvml
+        from dnnplace.pytorch.capture.topology import cluster_from_nvml
         cl = cluster_from_nvml()
         for pair, link in cl.meta["links"].items():
             print(f"{pair:<12} {link}")
         write_json(args.out, {"format": "dnnplace.cluster/1", **cluster_to_dict(cl)})
         print(f"cluster with {cl.size} devices from NVML ({', '.join(cl.meta['gpus'])}) -> {args.out}")
         return 0
-    from dnnplace.graphs.capture.ops import require_torch
+    from dnnplace.pytorch.capture.ops import require_torch
     torch = require_torch()
     import dataclasses
 
-    from dnnplace.graphs.capture.links import (
+    from dnnplace.pytorch.capture.links import (
         DEFAULT_SIZES,
         cluster_from_fits,
         cpu_cluster_from_p2p,

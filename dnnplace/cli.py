@@ -53,7 +53,7 @@ def _add_cluster(p: argparse.ArgumentParser) -> None:
 
 
 def _add_eval_flags(p: argparse.ArgumentParser, makespan_only: bool = False) -> None:
-    from dnnplace.graphs.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
+    from dnnplace.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
 
     if not makespan_only:
         p.add_argument("--objective", choices=MAXLOAD_OBJECTIVES, help="max-load variant (default pipedream)")
@@ -114,7 +114,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     lack their choices)."""
     lean = command in _LEAN
     from dnnplace import __version__
-    from dnnplace.graphs.evaluation.evaluate import PROBLEMS
+    from dnnplace.evaluation.evaluate import PROBLEMS
 
     parser = _Parser(prog="dnnplace", description="Device placement and scheduling of DNN operator graphs.")
     parser.add_argument("--version", action="version", version=f"dnnplace {__version__}")
@@ -202,7 +202,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     g.add_argument("--bound-time-limit", type=float, metavar="S",
                    help="makespan: also spend S seconds on the comm-aware relaxation bound (CP-SAT; default off)")
     g = p.add_argument_group("model")
-    from dnnplace.graphs.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
+    from dnnplace.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
     g.add_argument("--objective", choices=MAXLOAD_OBJECTIVES, help="max-load variant (default pipedream)")
     c = g.add_mutually_exclusive_group()
     c.add_argument("--contiguous", action="store_true",
@@ -283,7 +283,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if not lean:
         from dnnplace.capture_commands import add_parsers as add_capture_parsers
         add_capture_parsers(sub)  # capture MODEL ..., profile-links ...
-        from dnnplace.execution.command import add_parser as add_execute_parser
+        from dnnplace.execute_command import add_parser as add_execute_parser
         add_execute_parser(sub)  # execute MODEL RESULT.json
     return parser
 

@@ -109,12 +109,12 @@ def transfer_mode(args: argparse.Namespace, recorded: str | None = None) -> str:
 def warn_uneven_outputs(graph, mode: str) -> None:
     """Under ``per_destination``, one ``dnnplace: warning:`` line (once per command and
     graph) when some output's edges carry different bytes
-    (:func:`~dnnplace.graphs.evaluation.sim_costs.uneven_outputs`): each is sent once per
+    (:func:`~dnnplace.evaluation.sim_costs.uneven_outputs`): each is sent once per
     device at its largest edge's size, which a graph written for one transfer per edge
     does not mean."""
     if mode != "per_destination":
         return
-    from dnnplace.graphs.evaluation.sim_costs import uneven_outputs
+    from dnnplace.evaluation.sim_costs import uneven_outputs
     from dnnplace.textout import warn
 
     count, examples = uneven_outputs(graph)

@@ -106,7 +106,7 @@ def _result_order(policy: str, doc: Any, graph, source: str) -> dict[str, Any]:
     priorities (``priority``: its ``priorities`` map, else its ``start`` times; ``order``:
     its start times) and, for ``order``, its order of transfers on each link
     (``link_priorities``; without it links are first come first served)."""
-    from dnnplace.graphs.evaluation.link_orders import link_priorities_from_doc
+    from dnnplace.evaluation.link_orders import link_priorities_from_doc
     from dnnplace.graphs.io import result_priorities
 
     if policy not in ("order", "priority"):
@@ -147,7 +147,7 @@ def replay_options(args: argparse.Namespace, doc: Any, graph) -> dict[str, Any]:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from dnnplace.graphs.evaluation.evaluate import PROBLEMS, evaluate
+    from dnnplace.evaluation.evaluate import PROBLEMS, evaluate
     from dnnplace.graphs.io import placement_from_doc, write_json
 
     args.graph, args.placement = graph_path(args.graph), graph_path(args.placement)  # bundled files by name
@@ -172,7 +172,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- simulate
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from dnnplace.graphs.evaluation.simulate import simulate
+    from dnnplace.evaluation.simulate import simulate
     from dnnplace.graphs.io import placement_from_doc, write_json
 
     args.graph, args.placement = graph_path(args.graph), graph_path(args.placement)  # bundled files by name
@@ -208,7 +208,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if len(d["links"]) > 10:
             say(f"... {len(d['links']) - 10} more links")
     if args.gantt:
-        from dnnplace.graphs.evaluation.gantt import plot_gantt
+        from dnnplace.evaluation.gantt import plot_gantt
         plot_gantt(res, args.gantt)
         say(f"\nwrote {args.gantt}")
     if args.out:
@@ -249,7 +249,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- methods
 def cmd_methods(args: argparse.Namespace) -> int:
     from dnnplace.command_args import SOLVER_FLAGS
-    from dnnplace.graphs.evaluation.evaluate import PROBLEMS
+    from dnnplace.evaluation.evaluate import PROBLEMS
     from dnnplace.registry import all_methods
 
     methods = all_methods()
@@ -291,8 +291,8 @@ RUN_FILES = ("runs.jsonl", "table.md", "table.csv")
 
 def cmd_run(args: argparse.Namespace) -> int:
     from dnnplace.config import load_config
-    from dnnplace.executors import make_executor
     from dnnplace.runner import run_config
+    from dnnplace.sweeps import make_executor
 
     if args.hang_margin is None or not args.hang_margin > 0:
         raise InputError(f"--hang-margin {args.hang_margin}: must be a positive number of seconds")

@@ -343,7 +343,7 @@ def _check_axis_types(axes: dict[str, list], where: str) -> None:
 
 
 def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | None = None) -> list[RunSpec]:
-    from dnnplace.graphs.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
+    from dnnplace.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
 
     _check_keys(spec, _RUN_KEYS, where)
     if "graphs" not in spec:
@@ -380,7 +380,7 @@ def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | 
             cluster_preset(v)  # validate early
         except InputError as exc:
             raise InputError(f"{where}: cluster = {_toml(v)}: {exc}") from None
-    from dnnplace.graphs.evaluation.sim_costs import TRANSFER_MODES
+    from dnnplace.evaluation.sim_costs import TRANSFER_MODES
 
     for v in axes.get("transfer_mode", []):
         if v not in TRANSFER_MODES:

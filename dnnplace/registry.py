@@ -3,7 +3,7 @@
 The methods themselves are listed in :mod:`dnnplace.methods`. :func:`solve` is where
 the framework keeps them honest: it parses the method's options, times the run, checks
 that the answer is of the request's graph, re-scores the placement with the
-independent evaluator (:mod:`dnnplace.graphs.evaluation.evaluate`), derives the final status from
+independent evaluator (:mod:`dnnplace.evaluation.evaluate`), derives the final status from
 that evaluation (a placement the evaluator finds infeasible is never ``feasible`` or
 ``optimal``) and raises :class:`EvaluationMismatch` when a method's own objective
 disagrees with the evaluator or lies below its own bound.
@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.evaluation.evaluate import PROBLEMS, evaluate
+from dnnplace.evaluation.link_orders import link_priorities_to_json
+from dnnplace.evaluation.sim_costs import TRANSFER_MODES, transfer_semantics
 from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.evaluate import PROBLEMS, evaluate
-from dnnplace.graphs.evaluation.link_orders import link_priorities_to_json
-from dnnplace.graphs.evaluation.sim_costs import TRANSFER_MODES, transfer_semantics
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
@@ -92,11 +92,11 @@ def infer_problem(method: str | Method) -> str:
 def instance_lower_bound(graph: OpGraph, cluster, problem: str) -> float:
     """A value no answer to ``problem`` on the instance beats, whatever the method:
     makespan, the critical path, comm-aware heads and tails, and work windows
-    (:func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound`; the comm-aware relaxation
+    (:func:`~dnnplace.evaluation.bounds.makespan_lower_bound`; the comm-aware relaxation
     only on request, :func:`relaxed_lower_bound`); max-load, the work share
-    (:func:`~dnnplace.graphs.evaluation.bounds.maxload_lower_bound`); latency, the critical path
-    (:func:`~dnnplace.graphs.evaluation.bounds.critical_path_lower_bound`)."""
-    from dnnplace.graphs.evaluation import bounds
+    (:func:`~dnnplace.evaluation.bounds.maxload_lower_bound`); latency, the critical path
+    (:func:`~dnnplace.evaluation.bounds.critical_path_lower_bound`)."""
+    from dnnplace.evaluation import bounds
 
     if problem == "makespan":
         return bounds.makespan_lower_bound(graph, cluster)
@@ -153,7 +153,7 @@ def run_method(instance: Instance, method: str | Method, request: SolveRequest) 
     """:func:`solve`, also returning the placement object (for warm starts).
 
     The method, its warm start and the evaluation run under the request's transfer mode
-    (:func:`~dnnplace.graphs.evaluation.sim_costs.transfer_semantics`), so every simulation a
+    (:func:`~dnnplace.evaluation.sim_costs.transfer_semantics`), so every simulation a
     method makes to score itself uses the semantics it is evaluated under."""
     with transfer_semantics(request.transfer_mode):
         return _run_method(instance, method, request)
@@ -170,9 +170,9 @@ def machine_cores() -> int:
 def with_limits(request: SolveRequest) -> SolveRequest:
     """The request as a method runs it: solver ``threads`` capped at this machine's
     cores (with a warning: 20000 threads turned a 5 s solve into 88 s), and a
-    :class:`~dnnplace.graphs.deadline.Deadline` of ``solver.time_limit`` from now
+    :class:`~dnnplace.runtime.deadline.Deadline` of ``solver.time_limit`` from now
     unless the caller set one (``dnnplace solve`` counts from the process's start)."""
-    from dnnplace.graphs.deadline import Deadline
+    from dnnplace.runtime.deadline import Deadline
 
     threads = request.solver.threads
     cores = machine_cores()
@@ -190,7 +190,7 @@ def method_limits(request: SolveRequest, method: Method) -> SolveRequest:
     """The request as ``method`` runs it: where the request sets no ``time_limit``, the
     method's :attr:`~dnnplace.methods.base.Method.default_limits` fill the settings it
     leaves out, and the run's deadline (unless the caller set one) is that limit from now."""
-    from dnnplace.graphs.deadline import Deadline
+    from dnnplace.runtime.deadline import Deadline
 
     if request.solver.time_limit is not None or not method.default_limits:
         return request
@@ -295,7 +295,7 @@ def _lower_bound(instance: Instance, problem: str, res: Result) -> float | None:
     if res.transform is not None:
         if not res.transform.get("work_bound_holds"):
             return None
-        from dnnplace.graphs.evaluation.bounds import work_lower_bound
+        from dnnplace.evaluation.bounds import work_lower_bound
 
         return work_lower_bound(instance.graph, cluster)
     lb = instance_lower_bound(instance.graph, cluster, problem)
@@ -333,7 +333,7 @@ def relaxed_lower_bound(instance: Instance, res: Result, time_limit: float, *, t
 def _only_memory(p: Placement, ev) -> bool:
     """Every violation the evaluator found is a static-memory overflow (the placement is
     otherwise valid): the number of violations equals what memory alone adds."""
-    from dnnplace.graphs.evaluation.evaluate import validate
+    from dnnplace.evaluation.evaluate import validate
 
     memory_only = len(validate(p, memory=True)) - len(validate(p, memory=False))
     return memory_only > 0 and len(ev.violations) == memory_only

@@ -22,7 +22,7 @@ run through :func:`execute`. The contract of ``<out>/runs.jsonl``:
 - **Failures.** A run that raises any other exception is recorded with ``status:
   "error"`` and the sweep continues.
 - **Executors.** Runs execute inline (default), in local worker processes or on a Ray
-  cluster (:mod:`dnnplace.executors`); only this driver appends to the file, so all of
+  cluster (:mod:`dnnplace.sweeps`); only this driver appends to the file, so all of
   the above holds for each. A killed driver or worker loses at most the runs in flight;
   a run that hangs past its time limit plus a margin is recorded as an ``error`` with
   termination ``cancelled``.
@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 from dnnplace.config import REPO_ROOT, ExperimentConfig, RunSpec, load_config
-from dnnplace.executors import DEFAULT_MARGIN, Executor, Inline, Task, hang_deadline
 from dnnplace.graphs.io import jsonable
 from dnnplace.results import answer_from_of
 from dnnplace.runs_file import (
@@ -63,6 +62,7 @@ from dnnplace.runs_file import (
     sweep_lock,
     warn,
 )
+from dnnplace.sweeps import DEFAULT_MARGIN, Executor, Inline, Task, hang_deadline
 from dnnplace.tables import Column, fixed, percent, write_table
 
 __all__ = ["execute", "run_config", "read_runs", "sweep_lock", "git_revision", "environment", "write_tables",
@@ -154,11 +154,11 @@ def execute(specs: list[RunSpec], runs_path: str | os.PathLike, *, name: str, fr
     files; ``retry_errors`` runs the ``error`` records again, each new record replacing
     the old line.
 
-    ``executor`` (:mod:`dnnplace.executors`; default inline, one run at a time in this
+    ``executor`` (:mod:`dnnplace.sweeps`; default inline, one run at a time in this
     process) decides where the runs execute; this function alone writes the file, so
     the contract holds for every executor. Each record says where it ran (``host``,
     ``executor``). With a worker executor a run still going ``margin`` seconds past its
-    time limit (:func:`~dnnplace.executors.hang_deadline`) is killed and recorded as an
+    time limit (:func:`~dnnplace.sweeps.hang_deadline`) is killed and recorded as an
     ``error`` with termination ``cancelled``; a run whose worker died is not recorded
     (a warning names it) and the next invocation runs it again.
     """
@@ -267,7 +267,7 @@ def run_config(path: str | os.PathLike | ExperimentConfig, *, fresh: bool = Fals
         Run again the runs recorded with status ``error`` (the new record replaces the
         old line: one line per run key).
     executor : Executor, optional
-        Where the runs execute (:func:`dnnplace.executors.make_executor`); default one
+        Where the runs execute (:func:`dnnplace.sweeps.make_executor`); default one
         at a time in this process.
     margin : float
         Seconds past a run's time limit before a worker executor cancels it as hung.

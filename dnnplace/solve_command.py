@@ -75,7 +75,7 @@ def solve_deadline(limit: float):
     """The deadline of ``dnnplace solve --time-limit L``: ``L`` from this process's start
     (start-up, imports and loading count), less a reserve for the evaluation and the
     output (5 % of the limit plus 0.2 s, at most half the limit)."""
-    from dnnplace.graphs.deadline import Deadline, process_start
+    from dnnplace.runtime.deadline import Deadline, process_start
 
     reserve = min(0.05 * limit + 0.2, 0.5 * limit)
     return Deadline(limit - reserve, start=process_start())

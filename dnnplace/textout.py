@@ -109,7 +109,7 @@ def device_table(placement, details: dict[str, Any]) -> str:
 
 
 def print_evaluation(ev, placement) -> None:
-    """An :class:`~dnnplace.graphs.evaluation.evaluate.Evaluation` on stdout: objective, feasibility,
+    """An :class:`~dnnplace.evaluation.evaluate.Evaluation` on stdout: objective, feasibility,
     violations and the device table."""
     unit = ev.details.get("unit", placement.graph.unit)
     extra = ""

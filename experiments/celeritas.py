@@ -8,7 +8,7 @@ need hardware, driven by TOML.
 
 The four models (``experiments/celeritas-models.toml``) are captured from the model zoo
 at the paper's configuration and batch (PyTorch ``torch.export`` joint graphs with roofline
-V100 costs, :mod:`dnnplace.graphs.capture`; captured once into ``<out>/graphs/``), or, for
+V100 costs, :mod:`dnnplace.pytorch.capture`; captured once into ``<out>/graphs/``), or, for
 Tensor Holography (not in the zoo) and wherever torch is missing, generated stand-ins of the
 paper's size and CCR; every table says which. With ``colocate_gradients`` (the models file;
 TensorFlow's ``colocate_gradients_with_ops``, which the paper's TF graphs carry) every backward
@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.experiments import verdicts as V
 from dnnplace.experiments.celeritas_tables import (
     FIG6_RULE,
@@ -53,7 +54,6 @@ from dnnplace.experiments.config import REQUIRED, Key, Reproduction, Schema, loa
 from dnnplace.experiments.runs import Variant, makespan_of, run_spec, write_variants
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import generate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.io import load_instance, placement_from_doc, save_instance
@@ -123,7 +123,7 @@ SCHEMA = Schema(kinds=("table2", "table3", "table4", "fig6"), out_dir="results/c
 
 def model_graph(m: Model, cache: Path, *, captured: bool = True) -> tuple[OpGraph, str]:
     """The model's graph and where it comes from: the zoo model of ``m.capture`` captured
-    with roofline V100 costs (:mod:`dnnplace.graphs.capture`; kept in ``cache``, so the
+    with roofline V100 costs (:mod:`dnnplace.pytorch.capture`; kept in ``cache``, so the
     capture runs once), else -- no capture configured, ``captured=False``, or no torch --
     the generator."""
     if m.capture and captured:
@@ -134,7 +134,7 @@ def model_graph(m: Model, cache: Path, *, captured: bool = True) -> tuple[OpGrap
         if path.exists():
             return load_instance(path).graph, label
         try:
-            from dnnplace.graphs.capture import capture, require_torch, zoo
+            from dnnplace.pytorch.capture import capture, require_torch, zoo
 
             require_torch()
         except (ImportError, InputError):

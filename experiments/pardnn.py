@@ -4,7 +4,7 @@
     dnnplace reproduce pardnn-memory    # Table 4: largest batch, dynamic vs static memory vs ideal DP
 
 The models (``experiments/pardnn-models.toml``) are stand-ins at the paper's node counts:
-zoo blocks captured with roofline V100 costs and tiled (:mod:`dnnplace.graphs.capture`),
+zoo blocks captured with roofline V100 costs and tiled (:mod:`dnnplace.pytorch.capture`),
 or generated graphs where the zoo has no such model (every table names its source); the
 paper's graphs were TensorFlow 1.15's, so only relative results compare (docs/semantics.md 5). The
 cluster is ``K`` V100-class GPUs of 32 GB on one link type (the DGX-2's NVSwitch).

@@ -56,8 +56,8 @@ def batch_profiles(m: Model) -> dict[int, OpGraph] | None:
     out = None
     if m.block and "tiled" in g.meta and m.batch >= 2:
         from dnnplace.graphs.batch_model import check_profiles
-        from dnnplace.graphs.capture import zoo
-        from dnnplace.graphs.capture.tiling import capture_block, tile
+        from dnnplace.pytorch.capture import zoo
+        from dnnplace.pytorch.capture.tiling import capture_block, tile
 
         args = dict(m.block)
         name = args.pop("model")
@@ -78,9 +78,9 @@ def model_graph(m: Model) -> tuple[OpGraph, str]:
     out = None
     if m.block:
         try:
-            from dnnplace.graphs.capture import zoo
-            from dnnplace.graphs.capture.ops import require_torch
-            from dnnplace.graphs.capture.tiling import capture_block, tile
+            from dnnplace.pytorch.capture import zoo
+            from dnnplace.pytorch.capture.ops import require_torch
+            from dnnplace.pytorch.capture.tiling import capture_block, tile
 
             require_torch()
         except (ImportError, InputError):

@@ -7,7 +7,7 @@
 (``pesto-congestion-wide`` and ``pesto-hardware-100`` are variants on a wider graph and
 with 100 coarse nodes; ``pesto-hardware-captured`` and ``pesto-coarsening-captured`` run
 Fig. 8 and the coarsening trade-off on the captured RNNLM-2x2048 graph with CP-SAT.) Every
-number is a *simulation* (graphs/evaluation/simulate.py, docs/semantics.md 2.1) of generated or captured operator
+number is a *simulation* (evaluation/simulate.py, docs/semantics.md 2.1) of generated or captured operator
 graphs (roofline costs) on a modelled cluster, not a hardware measurement.
 
 How an experiment runs: it generates its graph deterministically

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dnnplace.config import RunSpec
+from dnnplace.evaluation.bounds import makespan_lower_bound
 from dnnplace.experiments import verdicts as V
 from dnnplace.experiments.runs import (
     EXPERT,
@@ -44,7 +45,6 @@ from dnnplace.experiments.runs import (
     write_variants,
 )
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.io import load_instance
 from dnnplace.runner import execute
@@ -136,7 +136,7 @@ _CONGESTION_RUNS = (("without_congestion", False, {}), ("with_congestion", True,
 def run_congestion(name: str, cfg: Config, out: Path, *, quick: bool, fresh: bool, progress: bool,
                    execute_fn=None) -> Path:
     """Pesto ILP without / with congestion constraints, both re-simulated with congestion."""
-    from dnnplace.graphs.evaluation.gantt import plot_gantt
+    from dnnplace.evaluation.gantt import plot_gantt
 
     g, source = experiment_graph(cfg)
     cl = Cluster.single_host(**cfg.cluster)

@@ -20,11 +20,11 @@ import numpy as np
 
 from dnnplace.config import RunSpec, graph_label_of
 from dnnplace.data import workloads_dir
+from dnnplace.evaluation.link_orders import link_priorities_from_doc
+from dnnplace.evaluation.simulate import SimResult, simulate
 from dnnplace.experiments.config import Key, Reproduction, Schema, load
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.link_orders import link_priorities_from_doc
-from dnnplace.graphs.evaluation.simulate import SimResult, simulate
 from dnnplace.graphs.generators import generate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance

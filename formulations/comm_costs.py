@@ -1,7 +1,7 @@
 r"""Communication costs shared by the Tarnawski et al. IPs (max-load Fig. 6, latency Figs. 3-4).
 
 Every transfer goes through a host CPU: :func:`host_costs` gives the cost of moving an
-edge's tensor host->device and device->host, as :mod:`dnnplace.graphs.evaluation.evaluate` charges
+edge's tensor host->device and device->host, as :mod:`dnnplace.evaluation.evaluate` charges
 it. A node ``u`` pays its output cost once per direction and unit; when its out-edges
 carry different costs the evaluator charges the largest *crossing* one, which the IPs
 model exactly with a staircase (:func:`comm_levels`): for the sorted distinct costs
@@ -33,7 +33,7 @@ __all__ = ["host_costs", "comm_levels"]
 
 def host_costs(g: OpGraph, cl: Any) -> tuple[np.ndarray, np.ndarray]:
     """``(m, D)`` cost of moving each edge's tensor host->device (in) and device->host
-    (out), exactly as :mod:`dnnplace.graphs.evaluation.evaluate` charges it (explicit cost, else the link
+    (out), exactly as :mod:`dnnplace.evaluation.evaluate` charges it (explicit cost, else the link
     model to/from the first CPU)."""
     cpus = cl.devices_of_kind("cpu")
     if cpus.size == 0:

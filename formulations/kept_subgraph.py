@@ -11,8 +11,8 @@ import heapq
 
 import numpy as np
 
+from dnnplace.evaluation.bounds import capable_devices
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.bounds import capable_devices
 from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["path_lags", "reach_matrix", "reach_from", "energy", "energy_heads_tails", "machines"]

@@ -1,7 +1,7 @@
 r"""The closure segmentation bound: a lower bound on the single-sample latency
 (docs/semantics.md 2.3) of every split with at most ``q`` contiguous pieces per
 accelerator (the feasible set of Tarnawski et al.'s latency IP, Figs. 3-4), stronger than
-the path segmentation bound of :func:`dnnplace.graphs.evaluation.bounds.latency_lower_bound`,
+the path segmentation bound of :func:`dnnplace.evaluation.bounds.latency_lower_bound`,
 which it extends.
 
 Both bounds follow a path :math:`P = v_1 \to \dots \to v_L`: the units it passes through
@@ -100,7 +100,7 @@ bound left 2.8-65 %.
 >>> g = OpGraph(ids=list("abcd"), kinds=["acc", "cpu"], compute=[[1.0, 9.0]] * 4, memory=[2] * 4,
 ...             src=[0, 0, 1, 2], dst=[1, 2, 3, 3], edge_cost=[3.0] * 4)
 >>> cl = Cluster.tarnawski(2, 1, 4)
->>> from dnnplace.graphs.evaluation.bounds import latency_lower_bound
+>>> from dnnplace.evaluation.bounds import latency_lower_bound
 >>> latency_lower_bound(g, cl), closure_segmentation_bound(g, cl)
 (9.0, 16.0)
 """
@@ -111,6 +111,8 @@ import time
 
 import numpy as np
 
+from dnnplace.evaluation.bounds import latency_lower_bound
+from dnnplace.evaluation.evaluate import latency
 from dnnplace.formulations.latency_closure_data import (
     ClosureData,
     as_bits,
@@ -123,8 +125,6 @@ from dnnplace.formulations.latency_piece_cut import piece_cut
 from dnnplace.formulations.latency_spine import spine_bound
 from dnnplace.formulations.latency_spine_split import spine_split
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.bounds import latency_lower_bound
-from dnnplace.graphs.evaluation.evaluate import latency
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.levels import blevel
 from dnnplace.graphs.placement import Placement
@@ -357,7 +357,7 @@ def closure_segmentation_bound(graph: OpGraph, cluster: Cluster, q: int = 1, rou
                                seconds: float | None = None) -> float:
     """A latency no split of ``graph`` with at most ``q`` contiguous pieces per accelerator
     beats (module docstring); never below
-    :func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound`: where every node's
+    :func:`~dnnplace.evaluation.bounds.latency_lower_bound`: where every node's
     out-edges carry one transfer cost (the Tarnawski inputs) by construction (the same
     paths, each stretch charged at least as much; the least-time path's value is at least
     the critical path of least times), otherwise by taking the larger of the two.

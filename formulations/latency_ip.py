@@ -62,7 +62,7 @@ memory; on fork-join graphs at least the spine bound of
 split of BERT-3, -6, -24, layer ResNet-50 and GNMT (optimal at the root) and of BERT-12
 within 0.0001 %, and leaves operator ResNet-50 at 0.25 % of the best known split and
 InceptionV3 at 0.87 % (``results/tarnawski-latency-cert.md``). ``bound="path"`` is the path segmentation bound
-(:func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound`: only the path's own nodes
+(:func:`~dnnplace.evaluation.bounds.latency_lower_bound`: only the path's own nodes
 and edges), which it extends (2.8-65 % gaps on Table 4 after 60 s).
 
 Strengthening (valid inequalities that keep the optimum; off by default: with HiGHS and
@@ -99,7 +99,7 @@ at zero cost as the indicator in (6).
 Semantics versus the evaluator. With ``q = 1`` every accelerator holds one contiguous
 set, which the evaluator scores as one piece, so the IP's optimum is the evaluator's
 optimum over contiguous splits. With ``q >= 2`` the IP chooses how an accelerator's
-nodes are cut into slots, while :func:`dnnplace.graphs.evaluation.evaluate.latency` always cuts a split
+nodes are cut into slots, while :func:`dnnplace.evaluation.evaluate.latency` always cuts a split
 into the fewest pieces along the topological order; the IP is then a relaxation
 (optimum ``<=`` the best evaluator latency of a split with ``<= q`` pieces per
 accelerator), its bound stays valid, and the decoded split is re-scored.
@@ -113,6 +113,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
+from dnnplace.evaluation.bounds import latency_lower_bound
 from dnnplace.formulations.comm_costs import comm_levels, host_costs
 from dnnplace.formulations.contiguity import add_unit_order, before
 from dnnplace.formulations.families import add_families
@@ -128,7 +129,6 @@ from dnnplace.formulations.latency_solution import (
     warm_start_values,
 )
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.bounds import latency_lower_bound
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 

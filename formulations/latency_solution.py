@@ -12,10 +12,10 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
+from dnnplace.evaluation.evaluate import latency, latency_pieces
 from dnnplace.formulations.contiguity import order_values, reach_down
 from dnnplace.formulations.device_symmetry import identical_devices
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.evaluate import latency, latency_pieces
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 
@@ -43,7 +43,7 @@ def decode_slots(m: pyo.ConcreteModel) -> np.ndarray:
 
 def decode_pieces(m: pyo.ConcreteModel) -> np.ndarray:
     """Slot number within its accelerator of every node (0 for the CPU pool): the IP's
-    own decomposition, which :func:`dnnplace.graphs.evaluation.evaluate.latency` scores with ``pieces=``."""
+    own decomposition, which :func:`dnnplace.evaluation.evaluate.latency` scores with ``pieces=``."""
     data = m._data
     return np.array([data.slot_of[j][1] if j > 0 else 0 for j in decode_slots(m).tolist()], dtype=np.int64)
 
@@ -57,7 +57,7 @@ def decode(m: pyo.ConcreteModel) -> Placement:
 
 def warm_start_values(m: pyo.ConcreteModel, p: Placement) -> ComponentMap:
     """Values for every variable encoding ``p``: each accelerator's evaluator pieces
-    (:func:`dnnplace.graphs.evaluation.evaluate.latency_pieces`) fill its slots in order; comm indicators,
+    (:func:`dnnplace.evaluation.evaluate.latency_pieces`) fill its slots in order; comm indicators,
     z witnesses and the earliest-start times follow, so ``total`` equals the
     evaluator's latency. Raises ``InputError`` when ``p`` needs more than ``q`` pieces
     on an accelerator, puts a node where it cannot run, or its pieces wait in a cycle.

@@ -2,7 +2,7 @@ r"""A makespan lower bound that counts transfers and memory: a subgraph relaxati
 with OR-Tools CP-SAT (optional extra ``dnnplace[cpsat]``), whose *best bound* is valid
 even when the solver stops at its time limit.
 
-The combinatorial bound of :func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound`
+The combinatorial bound of :func:`~dnnplace.evaluation.bounds.makespan_lower_bound`
 leaves transfers out, since a placement may avoid every one; which it can only do by
 running dependent nodes on one device. This relaxation keeps that trade-off for a set
 :math:`S` of kept nodes and is a lower bound of the makespan of the full instance
@@ -12,7 +12,7 @@ either transfer mode; memory as below).
 The relaxed problem
 -------------------
 With :math:`\underline w`, heads :math:`r_v` and tails :math:`q_v` of
-:func:`~dnnplace.graphs.evaluation.bounds.heads_and_tails` (least times, and the transfers
+:func:`~dnnplace.evaluation.bounds.heads_and_tails` (least times, and the transfers
 a node's inputs or outputs cannot all avoid), made stronger per kept node by the work
 of its ancestors and descendants (:func:`energy_heads_tails`),
 :math:`p_{vd}` the time of :math:`v` on device :math:`d` (overhead included) and
@@ -44,7 +44,7 @@ Take any feasible schedule of the full instance, of makespan :math:`T`, and keep
 placement and the start of the nodes of :math:`S`. Each relaxed constraint holds:
 
 1. *Heads*: every schedule starts :math:`v` at or after :math:`r_v`
-   (:func:`~dnnplace.graphs.evaluation.bounds.comm_heads_and_tails` proves it) and after
+   (:func:`~dnnplace.evaluation.bounds.comm_heads_and_tails` proves it) and after
    :math:`\rho_v` (:func:`energy_heads_tails`).
 2. *Devices*: the full schedule runs one node at a time per device; dropping nodes keeps
    that true for the kept ones, and their durations are the same :math:`p_{vd}`.
@@ -96,9 +96,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dnnplace.evaluation.bounds import heads_and_tails, makespan_lower_bound
 from dnnplace.formulations.kept_subgraph import energy_heads_tails, machines, path_lags, reach_matrix
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.bounds import heads_and_tails, makespan_lower_bound
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.reach import reachability
 
@@ -324,7 +324,7 @@ def candidate_sets(graph: OpGraph, cluster: Cluster, size: int = 80,
 def makespan_relaxation_bound(graph: OpGraph, cluster: Cluster, *, time_limit: float = 20.0, size: int = 80,
                               memory: bool = True, horizon: float | None = None, threads: int = 1,
                               sets: dict[str, np.ndarray] | None = None) -> RelaxationBound:
-    """The largest of :func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound` and the
+    """The largest of :func:`~dnnplace.evaluation.bounds.makespan_lower_bound` and the
     relaxation bounds of the kept sets ``sets`` (default :func:`candidate_sets` of
     ``size`` nodes), ``time_limit`` seconds in all, shared evenly. ``memory``: keep the
     static memory constraint (answers judged under the static memory model only);

@@ -91,13 +91,13 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
+from dnnplace.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
 from dnnplace.formulations.comm_costs import comm_levels, host_costs
 from dnnplace.formulations.contiguity import add_unit_order, before, contiguity_parts, reach_down
 from dnnplace.formulations.device_symmetry import canonical, group_order, identical_devices
 from dnnplace.formulations.families import add_families
 from dnnplace.formulations.maxload_solution import decode, warm_start_values
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.pipeline import is_acyclic_mode, pipeline_edges
@@ -112,7 +112,7 @@ __all__ = ["MaxLoadOptions", "build_maxload_ip", "decode", "warm_start_values", 
 class MaxLoadOptions:
     """Which constraint families and objective the max-load IP gets.
 
-    ``contiguity``: a mode of :data:`dnnplace.graphs.evaluation.evaluate.CONTIGUITY_MODES` (``none`` = the
+    ``contiguity``: a mode of :data:`dnnplace.evaluation.evaluate.CONTIGUITY_MODES` (``none`` = the
     non-contiguous IP; ``both``, the default, the DP's pipeline-realisable splits;
     ``convex-both`` the paper's Fig. 6 as printed); ``contiguity_on_cpus``: also constrain CPUs (the default of
     docs/semantics.md 2.2);

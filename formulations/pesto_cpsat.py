@@ -45,7 +45,7 @@ Windows and bounds (``comm_windows``; results/pesto/time-to-1pct.md): every star
 durations (:func:`~dnnplace.formulations.pesto_precompute.heads_tails`) and those of
 :func:`~dnnplace.formulations.pesto_precompute.strong_heads_tails` (transfer-aware,
 energetic) scaled and rounded down; :math:`C_{\max} \ge \lfloor scale \cdot LB \rfloor`
-with :math:`LB` the :func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound` of the
+with :math:`LB` the :func:`~dnnplace.evaluation.bounds.makespan_lower_bound` of the
 instance; and a redundant ``Cumulative`` of capacity :math:`|D|` over the mandatory
 intervals :math:`[S_i, S_i + \underline p_i)` (at most one op per device at a time),
 whose energetic reasoning the per-device optional intervals lack. All hold for the
@@ -68,16 +68,16 @@ import time
 
 import numpy as np
 
+from dnnplace.evaluation.bounds import makespan_lower_bound
 from dnnplace.formulations.device_symmetry import identical_device_classes
 from dnnplace.formulations.pesto_cpsat_solve import CpsatTimes, solve_cpsat_model
 from dnnplace.formulations.pesto_precompute import PestoOptions, heads_tails, prepare
 from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.formulations.solvers.outcome import SolveOutcome
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.deadline import NO_DEADLINE, Deadline, TimeLimitReached, capped
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.runtime.deadline import NO_DEADLINE, Deadline, TimeLimitReached, capped
 
 __all__ = ["solve_pesto_cpsat", "time_scale", "CpsatTimes", "available"]
 
@@ -279,12 +279,12 @@ def _integer_hint(g: OpGraph, dev: np.ndarray, st: np.ndarray, xs: dict, p: np.n
                   P: np.ndarray, TT: np.ndarray, congestion: bool,
                   head: np.ndarray) -> tuple[list[int], dict[int, int]]:
     """The warm start as a complete solution of the integer model: its device and link
-    orders (:func:`~dnnplace.graphs.evaluation.link_orders.orders_from_times`, which never
+    orders (:func:`~dnnplace.evaluation.link_orders.orders_from_times`, which never
     contradict each other) replayed with the integer durations, every task as early as
     those orders, precedence and the node's integer ``head`` allow (so rounding never
     makes the hint infeasible and CP-SAT starts from it). Returns node starts and
     transfer starts (crossing edges)."""
-    from dnnplace.graphs.evaluation.link_orders import orders_from_times
+    from dnnplace.evaluation.link_orders import orders_from_times
 
     n, src, dst = g.n, g.src, g.dst
     a, b = dev[src], dev[dst]

@@ -29,7 +29,7 @@ Precedence (1): :math:`S_j \ge C_i + \tau_e` without congestion; with congestion
 :math:`C_{\max} \ge C_i` for sinks, and the valid cut :math:`C_{\max} \ge \sum_i p_{id} x_{id}`
 (each device's load); :math:`C_{\max} \ge \max(\max_i (h_i + \underline p_i),
 \sum_i \underline p_i / |D|)` as its variable bound
-(:func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound`; HiGHS may not finish the root
+(:func:`~dnnplace.evaluation.bounds.makespan_lower_bound`; HiGHS may not finish the root
 LP of a 200-node coarse model within minutes, and then reports only the variable bounds).
 
 Device non-overlap (4)/(10), for each pair :math:`\{i, k\}` *not ordered by precedence*
@@ -100,13 +100,13 @@ import math
 import numpy as np
 import pyomo.environ as pyo
 
+from dnnplace.evaluation.bounds import makespan_lower_bound
 from dnnplace.formulations.device_symmetry import canonical_relabel, identical_device_classes
 from dnnplace.formulations.families import add_families
 from dnnplace.formulations.pesto_precompute import PestoData, PestoOptions, prepare
 from dnnplace.formulations.pesto_solution import decode, warm_start_values
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
 from dnnplace.graphs.graph import OpGraph
 
 # the names that moved out stay importable from here

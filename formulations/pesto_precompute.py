@@ -105,7 +105,7 @@ def strong_heads_tails(graph: OpGraph, cluster: Cluster,
     r"""Heads :math:`\rho_v \le S_v` and tails :math:`\tau_v` (:math:`C_v \le C_{\max} - \tau_v`)
     that hold for every schedule of every placement, any link order, either transfer
     mode: the transfer-aware heads and tails of
-    :func:`~dnnplace.graphs.evaluation.bounds.comm_heads_and_tails` (a node's inputs all on
+    :func:`~dnnplace.evaluation.bounds.comm_heads_and_tails` (a node's inputs all on
     its device run one at a time before it, else one arrives a least transfer after its
     producer ends), raised by the energy of the ancestors (descendants) shared by the
     devices that can run some node
@@ -120,8 +120,8 @@ def strong_heads_tails(graph: OpGraph, cluster: Cluster,
     >>> [h.tolist() for h in strong_heads_tails(g, Cluster.single_host(2, with_cpu=False))]
     [[0.0, 0.0, 1.01], [1.0, 1.0, 0.0]]
     """
+    from dnnplace.evaluation.bounds import comm_heads_and_tails
     from dnnplace.formulations.kept_subgraph import energy_heads_tails
-    from dnnplace.graphs.evaluation.bounds import comm_heads_and_tails
 
     w, r, q = comm_heads_and_tails(graph, cluster)
     reach = reachability(graph) if reach is None else reach

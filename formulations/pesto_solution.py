@@ -3,7 +3,7 @@ r"""Between Pesto ILP values and schedules (:mod:`dnnplace.formulations.pesto_ip
 starts) into values for every variable, :func:`decode` reads the placement, start
 times, per-device priorities and transfer starts of a solved model, and
 :func:`decode_times` the solved schedule's node and transfer times, repaired against
-solver round-off, from which :func:`dnnplace.graphs.evaluation.link_orders.orders_from_times` reads
+solver round-off, from which :func:`dnnplace.evaluation.link_orders.orders_from_times` reads
 the ILP's device orders and link orders (constraint (7)) at once; :func:`ilp_orders`
 expands a (coarse) solved schedule to the original graph's placement and orders, with
 :func:`coarse_edge_of` mapping original edges to coarse ones.
@@ -22,8 +22,8 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
+from dnnplace.evaluation.link_orders import orders_from_times
 from dnnplace.formulations.pesto_precompute import PestoData
-from dnnplace.graphs.evaluation.link_orders import orders_from_times
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 
@@ -102,7 +102,7 @@ def decode_times(model: pyo.ConcreteModel) -> tuple[Placement, np.ndarray, np.nd
     exactly as the constraints read: ``T_e >= C_i`` (1), ``S_j >= T_e + tau_e`` or
     ``S_j >= C_i`` (1), ``C_i = S_i + p_i`` (2), with ``p`` and ``tau`` recomputed from the
     placement, so that every edge's times are consistent to the last bit (which
-    :func:`~dnnplace.graphs.evaluation.link_orders.orders_from_times` relies on).
+    :func:`~dnnplace.evaluation.link_orders.orders_from_times` relies on).
     """
     pl, start, _, xs = decode(model)
     g, cl = pl.graph, pl.cluster
@@ -160,7 +160,7 @@ def ilp_orders(times: tuple, graph: OpGraph, labels: np.ndarray,
     (:func:`~dnnplace.formulations.pesto_solution.decode_times`) or CP-SAT's
     (:meth:`~dnnplace.formulations.pesto_cpsat.CpsatTimes.as_tuple`). They are expanded: a member
     takes its coarse node's start and finish, an original edge its coarse edge's
-    transfer times; :func:`~dnnplace.graphs.evaluation.link_orders.orders_from_times` then ranks
+    transfer times; :func:`~dnnplace.evaluation.link_orders.orders_from_times` then ranks
     all tasks at once (members and the edges of one coarse edge in topological order).
     ``link_priorities`` is ``None`` when the model has no congestion family (its
     transfers have no order) or an edge that crosses devices has no coarse transfer.

@@ -26,7 +26,7 @@ Profiled tables
 ---------------
 ``profiles`` overrides the rule with measurements: a mapping ``{batch: OpGraph}`` of the
 *same* graph captured (or profiled) at several batch sizes (same node ids in the same
-order, same kinds, same edges), for instance one ``dnnplace.graphs.capture`` run per batch.
+order, same kinds, same edges), for instance one ``dnnplace.pytorch.capture`` run per batch.
 At a batch between two profiled ones, compute times, edge bytes, memory and output bytes
 are interpolated linearly between the neighbours; outside the profiled range, they are
 extrapolated from the nearest two (clamped at 0); with one profile, the rule above is

@@ -12,7 +12,7 @@ each ``c_u`` once per node and direction, ``rho`` the slowdown of the inter-serv
 over the host copy (``inter_factor``). Network interfaces are pipeline resources like
 the devices (PipeDream's hierarchical model), so the max-load becomes
 ``max(max_d load_d, max_s net_s)``; :func:`network_loads` is what the independent
-evaluator (:func:`dnnplace.graphs.evaluation.evaluate.maxload`) adds for a hierarchical cluster.
+evaluator (:func:`dnnplace.evaluation.evaluate.maxload`) adds for a hierarchical cluster.
 
 Presets: ``2x4`` and ``4x8`` (servers x GPUs per server), :func:`hierarchical_cluster`.
 

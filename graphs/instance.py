@@ -8,7 +8,10 @@ from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 
-__all__ = ["Instance"]
+__all__ = ["Instance", "PROBLEMS"]
+
+PROBLEMS = ("maxload", "latency", "makespan")
+"""The problems a placement is solved and scored for (docs/semantics.md)."""
 
 
 @dataclass(frozen=True, eq=False)

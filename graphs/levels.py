@@ -1,6 +1,6 @@
 """Longest-path quantities of an operator graph: top and bottom levels, the critical path,
 heights and level widths, with the node and edge costs they add up; vectorised level by
-level over CSR. The lower bounds built on them are in :mod:`dnnplace.graphs.evaluation.bounds`.
+level over CSR. The lower bounds built on them are in :mod:`dnnplace.evaluation.bounds`.
 
 Every function works on an :class:`~dnnplace.graphs.graph.OpGraph` in near-linear time: nodes are
 processed one topological *level* at a time (all predecessors of a level lie in earlier

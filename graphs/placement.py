@@ -20,7 +20,7 @@ class Placement:
     """Device index of every node: ``device[i]`` indexes ``cluster.devices``.
 
     A placement is only a decision; whether it is feasible and what it costs is the
-    evaluator's business (:mod:`dnnplace.graphs.evaluation.evaluate`). ``replication`` (optional,
+    evaluator's business (:mod:`dnnplace.evaluation.evaluate`). ``replication`` (optional,
     max-load only): stages that also run on extra devices, Tarnawski App. C.2
     (:class:`dnnplace.graphs.replication.Replication`); ``device`` then names each
     stage's primary device.

@@ -44,7 +44,7 @@ LOCAL_CPU_LINK = (0.148e-3, 2.03e9)  # measured 2026-11-25 on the 2-CPU AMD EPYC
 (in a graph's ms: ``beta0 = 0.148`` ms, ``beta1 = 4.93e-7`` ms per byte, 2.03 GB/s).
 
 A ``torch.distributed`` gloo send/recv between two CPU processes of this host, one thread
-each (:func:`dnnplace.graphs.capture.links.time_p2p_pairs`), half a round trip; every size
+each (:func:`dnnplace.pytorch.capture.links.time_p2p_pairs`), half a round trip; every size
 (1 KiB .. 64 MiB, powers of two) the median of 20 round trips after 3 warm-ups, then the
 median over 7 fresh process pairs; fitted by relative-weighted least squares (r2 0.989).
 Measured 2026-11-25 on this project's development VM (2 vCPUs, AMD EPYC, 25 GB RAM, Linux

@@ -18,7 +18,7 @@ A :class:`Replication` rides on a :class:`~dnnplace.graphs.placement.Placement`:
 placement maps every node to its stage's primary device; ``groups`` lists, per
 replicated stage, the primary and its extra devices ("this stage runs on these ``r``
 devices"). :func:`replication_violations` and :func:`replicated_loads` are what the
-independent evaluator (:func:`dnnplace.graphs.evaluation.evaluate.maxload`) uses.
+independent evaluator (:func:`dnnplace.evaluation.evaluate.maxload`) uses.
 
 >>> rep = Replication(groups=((0, 2),), sync_per_byte=0.5)
 >>> rep.factor(3)

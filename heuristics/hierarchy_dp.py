@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dnnplace.evaluation.evaluate import maxload
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.hierarchy import server_of
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement

@@ -8,7 +8,7 @@ edge. :func:`score_split` builds it in ``O(n + m)`` and returns its longest path
 latency) and the sum of the finish times of all its vertices, or ``inf`` when it has a
 cycle, i.e. when some accelerator set is not contiguous or two subgraphs wait on each
 other. On every split it accepts, the latency equals
-:func:`dnnplace.graphs.evaluation.evaluate.latency`.
+:func:`dnnplace.evaluation.evaluate.latency`.
 
 Transfers follow the evaluator: a node leaving its accelerator pays CommOut once (its
 largest crossing edge out), and an accelerator pays CommIn once per outside source node

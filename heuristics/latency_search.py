@@ -4,7 +4,7 @@ Problem (docs/semantics.md 2.3; Tarnawski et al. Sec. 4, Fig. 3 with ``q = 1``):
 holds one contiguous node set, run as one subgraph (``CommIn + compute + CommOut``,
 constraint (7)) once all its inputs are in host memory; CPU nodes run on an unbounded
 pool (constraints (8)-(9)); minimise the time the last output is ready.
-:func:`dnnplace.graphs.evaluation.evaluate.latency` is the reference semantics.
+:func:`dnnplace.evaluation.evaluate.latency` is the reference semantics.
 
 Search space. *Units* are colocation classes (:func:`dnnplace.graphs.transforms.contract.colocation_labels`);
 a unit sits on one usable accelerator (the first ``device_limit`` of its kind) or on the
@@ -17,7 +17,7 @@ CPU pool (the first CPU device; all CPU nodes are put there). A split is kept on
   ``S -> w -> S`` through an outside vertex, i.e. a cycle. So every kept split is one
   evaluator piece per accelerator, and its latency is the longest path of the unit
   graph, which :func:`~dnnplace.heuristics.latency_score.score_split` computes in
-  ``O(n + m)`` (compiled) and which equals :func:`dnnplace.graphs.evaluation.evaluate.latency`
+  ``O(n + m)`` (compiled) and which equals :func:`dnnplace.evaluation.evaluate.latency`
   (asserted by the tests; the method reports the evaluator's value).
 
 Neighbourhood of a split (all moves that stay in the space above):
@@ -63,8 +63,8 @@ import time
 
 import numpy as np
 
+from dnnplace.evaluation.evaluate import latency
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.evaluate import latency
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.transforms.contract import colocation_labels

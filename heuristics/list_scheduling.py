@@ -58,12 +58,12 @@ from __future__ import annotations
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.levels import blevel
 from dnnplace.heuristics.etf_queues import EtfQueues
 from dnnplace.heuristics.nominal import nominal_costs
 from dnnplace.heuristics.schedule_state import ListSchedule, ScheduleState
+from dnnplace.runtime.deadline import Deadline
 
 __all__ = ["ListSchedule", "heft", "etf", "m_topo", "m_etf", "m_sct", "ALGORITHMS", "best_list_schedule",
            "simulated_makespan"]
@@ -195,7 +195,7 @@ ALGORITHMS = {
 
 def simulated_makespan(ls: ListSchedule, *, congestion: bool = True) -> float:
     """Makespan of the simulator replaying ``ls``'s per-device order."""
-    from dnnplace.graphs.evaluation.simulate import simulate
+    from dnnplace.evaluation.simulate import simulate
     return simulate(ls.placement, policy="order", priorities=ls.priorities, congestion=congestion).makespan
 
 

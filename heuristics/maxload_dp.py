@@ -58,7 +58,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dnnplace.graphs.deadline import Deadline, TimeLimitReached
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
@@ -75,6 +74,7 @@ from dnnplace.heuristics.ideals import (
     linearize,
 )
 from dnnplace.heuristics.transfer_costs import dp_devices, node_transfer_cost, subdivide_out_costs
+from dnnplace.runtime.deadline import Deadline, TimeLimitReached
 
 __all__ = ["DPResult", "maxload_dp", "load_lower_bound"]
 
@@ -89,7 +89,7 @@ AVAILABLE_SHARE = 0.5
 GRACE = 0.5
 """Seconds past its time limit after which a call still inside code that checks no deadline
 (numba compiling a kernel on first use, where no compiled copy is cached) is stopped by a
-watchdog (:meth:`~dnnplace.graphs.deadline.Deadline.guard`) and returns no split, with the
+watchdog (:meth:`~dnnplace.runtime.deadline.Deadline.guard`) and returns no split, with the
 lower bound; its own checks end it well before (chunks of 0.05-0.25 s)."""
 
 

@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from dnnplace.evaluation.sim_result import fmt_bytes
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.sim_result import fmt_bytes
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.memory import repair_colocation

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.transforms.contract import colocation_labels

@@ -14,7 +14,7 @@ of every node on ``d`` (residual nodes, live all step) plus every live *tensor c
 
 Intervals are half-open, frees before allocations at equal times. Tensor sizes are
 ``output_bytes`` (or, for graphs without them, the largest out-edge ``bytes``:
-:func:`~dnnplace.graphs.evaluation.sim_memory.tensor_sizes`). The paper's Eq. 2 frees an input at
+:func:`~dnnplace.evaluation.sim_memory.tensor_sizes`). The paper's Eq. 2 frees an input at
 its consumer's *start*; its text ("once all direct descendants are executed") and docs/semantics.md 1
 say *finish*, which we use. :func:`track` computes this from a schedule, one pass
 over the copies sorted by time (the paper's tracker), and must equal the simulator's
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dnnplace.graphs.evaluation.sim_memory import tensor_sizes
-from dnnplace.graphs.evaluation.simulate import SimResult
+from dnnplace.evaluation.sim_memory import tensor_sizes
+from dnnplace.evaluation.simulate import SimResult
 from dnnplace.graphs.graph import OpGraph
 
 __all__ = ["MemoryTrace", "track", "tensor_bytes"]
@@ -110,7 +110,7 @@ def track(res: SimResult) -> MemoryTrace:
     finishes at 2, then ``b``'s own 6 B; the peak is 10 B (at t = 1, both are live).
 
     >>> from dnnplace.graphs import Cluster, OpGraph, Placement
-    >>> from dnnplace.graphs.evaluation.simulate import simulate
+    >>> from dnnplace.evaluation.simulate import simulate
     >>> g = OpGraph.from_ids("ab", [("a", "b")], kinds=["gpu"], compute=[[1.0], [1.0]],
     ...                      memory=[0, 0], output_bytes=[4, 6])
     >>> tr = track(simulate(Placement(g, Cluster.single_host(1, with_cpu=False), [0, 0])))

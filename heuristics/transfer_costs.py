@@ -66,7 +66,7 @@ def subdivide_out_costs(graph: OpGraph, cluster: Cluster) -> OpGraph:
     itself when no node needs it.
 
     The evaluator charges such a node ``u``, per direction and device, the *largest*
-    crossing edge (:func:`dnnplace.graphs.evaluation.loads.device_loads`). With ``u``'s distinct
+    crossing edge (:func:`dnnplace.evaluation.loads.device_loads`). With ``u``'s distinct
     costs ``a_1 < ... < a_k`` (``a_0 = 0``), ``u`` gets ``k`` new nodes ``u/appB{j}``,
     colocated with ``u`` (zero compute where ``u`` runs, zero memory, ``u``'s forward or
     backward part), an edge ``u -> u/appB{j}`` of cost 0 and, for every successor ``v``

@@ -59,7 +59,7 @@ def png_pixels_by_colour(path: Path, *, min_width: int = 600, min_height: int = 
 
 @pytest.fixture(scope="session", autouse=True)
 def profile_cache(tmp_path_factory) -> Path:
-    """Every test's measured-cost profiles (graphs/capture/costs.py: ``cache_path``) go to a
+    """Every test's measured-cost profiles (pytorch/capture/costs.py: ``cache_path``) go to a
     temporary folder, never into ``~/.cache/dnnplace``: ``DNNPLACE_PROFILE_CACHE`` is set
     for the session, subprocesses included (docs/execution.md, Profile cache)."""
     folder = tmp_path_factory.mktemp("profile-cache")

@@ -27,9 +27,9 @@ import math
 
 import numpy as np
 
+from dnnplace.evaluation.evaluate import latency
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.cluster import Cluster, Device
-from dnnplace.graphs.evaluation.evaluate import latency
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement

@@ -10,8 +10,8 @@ import pytest
 from instances import maxload_tiny_instance, random_inference, random_training
 from test_maxload_dp import assert_dp_equals_brute_force
 
-from dnnplace.graphs.evaluation.evaluate import maxload
-from dnnplace.graphs.evaluation.loads import device_loads
+from dnnplace.evaluation.evaluate import maxload
+from dnnplace.evaluation.loads import device_loads
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance
 from dnnplace.heuristics.maxload_dp import maxload_dp

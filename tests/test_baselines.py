@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from instances import random_inference
 
+from dnnplace.evaluation.evaluate import maxload
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance

@@ -1,5 +1,5 @@
 """Makespan lower bounds against exhaustive optima of tiny instances (results/makespan-bounds.md):
-the heads-and-tails bound of :func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound` and the
+the heads-and-tails bound of :func:`~dnnplace.evaluation.bounds.makespan_lower_bound` and the
 comm-aware subgraph relaxation of :mod:`dnnplace.formulations.makespan_relaxation` never exceed
 the optimum, and each beats the old bound (critical path, busiest device's share of the
 work) on some instances.
@@ -15,14 +15,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dnnplace.graphs import Cluster, OpGraph
-from dnnplace.graphs.evaluation.bounds import (
+from dnnplace.evaluation.bounds import (
     comm_heads_and_tails,
     critical_path_lower_bound,
     heads_tails_lower_bound,
     makespan_lower_bound,
     work_lower_bound,
 )
+from dnnplace.graphs import Cluster, OpGraph
 
 pytest.importorskip("ortools", reason="the relaxation needs OR-Tools CP-SAT")
 

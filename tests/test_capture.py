@@ -1,4 +1,4 @@
-"""Capture of PyTorch models (dnnplace.graphs.capture): FLOPs equal PyTorch's own counter,
+"""Capture of PyTorch models (dnnplace.pytorch.capture): FLOPs equal PyTorch's own counter,
 views merged, storage bytes, roles and colocation, training structure, solvable graphs,
 tiling sizes, link fits and measured CPU costs."""
 
@@ -14,13 +14,13 @@ if os.environ.get("DNNPLACE_REQUIRE_TORCH") == "1":
 else:
     torch = pytest.importorskip("torch")
 
-from dnnplace.graphs.capture import capture  # noqa: E402
-from dnnplace.graphs.capture.costs import Measured, cost_model  # noqa: E402
-from dnnplace.graphs.capture.fx import trace  # noqa: E402
-from dnnplace.graphs.capture.links import fit_profile  # noqa: E402
-from dnnplace.graphs.capture.tiling import Block, capture_block, tile  # noqa: E402
 from dnnplace.graphs.errors import InputError  # noqa: E402
 from dnnplace.graphs.io.native import instance_from_native, instance_to_native  # noqa: E402
+from dnnplace.pytorch.capture import capture  # noqa: E402
+from dnnplace.pytorch.capture.costs import Measured, cost_model  # noqa: E402
+from dnnplace.pytorch.capture.fx import trace  # noqa: E402
+from dnnplace.pytorch.capture.links import fit_profile  # noqa: E402
+from dnnplace.pytorch.capture.tiling import Block, capture_block, tile  # noqa: E402
 
 
 class Tiny(torch.nn.Module):
@@ -86,7 +86,7 @@ def test_bytes_use_storage_size(tiny_graph):
     # the loss's backward seed is an expanded scalar: its edge bytes are its storage (4 B),
     # never the logical size of the expanded (2, 10) view
     assert g.edge_bytes.max() <= max(g.output_bytes.max(), g.persistent_bytes.max())
-    from dnnplace.graphs.capture.ops import storage_bytes
+    from dnnplace.pytorch.capture.ops import storage_bytes
     big = torch.empty(1, device="meta").expand(1000, 1000)
     assert storage_bytes(big) == 4
 
@@ -189,7 +189,7 @@ def test_link_fit_recovers_known_parameters():
 def test_two_cost_models_give_two_columns():
     """``roofline:h100+measured:cpu``: one compute column per kind, each equal to
     the single-model capture's column; the kinds must differ."""
-    from dnnplace.graphs.capture.costs import SPECS, Roofline, cost_models
+    from dnnplace.pytorch.capture.costs import SPECS, Roofline, cost_models
     m, x = tiny()
     both = capture(m, x, loss_fn, cost="roofline:h100+measured:cpu", name="tiny").graph
     assert both.kinds == ("gpu", "cpu") and both.compute.shape == (both.n, 2)
@@ -215,7 +215,7 @@ def test_measured_costs_on_cpu(tmp_path):
     g2 = capture(m, x, loss_fn, cost=cm2, name="tiny").graph
     assert g2.meta["cost"]["hit"] and np.array_equal(g2.compute, g.compute)
     # calibrated: per-op efficiencies from the cached run, applied to the V100 roofline
-    from dnnplace.graphs.capture.costs import SPECS, Calibrated
+    from dnnplace.pytorch.capture.costs import SPECS, Calibrated
     cal = Calibrated(SPECS["v100"], Measured(device="cpu", cache_dir=str(tmp_path), repeats=2))
     g3 = capture(m, x, loss_fn, cost=cal, name="tiny").graph
     assert g3.meta["cost"]["model"] == "calibrated:v100" and "convolution" in g3.meta["cost"]["efficiency"]

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InfeasibleError
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance

@@ -131,7 +131,7 @@ def test_simulate_writes_gantt_png_and_json(capsys, tmp_path):
     assert code == 0 and "makespan:" in out
     # the chart shows node bars (one colour: no op types, inference) and transfer bars
     # (measured: 89077 and 7788 pixels of a 1320 x 341 image)
-    from dnnplace.graphs.evaluation.gantt import _FORWARD, _XFER
+    from dnnplace.evaluation.gantt import _FORWARD, _XFER
 
     px = png_pixels_by_colour(png, min_width=1000, min_height=250)
     assert px.get(_FORWARD.upper(), 0) > 40_000 and px.get(_XFER.upper(), 0) > 3_000

@@ -17,8 +17,8 @@ from conftest import tarnawski_root
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dnnplace.evaluation.simulate import simulate, validate_schedule
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.simulate import simulate, validate_schedule
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.coarsening import coarsen, expand_priorities, mergeable_matching

@@ -15,8 +15,8 @@ import pytest
 from instances import dp_costs, random_inference, random_training
 from test_maxload_dp import brute_force
 
+from dnnplace.evaluation.evaluate import maxload
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.generators.cells import cell_network
 from dnnplace.graphs.instance import Instance
 from dnnplace.heuristics import dp_runs

@@ -15,8 +15,8 @@ import pytest
 from instances import dp_costs
 from test_maxload_dp import brute_force
 
+from dnnplace.evaluation.evaluate import maxload
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.generators.cells import cell_network
 from dnnplace.graphs.instance import Instance
 from dnnplace.heuristics.dp_segments import narrow_cuts

@@ -15,10 +15,10 @@ import pytest
 from conftest import solver_approx
 from instances import gurobi_is_size_limited, maxload_tiny_instance
 
+from dnnplace.evaluation.evaluate import maxload, validate
 from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
 from dnnplace.formulations.solvers.driver import SolveOutcome, available_solvers, solve_model
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.evaluate import maxload, validate
 from dnnplace.graphs.placement import Placement
 from dnnplace.registry import SolveRequest, SolverOptions, solve
 

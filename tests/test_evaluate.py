@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dnnplace.evaluation.contiguity import contiguity_violations
+from dnnplace.evaluation.evaluate import latency, latency_pieces, maxload, validate
 from dnnplace.graphs import Cluster, OpGraph, Placement
-from dnnplace.graphs.evaluation.contiguity import contiguity_violations
-from dnnplace.graphs.evaluation.evaluate import latency, latency_pieces, maxload, validate
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance, load_placement
 from dnnplace.registry import SolveRequest, solve
@@ -267,8 +267,8 @@ def test_every_makespan_comes_with_a_valid_lower_bound():
     """``lower_bound`` of the makespan evaluation is at most the makespan of any
     schedule: checked on HEFT and m-TOPO answers of 30 random DAGs on 2-4 GPUs (60 cases),
     and it binds (equals the makespan) on a chain kept on one device."""
-    from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
-    from dnnplace.graphs.evaluation.evaluate import makespan
+    from dnnplace.evaluation.bounds import makespan_lower_bound
+    from dnnplace.evaluation.evaluate import makespan
     from dnnplace.graphs.generators import generate
 
     checked = 0

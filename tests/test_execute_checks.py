@@ -108,8 +108,8 @@ def test_capture_refuses_a_batch_of_zero(capfd, tmp_path):
     line = refused(capfd, ["capture", "lenet-5", "--batches", "4,0", "--out", out])
     assert "--batches '4,0'" in line, line
     assert not list(tmp_path.iterdir())   # not even the batch-4 profile
-    from dnnplace.graphs.capture import zoo
     from dnnplace.graphs.errors import InputError
+    from dnnplace.pytorch.capture import zoo
     with pytest.raises(InputError, match="--batch 0: must be a positive integer"):
         zoo.build("lenet-5", batch=0)
 
@@ -143,7 +143,7 @@ def test_shape_errors_are_one_line_without_torch_tracebacks(command, plan, capfd
 def test_tests_keep_profiles_out_of_the_home_folder(profile_cache, plan):
     """tests/conftest.py points DNNPLACE_PROFILE_CACHE at a temporary folder for the whole
     session: the measured capture of ``plan`` wrote its profile there."""
-    from dnnplace.graphs.capture.costs import cache_path
+    from dnnplace.pytorch.capture.costs import cache_path
     assert os.environ["DNNPLACE_PROFILE_CACHE"] == str(profile_cache)
     assert not profile_cache.is_relative_to(Path.home() / ".cache")
     assert list(profile_cache.glob("*.json")), "the measured capture wrote no profile there"

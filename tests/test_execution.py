@@ -15,10 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch") if not os.environ.get("DNNPLACE_REQUIRE_TORCH") else __import__("torch")
 
-from dnnplace.execution.launch import ExecutionError, Plan, execute  # noqa: E402
-from dnnplace.execution.program import build_programs, check_order  # noqa: E402
-from dnnplace.execution.worker import ModelSpec, load, trace_step  # noqa: E402
 from dnnplace.graphs.errors import InputError  # noqa: E402
+from dnnplace.pytorch.execution.launch import ExecutionError, Plan, execute  # noqa: E402
+from dnnplace.pytorch.execution.program import build_programs, check_order  # noqa: E402
+from dnnplace.pytorch.execution.worker import ModelSpec, load, trace_step  # noqa: E402
 
 MODELS_FILE = str(Path(__file__).with_name("exec_models.py"))
 SPECS = {  # name -> (factory, inputs)
@@ -76,9 +76,9 @@ def two_gpu_cluster():
 
 def plans_for(name: str, cluster) -> list[tuple[str, Plan]]:
     from dnnplace.formulations.solvers.options import SolverOptions
-    from dnnplace.graphs.capture import capture
     from dnnplace.graphs.instance import Instance
     from dnnplace.methods.base import SolveRequest
+    from dnnplace.pytorch.capture import capture
     from dnnplace.registry import solve
     ms = spec(name)
     net, inputs, loss_fn = load(ms, device="meta")
@@ -149,7 +149,7 @@ class _LocalDist:
 def test_missing_transfer_is_caught():
     """A device whose program lost a transfer fails naming the value, instead of computing
     with garbage."""
-    from dnnplace.execution.worker import _bind, _Step
+    from dnnplace.pytorch.execution.worker import _bind, _Step
     ms = spec("mlp")
     net, inputs, loss_fn = load(ms)
     cap = trace_step(ms, net, inputs, loss_fn)
@@ -192,7 +192,7 @@ CUDA = torch.cuda.is_available()
 def test_cpu_only_operator_refused_on_a_gpu():
     """The transformer's CPU trace picks the CPU-only fused attention: a plan putting it on a
     GPU is refused before anything runs, naming node, operator and device; on a CPU it runs."""
-    from dnnplace.execution.launch import check_gpu_ops
+    from dnnplace.pytorch.execution.launch import check_gpu_ops
     ms = spec("transformer")
     cap = traced(ms)
     msg = r"runs aten\._scaled_dot_product_flash_attention_for_cpu\.default.*on cpu0 \(cuda:0\)"
@@ -226,8 +226,8 @@ def test_cuda_step_equals_eager_step(name):
 def test_gpu_requests_checked():
     """A GPU the host lacks, a device name the cluster lacks, two devices on one GPU, a
     device string that is no torch device, and --cuda on a cluster without GPUs: each named."""
-    from dnnplace.execution.command import gpu_map
-    from dnnplace.execution.launch import cuda_devices
+    from dnnplace.execute_command import gpu_map
+    from dnnplace.pytorch.execution.launch import cuda_devices
     have = torch.cuda.device_count() if CUDA else 0
     assert cuda_devices(DEVICES, {}) == ["cpu", "cpu"]
     with pytest.raises(InputError, match=f"'cpu1' is to run on cuda:{have}, but this host has {have}"):
@@ -291,9 +291,9 @@ def test_simulator_sends_what_the_executor_sends(name, two_gpu_cluster):
     a consumer of a view (a time step's slice) is charged the view's bytes, the executor
     sends the whole root tensor; edges of one multi-output operator that carry overlapping
     sets of its outputs are charged each, the executor sends each tensor once."""
-    from dnnplace.graphs.capture import capture
-    from dnnplace.graphs.evaluation.simulate import simulate
+    from dnnplace.evaluation.simulate import simulate
     from dnnplace.graphs.placement import Placement
+    from dnnplace.pytorch.capture import capture
 
     ms = spec(name)
     cap = traced(ms)

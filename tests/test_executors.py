@@ -20,9 +20,9 @@ import pytest
 from conftest import LAYER, REPO, grid_config
 
 from dnnplace.cli import main
-from dnnplace.executors import Executor, Finished, LocalProcesses, RayCluster, Task, make_executor
 from dnnplace.graphs.errors import InputError
 from dnnplace.runner import run_config
+from dnnplace.sweeps import Executor, Finished, LocalProcesses, RayCluster, Task, make_executor
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 # CI installs Ray (the dev extra) and sets DNNPLACE_REQUIRE_RAY=1: there a missing Ray fails the Ray tests

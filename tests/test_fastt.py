@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dnnplace.evaluation.evaluate import validate
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs import Cluster, OpGraph
 from dnnplace.graphs.batch_model import BatchModel
 from dnnplace.graphs.cluster import Device
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.evaluate import validate
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.levels import blevel
 from dnnplace.graphs.terminals import with_terminals

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from instances import quotient_is_acyclic, random_inference
 
+from dnnplace.evaluation.evaluate import maxload
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.hierarchy import hierarchical_cluster, server_of
 from dnnplace.graphs.instance import Instance

@@ -19,10 +19,10 @@ import pytest
 from conftest import png_pixels_by_colour
 
 from dnnplace.cli import main
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs import Cluster, Device, InfeasibleError, InputError, OpGraph, Placement
 from dnnplace.graphs.checks import check_instance
 from dnnplace.graphs.columns import user_column
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import DEFAULT_MEMORY_BUDGET, random_layered_dag
 from dnnplace.graphs.io import load_instance, read_json
 from dnnplace.graphs.io.netx import from_networkx
@@ -376,7 +376,7 @@ def test_generator_keeps_explicit_sizes_and_small_graphs():
 
 # ---------------------------------------------------------------------------- 5. Gantt of a large schedule
 def test_large_gantt_caps_its_bars_and_its_legend_matches(tmp_path):
-    from dnnplace.graphs.evaluation.gantt import _BACKWARD, _FORWARD, _XFER, gantt_layout, plot_gantt
+    from dnnplace.evaluation.gantt import _BACKWARD, _FORWARD, _XFER, gantt_layout, plot_gantt
 
     n = 20_000
     g = random_layered_dag(n, seed=2, kinds=("gpu",), training=True)
@@ -401,7 +401,7 @@ def test_large_gantt_caps_its_bars_and_its_legend_matches(tmp_path):
 
 
 def test_gantt_labels_only_wide_bars():
-    from dnnplace.graphs.evaluation.gantt import gantt_layout
+    from dnnplace.evaluation.gantt import gantt_layout
 
     # one 100-ms node among 50 of 0.01 ms: only the long one can hold its name
     n = 51
@@ -500,7 +500,7 @@ def test_the_largest_accepted_values_give_finite_bounds_without_warnings():
     a -> b -> c with 1e300 each sums to 3e300, far below the float limit 1.8e308."""
     import warnings
 
-    from dnnplace.graphs.evaluation import bounds
+    from dnnplace.evaluation import bounds
     from dnnplace.graphs.graph import MAX_VALUE
 
     g = OpGraph.from_ids("abc", [("a", "b"), ("b", "c")], kinds=["gpu"], compute=[[MAX_VALUE]] * 3,

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from dnnplace.formulations.solvers.interrupts import stop_on_ctrl_c
-from dnnplace.graphs.deadline import Deadline, TimeLimitReached
+from dnnplace.runtime.deadline import Deadline, TimeLimitReached
 
 
 class _SlowDel:

@@ -18,12 +18,12 @@ import pytest
 from instances import _tarnawski_tiny, brute_force_latency, latency_tiny_instance
 from test_latency_ip import brute_force_slots
 
+from dnnplace.evaluation.bounds import latency_lower_bound
+from dnnplace.evaluation.evaluate import latency
 from dnnplace.formulations.latency_bound import closure_segmentation, closure_segmentation_bound, descendants
 from dnnplace.formulations.latency_closure_data import closure_data
 from dnnplace.formulations.latency_spine import cut_nodes, spine_bound, spine_dp
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.bounds import latency_lower_bound
-from dnnplace.graphs.evaluation.evaluate import latency
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 

@@ -1,7 +1,7 @@
 """Latency IP (Tarnawski Figs. 3-4) against exhaustive search.
 
 q = 1 (Fig. 3): the IP optimum equals the best evaluator latency over every device
-assignment whose accelerator sets are single pieces (dnnplace.graphs.evaluation.evaluate.latency).
+assignment whose accelerator sets are single pieces (dnnplace.evaluation.evaluate.latency).
 
 q = 2 (Fig. 4): the IP decides how an accelerator's nodes are cut into its slots,
 the evaluator always cuts into the fewest pieces in topological order. So the IP
@@ -21,6 +21,7 @@ import pytest
 from conftest import solver_approx
 from instances import brute_force_latency, latency_tiny_instance
 
+from dnnplace.evaluation.evaluate import latency
 from dnnplace.formulations.latency_ip import (
     LatencyOptions,
     build_latency_ip,
@@ -30,7 +31,6 @@ from dnnplace.formulations.latency_ip import (
     warm_start_values,
 )
 from dnnplace.formulations.solvers.driver import solve_model
-from dnnplace.graphs.evaluation.evaluate import latency
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
@@ -316,7 +316,7 @@ def test_path_segmentation_bound_is_valid_and_lifts_the_critical_path():
     """``latency_lower_bound`` never exceeds the exhaustive optimum (60 seeded instances,
     q = 1 and q = 2), and it is above the critical path of minimum times on many of them
     (measured 47 of 60; so the test can tell a bound that does nothing)."""
-    from dnnplace.graphs.evaluation.bounds import latency_lower_bound
+    from dnnplace.evaluation.bounds import latency_lower_bound
     from dnnplace.graphs.levels import blevel
 
     checked = lifted = 0

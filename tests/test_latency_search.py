@@ -1,6 +1,6 @@
 """``latency-ls`` (heuristics/latency_search.py) against the evaluator and brute force.
 
-- its compiled scorer equals :func:`dnnplace.graphs.evaluation.evaluate.latency` on every split whose
+- its compiled scorer equals :func:`dnnplace.evaluation.evaluate.latency` on every split whose
   accelerator sets are single pieces, and rejects exactly the others;
 - on seeded tiny instances its result is a feasible one-piece-per-accelerator split,
   never below the brute-force optimum (:func:`brute_force_latency`, q = 1), never
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from instances import brute_force_latency, latency_tiny_instance
 
+from dnnplace.evaluation.evaluate import latency, validate
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.evaluate import latency, validate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement

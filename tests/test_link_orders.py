@@ -2,7 +2,7 @@
 Pesto's ILP hands its order (constraint (7)) to the evaluator, so a solved ILP is
 replayed at its optimum.
 
-Semantics under test (:mod:`dnnplace.graphs.evaluation.simulate`, "Link orders"): with
+Semantics under test (:mod:`dnnplace.evaluation.simulate`, "Link orders"): with
 ``policy="order"``, ``link_priorities`` (one value per edge) and congestion, a transfer
 starts once its source has completed, its link is free and every transfer ranked
 before it on that link has been carried; without ``link_priorities`` links stay first
@@ -23,10 +23,10 @@ from conftest import solver_approx
 from instances import constrained_tiny_instance, pesto_tiny_instance, placements, tight_memory_instance
 from test_pesto_ip import exact_any_order
 
+from dnnplace.evaluation.link_orders import link_priorities_from_doc, link_priorities_to_json, orders_from_times
+from dnnplace.evaluation.simulate import simulate, validate_schedule
 from dnnplace.graphs import Cluster, OpGraph, Placement
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.link_orders import link_priorities_from_doc, link_priorities_to_json, orders_from_times
-from dnnplace.graphs.evaluation.simulate import simulate, validate_schedule
 from dnnplace.graphs.instance import Instance
 from dnnplace.registry import SolveRequest, SolverOptions, run_method
 

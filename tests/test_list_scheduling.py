@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from instances import exact_fcfs, pesto_tiny_instance, tight_memory_instance
 
+from dnnplace.evaluation.simulate import simulate, validate_schedule
 from dnnplace.graphs.cluster import Cluster, Device
-from dnnplace.graphs.evaluation.simulate import simulate, validate_schedule
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance

@@ -132,8 +132,8 @@ def test_profile_links_gloo_writes_a_local_cpu_cluster(tmp_path, monkeypatch, ca
 # ------------------------------------------------------------------ measured:cpu on one thread
 def test_measured_cpu_costs_run_on_one_thread(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")
-    from dnnplace.graphs.capture import capture
-    from dnnplace.graphs.capture.costs import Measured, cost_model
+    from dnnplace.pytorch.capture import capture
+    from dnnplace.pytorch.capture.costs import Measured, cost_model
     monkeypatch.setenv("DNNPLACE_PROFILE_CACHE", str(tmp_path))
     seen = []
     real_run = Measured._run

@@ -15,8 +15,8 @@ import pytest
 from instances import quotient_is_acyclic, random_inference, random_training
 
 from dnnplace.data import reference_path
+from dnnplace.evaluation.evaluate import maxload
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.evaluate import maxload
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance

@@ -1,7 +1,7 @@
 """Max-load IP (Tarnawski Fig. 6) against exhaustive search scored by the evaluator.
 
 Every tiny instance (5-6 nodes, 1-2 accelerators + 1 CPU) is solved to optimality by
-the IP and by enumerating every device assignment; the evaluator (dnnplace.graphs.evaluation.evaluate) is
+the IP and by enumerating every device assignment; the evaluator (dnnplace.evaluation.evaluate) is
 the reference semantics. Variants: inference / training (backward part + colocation
 classes), contiguous (forward and backward parts separately, CPUs included) and
 non-contiguous, objectives pipedream / gpipe / overlap.
@@ -16,12 +16,12 @@ import pytest
 from conftest import solver_approx
 from instances import maxload_tiny_instance
 
+from dnnplace.evaluation.contiguity import contiguity_violations, noncontiguous
+from dnnplace.evaluation.evaluate import maxload, validate
+from dnnplace.evaluation.loads import device_loads
 from dnnplace.formulations.maxload_ip import MaxLoadOptions, build_maxload_ip, decode, warm_start_values
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.evaluation.contiguity import contiguity_violations, noncontiguous
-from dnnplace.graphs.evaluation.evaluate import maxload, validate
-from dnnplace.graphs.evaluation.loads import device_loads
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement

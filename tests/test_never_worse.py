@@ -116,7 +116,7 @@ def colocated_cpu_only() -> Instance:
 
 @pytest.mark.parametrize("coarsen_to", [None, 2])
 def test_an_infeasible_obvious_candidate_never_wins(coarsen_to):
-    from dnnplace.graphs.evaluation.evaluate import validate
+    from dnnplace.evaluation.evaluate import validate
     from dnnplace.heuristics.baselines import single_device
 
     inst = colocated_cpu_only()

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from instances import pesto_tiny_instance
 
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs import Cluster, OpGraph, Placement
 from dnnplace.graphs.cluster import Device
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.levels import critical_path

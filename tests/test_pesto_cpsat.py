@@ -18,13 +18,13 @@ from conftest import solver_approx  # noqa: E402
 from instances import constrained_tiny_instance, pesto_tiny_instance  # noqa: E402
 from test_pesto_ip import OPTS, exact_any_order, solve_ilp  # noqa: E402
 
+from dnnplace.evaluation.link_orders import orders_from_times  # noqa: E402
+from dnnplace.evaluation.simulate import simulate, transfer_semantics, validate_schedule  # noqa: E402
 from dnnplace.formulations.multilevel.pesto import memory_ok, safe_horizon  # noqa: E402
 from dnnplace.formulations.pesto_cpsat import solve_pesto_cpsat, time_scale  # noqa: E402
 from dnnplace.formulations.pesto_ip import PestoOptions  # noqa: E402
 from dnnplace.graphs import Cluster, OpGraph  # noqa: E402
 from dnnplace.graphs.errors import InputError  # noqa: E402
-from dnnplace.graphs.evaluation.link_orders import orders_from_times  # noqa: E402
-from dnnplace.graphs.evaluation.simulate import simulate, transfer_semantics, validate_schedule  # noqa: E402
 from dnnplace.graphs.instance import Instance  # noqa: E402
 from dnnplace.heuristics.list_scheduling import best_list_schedule  # noqa: E402
 from dnnplace.registry import SolveRequest, SolverOptions, run_method, solve  # noqa: E402

@@ -120,8 +120,8 @@ def test_unknown_workload_is_an_error():
 def test_coarsening_table_states_a_certified_gap_on_the_original_graph(tmp_path):
     """The coarsening runner on a small LSTM: every Pesto makespan is at or above the
     original graph's combinatorial lower bound, and the table's gap is 1 - bound / makespan."""
+    from dnnplace.evaluation.bounds import makespan_lower_bound
     from dnnplace.experiments.pesto_figures import run_coarsening
-    from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
 
     cfg = Config(name="tiny-coarsening", kind="coarsening", graph={"family": "lstm", "layers": 2, "steps": 3,
                                                                    "hidden": 64, "batch": 8, "vocab": 100,

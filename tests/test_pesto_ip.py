@@ -33,6 +33,7 @@ from conftest import solver_approx
 from instances import consistent_outputs, exact_fcfs, placements, tight_memory_instance
 from instances import pesto_tiny_instance as tiny_instance
 
+from dnnplace.evaluation.simulate import simulate, transfer_semantics, validate_schedule
 from dnnplace.formulations.multilevel.pesto import PipelineOptions, Starts, memory_ok, pesto, safe_horizon
 from dnnplace.formulations.pesto_ip import (
     PestoOptions,
@@ -44,7 +45,6 @@ from dnnplace.formulations.pesto_ip import (
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.simulate import simulate, transfer_semantics, validate_schedule
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
@@ -463,7 +463,7 @@ def test_relaxed_start_keeps_the_exact_optimum():
 def test_makespan_lower_bound_is_the_busiest_device_share_of_the_work():
     """Six independent unit ops on two GPUs: critical path 1, work 6, so ``C_max >= 3``
     before any LP is solved, and 3 is the optimum; on a chain the critical path binds."""
-    from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
+    from dnnplace.evaluation.bounds import makespan_lower_bound
 
     cl = Cluster((Device("g0", "gpu"), Device("g1", "gpu")), np.zeros((2, 2)), np.ones((2, 2)), np.ones((2, 2)))
     ids = list("abcdef")

@@ -18,11 +18,11 @@ import pytest
 
 torch = pytest.importorskip("torch") if not os.environ.get("DNNPLACE_REQUIRE_TORCH") else __import__("torch")
 
-from dnnplace.execution.pipeline import loss_kind, run_pipeline  # noqa: E402
-from dnnplace.execution.pipeline_stages import build_stages, stage_order  # noqa: E402
-from dnnplace.execution.worker import ModelSpec, load  # noqa: E402
-from dnnplace.graphs.capture.fx import trace  # noqa: E402
 from dnnplace.graphs.errors import InputError  # noqa: E402
+from dnnplace.pytorch.capture.fx import trace  # noqa: E402
+from dnnplace.pytorch.execution.pipeline import loss_kind, run_pipeline  # noqa: E402
+from dnnplace.pytorch.execution.pipeline_stages import build_stages, stage_order  # noqa: E402
+from dnnplace.pytorch.execution.worker import ModelSpec, load  # noqa: E402
 
 MODELS_FILE = str(Path(__file__).with_name("exec_models.py"))
 MLP = ModelSpec(spec=f"{MODELS_FILE}:mlp", inputs=("32x64",), loss="sum")
@@ -46,11 +46,11 @@ FIRST = {"input:input0", "param:0.weight", "param:0.bias", "addmm", "relu"}
 def dp_result(tmp_path_factory):
     """The max-load DP's split of the MLP's forward graph on tarnawski-2-1-16GB, as a result file."""
     from dnnplace.formulations.solvers.options import SolverOptions
-    from dnnplace.graphs.capture import capture
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import write_json
     from dnnplace.graphs.presets import cluster_preset
     from dnnplace.methods.base import SolveRequest
+    from dnnplace.pytorch.capture import capture
     from dnnplace.registry import solve
     net, inputs, loss_fn = load(MLP, device="meta")
     inst = capture(net, inputs, loss_fn, training=False, name="mlp")
@@ -243,7 +243,7 @@ def test_other_refusals():
 
 def test_loss_kinds():
     y = torch.randn(8, 3)
-    from dnnplace.graphs.capture.models import LOSSES
+    from dnnplace.pytorch.capture.models import LOSSES
     assert loss_kind(y, (y,), LOSSES["sum"], 4) == "sum"
     assert loss_kind(y, (y,), LOSSES["mse"], 4) == "mean"
     assert loss_kind(y, (y,), LOSSES["cross_entropy"], 2) == "mean"

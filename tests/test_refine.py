@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from instances import pesto_tiny_instance, tight_memory_instance
 
-from dnnplace.graphs.evaluation.evaluate import validate
-from dnnplace.graphs.evaluation.simulate import simulate
+from dnnplace.evaluation.evaluate import validate
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.generators import generate
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.presets import cluster_preset

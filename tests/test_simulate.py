@@ -16,8 +16,8 @@ from conftest import png_pixels_by_colour
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dnnplace.evaluation.simulate import POLICIES, SimResult, bottom_level, simulate, validate_schedule
 from dnnplace.graphs import Cluster, Device, InputError, OpGraph, Placement, Schedule
-from dnnplace.graphs.evaluation.simulate import POLICIES, SimResult, bottom_level, simulate, validate_schedule
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -93,7 +93,7 @@ def test_op_overhead_is_added_to_every_node():
     assert run(g, cluster(2, beta0=0.5), [0, 1]).makespan == 3.5
     # the lower bound counts it: each node's least time over the devices, a 1 + 0.25 and
     # b 2 + 0.25, on the critical path: 3.5 (without overheads 3)
-    from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
+    from dnnplace.evaluation.bounds import makespan_lower_bound
 
     assert makespan_lower_bound(g, cl) == 3.5 and makespan_lower_bound(g, cluster(2)) == 3.0
     with pytest.raises(InputError, match="op_overhead"):
@@ -329,10 +329,10 @@ def test_bad_arguments():
 
 
 def test_public_names_stay_importable_from_simulate():
-    """The simulator's parts live in their own modules; ``dnnplace.graphs.evaluation.simulate``
+    """The simulator's parts live in their own modules; ``dnnplace.evaluation.simulate``
     re-exports the same objects."""
-    import dnnplace.graphs.evaluation.simulate as sim
-    from dnnplace.graphs.evaluation import schedule_checks, sim_policies, sim_result
+    import dnnplace.evaluation.simulate as sim
+    from dnnplace.evaluation import schedule_checks, sim_policies, sim_result
 
     assert sim.__all__ == ["SimResult", "simulate", "validate_schedule", "bottom_level", "POLICIES", "TRANSFER_MODES",
                            "DEFAULT_TRANSFER_MODE", "transfer_semantics", "current_transfer_mode"]
@@ -590,7 +590,7 @@ def test_sending_each_tensor_once_never_delays_a_replay():
 
 # ---------------------------------------------------------------------------- gantt
 def test_gantt_writes_a_png(tmp_path):
-    from dnnplace.graphs.evaluation.gantt import _PALETTE, plot_gantt
+    from dnnplace.evaluation.gantt import _PALETTE, plot_gantt
 
     c = POLICY_CASE
     g = graph(c["ids"], c["edges"], c["times"], op_types=["in", "conv", "relu", "conv", "fc"])

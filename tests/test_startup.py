@@ -26,8 +26,8 @@ NOT_IMPORTED = ("networkx", "matplotlib", "pyomo", "highspy", "gurobipy", "pysci
                 "torch", "ray", "pymetis", "pandas")
 # Project modules only other subcommands need (their parsers are not built for `solve`).
 NOT_IMPORTED_OURS = ("dnnplace.graphs.generators", "dnnplace.reproduce", "dnnplace.experiments",
-                     "dnnplace.capture_commands", "dnnplace.execution", "dnnplace.formulations.solvers.driver",
-                     "dnnplace.graphs.evaluation.simulate", "dnnplace.graphs.evaluation.gantt")
+                     "dnnplace.capture_commands", "dnnplace.pytorch.execution", "dnnplace.formulations.solvers.driver",
+                     "dnnplace.evaluation.simulate", "dnnplace.evaluation.gantt")
 
 # Run the real entry point (python -m dnnplace) and dump the modules it imported at exit.
 _DUMP = ("import atexit, json, os, runpy, sys; "

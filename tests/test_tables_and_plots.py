@@ -17,11 +17,11 @@ from conftest import png_pixels_by_colour, tarnawski_root
 from dnnplace.cli import main
 from dnnplace.compare import compare
 from dnnplace.compare_records import rows
-from dnnplace.graphs.deadline import TimeLimitReached
 from dnnplace.graphs.io import prepare_instance, write_json
 from dnnplace.registry import SolveRequest, solve
 from dnnplace.results import answer_from_of
 from dnnplace.runner import run_config
+from dnnplace.runtime.deadline import TimeLimitReached
 
 BERT = tarnawski_root() / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
 

@@ -19,10 +19,10 @@ from dnnplace.cli import main
 from dnnplace.formulations.multilevel.exact import too_big
 from dnnplace.formulations.multilevel.pesto import PipelineOptions, pesto
 from dnnplace.formulations.solvers.driver import solve_model
-from dnnplace.graphs.deadline import Deadline, TimeLimitReached, capped
 from dnnplace.graphs.io import prepare_instance
 from dnnplace.heuristics.list_scheduling import best_list_schedule
 from dnnplace.registry import SolveRequest, SolverOptions, machine_cores, solve, with_limits
+from dnnplace.runtime.deadline import Deadline, TimeLimitReached, capped
 
 BERT = tarnawski_root() / "throughput-inputs" / "LayerGraphs" / "bert24_inference.json"
 
@@ -232,7 +232,7 @@ import pyomo.environ as pyo
 from dnnplace.formulations.solvers import backends, highs_backend
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.formulations.solvers.interrupts import exit_process
-from dnnplace.graphs.deadline import Deadline
+from dnnplace.runtime.deadline import Deadline
 from dnnplace.registry import SolverOptions
 
 # a HiGHS that ignores its deadline: its own limit stays 60 s and it is never asked to stop
@@ -313,7 +313,7 @@ def test_the_dp_stops_mid_enumeration_at_its_deadline_with_dpl_and_a_bound(monke
     assert 0 < res.ideals < 1000, res.ideals  # one chunk: 16 ideals processed, at most 10 covers each
     assert res.stopped == "time_limit" and "while enumerating ideals" in res.note
     assert res.placement is not None and res.lower_bound <= res.value
-    from dnnplace.graphs.evaluation.evaluate import maxload
+    from dnnplace.evaluation.evaluate import maxload
 
     ev = maxload(res.placement, contiguity="both")
     assert ev.feasible and ev.objective == pytest.approx(res.value)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from dnnplace.execution.timeline import plot_measured, simulated_lanes
-from dnnplace.graphs.evaluation.simulate import simulate
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.generators.random_dag import random_layered_dag
 from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.presets import cluster_preset
+from dnnplace.pytorch.execution.timeline import plot_measured, simulated_lanes
 
 
 def test_transfers_sit_in_their_labelled_lanes(tmp_path):

@@ -1,4 +1,4 @@
-"""A cluster from the GPU topology read through NVML (dnnplace.graphs.capture.topology),
+"""A cluster from the GPU topology read through NVML (dnnplace.pytorch.capture.topology),
 tested with a fake NVML: no real GPU ran this code."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dnnplace.graphs.capture.topology import cluster_from_nvml
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.presets import INTERCONNECTS
+from dnnplace.pytorch.capture.topology import cluster_from_nvml
 
 
 class FakeNVML:
@@ -121,9 +121,9 @@ def test_nvml_without_gpus():
 
 def test_profile_links_nvml_writes_cluster(tmp_path, monkeypatch, capsys):
     from dnnplace.cli import main
-    from dnnplace.graphs.capture import topology
     from dnnplace.graphs.io import read_json
     from dnnplace.graphs.io.native import cluster_from_dict
+    from dnnplace.pytorch.capture import topology
     links = {(0, k): bus(1) for k in range(6)} | {(1, k): bus(0) for k in range(6)}
     monkeypatch.setattr(topology, "_load_nvml", lambda: FakeNVML(2, links, version=2, pcie=[3, 3]))
     out = tmp_path / "c.json"

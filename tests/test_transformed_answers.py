@@ -13,9 +13,9 @@ import re
 import pytest
 
 from dnnplace.cli import main
+from dnnplace.evaluation.bounds import makespan_lower_bound, work_lower_bound
 from dnnplace.graphs import Cluster, OpGraph
 from dnnplace.graphs.cluster import Device
-from dnnplace.graphs.evaluation.bounds import makespan_lower_bound, work_lower_bound
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import load_instance, save_instance
 from dnnplace.graphs.transforms.replay import fingerprint, graph_of_record, replay

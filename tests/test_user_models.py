@@ -1,4 +1,4 @@
-"""The user's own models (dnnplace.graphs.capture.models.load_model and ``dnnplace capture
+"""The user's own models (dnnplace.pytorch.capture.models.load_model and ``dnnplace capture
 FILE.py:FACTORY``): a model file and a package module captured through the CLI and the Python
 API, the (model, inputs, loss_fn) form, --input/--loss overriding, seeded real builds, the
 named losses, and one named InputError per kind of bad input."""
@@ -17,10 +17,10 @@ else:
     torch = pytest.importorskip("torch")
 
 from dnnplace.cli import main  # noqa: E402
-from dnnplace.graphs.capture import capture  # noqa: E402
-from dnnplace.graphs.capture.models import LOSSES, load_model, parse_input  # noqa: E402
 from dnnplace.graphs.errors import InputError  # noqa: E402
 from dnnplace.graphs.io import load_instance  # noqa: E402
+from dnnplace.pytorch.capture import capture  # noqa: E402
+from dnnplace.pytorch.capture.models import LOSSES, load_model, parse_input  # noqa: E402
 
 MLP = """
 import torch
@@ -179,7 +179,7 @@ def test_real_builds_are_seeded_and_identical(model_file):
 
 
 def test_zoo_names_resolve_with_overrides():
-    from dnnplace.graphs.capture.zoo.losses import classification_loss
+    from dnnplace.pytorch.capture.zoo.losses import classification_loss
     model, inputs, loss_fn = load_model("lenet-5", batch=2, params={"width": 0.5})
     assert tuple(inputs[0].shape) == (2, 1, 32, 32) and loss_fn is classification_loss
     _, inputs, loss_fn = load_model("lenet-5", inputs=["3x1x32x32"], loss="mse")

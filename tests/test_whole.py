@@ -1,4 +1,4 @@
-"""Whole-model training graphs assembled from captured parts (dnnplace.graphs.capture.zoo.parts)
+"""Whole-model training graphs assembled from captured parts (dnnplace.pytorch.capture.zoo.parts)
 equal a direct capture of the same model, and the ``dnnplace capture`` command."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ else:
     torch = pytest.importorskip("torch")
 
 from dnnplace.cli import main  # noqa: E402
-from dnnplace.graphs.capture import capture  # noqa: E402
-from dnnplace.graphs.capture.zoo import ZOO, build  # noqa: E402
-from dnnplace.graphs.capture.zoo.parts import whole_model  # noqa: E402
 from dnnplace.graphs.io import load_instance  # noqa: E402
+from dnnplace.pytorch.capture import capture  # noqa: E402
+from dnnplace.pytorch.capture.zoo import ZOO, build  # noqa: E402
+from dnnplace.pytorch.capture.zoo.parts import whole_model  # noqa: E402
 
 TINY = {
     "bert-base": {"batch": 2, "seq": 8, "hidden": 32, "heads": 4, "ffn": 64, "vocab": 50, "positions": 16,

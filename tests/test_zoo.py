@@ -14,8 +14,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from dnnplace.graphs.capture.zoo import TILEABLE, ZOO, block, build, entry
 from dnnplace.graphs.errors import InputError
+from dnnplace.pytorch.capture.zoo import TILEABLE, ZOO, block, build, entry
 
 torch = pytest.importorskip("torch")
 
@@ -78,7 +78,7 @@ def test_listing_without_torch():
                 if name.split(".")[0] == "torch":
                     raise ImportError("no torch")
         sys.meta_path.insert(0, NoTorch())
-        from dnnplace.graphs.capture import zoo
+        from dnnplace.pytorch.capture import zoo
         from dnnplace.graphs.errors import InputError
         print(len(zoo.ZOO))
         try:
@@ -278,7 +278,7 @@ def test_export_small_variants_slow(name):
 
 
 def _captured(name, **over):
-    from dnnplace.graphs.capture import capture
+    from dnnplace.pytorch.capture import capture
 
     model, inputs, loss_fn = build(name, **over)
     return capture(model, inputs, loss_fn, name=name).graph, len(list(model.parameters()))

@@ -19,10 +19,10 @@ from typing import Any, Literal
 import numpy as np
 
 from dnnplace.formulations.solvers.options import SolverOptions
-from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
+from dnnplace.runtime.deadline import Deadline
 
 __all__ = ["Options", "NoOptions", "option", "parse_options", "describe_options", "SolveRequest", "MethodOutput",
            "Method", "SolverOptions", "POLICIES", "WarmStart"]
@@ -153,7 +153,7 @@ class SolveRequest:
 
     ``objective`` is the max-load variant (``pipedream``/``gpipe``/``overlap``);
     ``contiguity`` is ``None`` for the method's default or a mode of
-    :data:`dnnplace.graphs.evaluation.evaluate.CONTIGUITY_MODES`; ``warm_start`` is a method name
+    :data:`dnnplace.evaluation.evaluate.CONTIGUITY_MODES`; ``warm_start`` is a method name
     or a placement file; ``congestion``, ``policy`` and ``transfer_mode`` say how a
     makespan is simulated (link congestion on/off, the dispatch policy when the method
     gives no order, and what is sent: ``"per_destination"``, a tensor once to each
@@ -163,7 +163,7 @@ class SolveRequest:
     ``params`` are the method's own options (checked against its :class:`Options`).
     ``warm`` is filled in by :func:`dnnplace.registry.solve` for methods that take warm
     starts (the placement named by ``warm_start``, already computed and re-scored).
-    ``deadline`` (:class:`~dnnplace.graphs.deadline.Deadline`): when the whole method must
+    ``deadline`` (:class:`~dnnplace.runtime.deadline.Deadline`): when the whole method must
     end; :func:`dnnplace.registry.solve` sets it from ``solver.time_limit`` at the
     method's start unless the caller did (``dnnplace solve`` counts from the process's
     start); every stage of a method checks it (the limit holds for the whole process:
@@ -195,7 +195,7 @@ class MethodOutput:
     ``link_priorities`` (makespan methods that also order the transfers on each link,
     e.g. Pesto's ILP with congestion; only together with ``priorities``) is one value per
     edge, each directed link serving its transfers in increasing value (see
-    :mod:`dnnplace.graphs.evaluation.link_orders`); without it the evaluator's links are first come
+    :mod:`dnnplace.evaluation.link_orders`); without it the evaluator's links are first come
     first served; ``pieces``
     (latency methods with several subgraphs per device) is the method's own cut of each
     accelerator's nodes, which the evaluator then scores instead of its fewest-pieces rule.

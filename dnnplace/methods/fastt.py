@@ -134,7 +134,7 @@ def _instance_graph(inst, start: str, scaling: str = "strong", half_batch: float
     batch = g.meta.get("batch", n)
     dp = data_parallel(g, n, batch_model=BatchModel(batch, half_batch=half_batch), scaling=scaling)
     if start == "auto":  # FastT Sec. 5.2: start from data parallelism when its deployment fits
-        from dnnplace.graphs.evaluation.evaluate import validate
+        from dnnplace.evaluation.evaluate import validate
         from dnnplace.graphs.placement import Placement
 
         if validate(Placement(dp.graph, cl, dp_baseline_devices(dp, cl)), memory=True):
@@ -144,7 +144,7 @@ def _instance_graph(inst, start: str, scaling: str = "strong", half_batch: float
 
 def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, dp=None,
             keep_start: bool = False) -> MethodOutput:
-    from dnnplace.graphs.evaluation.simulate import simulate
+    from dnnplace.evaluation.simulate import simulate
 
     p, prio = sched.placement, sched.priorities
     links = sched.link_priorities if req.congestion else None
@@ -156,7 +156,7 @@ def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, d
           "priority_policy": nondelay, "fifo_policy": fifo, "memory_model": "static", **sched.extra,
           **(extra or {})}
     if dp is not None and keep_start:
-        from dnnplace.graphs.evaluation.evaluate import validate
+        from dnnplace.evaluation.evaluate import validate
 
         start_p, start_prio, start_ms = _start_deployment(dp, cl, req)
         ex["start_makespan"] = start_ms
@@ -175,7 +175,7 @@ def _output(sched, cl, req: SolveRequest, original, *, graph=None, extra=None, d
 def _start_deployment(dp, cl, req: SolveRequest):
     """The DP baseline's placement of ``dp``, the device order of its fifo simulation, and
     the makespan of replaying that order strictly."""
-    from dnnplace.graphs.evaluation.simulate import simulate
+    from dnnplace.evaluation.simulate import simulate
     from dnnplace.graphs.placement import Placement
     from dnnplace.graphs.transforms.data_parallel import dp_baseline_devices
 
@@ -218,7 +218,7 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
     limit = req.solver.time_limit
     score = None
     if opts.score == "simulation":
-        from dnnplace.graphs.evaluation.simulate import simulate
+        from dnnplace.evaluation.simulate import simulate
 
         def score(sched):
             links = sched.link_priorities if req.congestion else None
@@ -227,8 +227,8 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
 
     incumbent = None
     if dp is not None and opts.keep_start:  # the start strategy S as the incumbent, on the model splits are judged on
-        from dnnplace.graphs.evaluation.evaluate import validate
-        from dnnplace.graphs.evaluation.simulate import simulate
+        from dnnplace.evaluation.evaluate import validate
+        from dnnplace.evaluation.simulate import simulate
 
         start_p, start_prio, _ = _start_deployment(dp, inst.cluster, req)
         if not validate(start_p, memory=True):

@@ -1,7 +1,7 @@
 """Makespan methods: list schedulers (HEFT, ETF, Baechi's m-TOPO / m-ETF / m-SCT) and
 Pesto's ILP pipeline. Every one simulates under the request's ``congestion`` setting
 and transfer mode (the registry runs methods inside
-:func:`~dnnplace.graphs.evaluation.sim_costs.transfer_semantics`).
+:func:`~dnnplace.evaluation.sim_costs.transfer_semantics`).
 
 Wrappers import their algorithm inside the function, so that listing methods imports
 nothing heavy.
@@ -97,7 +97,7 @@ def _given_start(inst, req: SolveRequest, coarsening: bool) -> dict:
     it is (``extra_starts``); where it coarsens, the guide of the coarsening (the coarse
     graph keeps the start's devices, and it is offered as the coarse MIP start) and a
     rival of the last stage. Either way the answer is never worse than the start."""
-    from dnnplace.graphs.evaluation.simulate import simulate
+    from dnnplace.evaluation.simulate import simulate
 
     w = req.warm
     if w is None:

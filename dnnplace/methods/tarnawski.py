@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from dnnplace.graphs.deadline import NO_DEADLINE, TimeLimitReached, capped
 from dnnplace.graphs.errors import InputError
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
+from dnnplace.runtime.deadline import NO_DEADLINE, TimeLimitReached, capped
 
 __all__ = ["DPOptions", "LocalSearchOptions", "IPOptions", "LatencySearchOptions", "run_dp", "run_dpl",
            "run_local_search", "run_pipedream", "run_partitioner", "run_latency_search", "run_ip"]
@@ -127,7 +127,7 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
 def _one_device_split(inst, req: SolveRequest):
     """``(placement, max-load)`` of the single-device split (contiguous), the DP's incumbent where
     DPL found none within the time left; ``None`` where it does not fit."""
-    from dnnplace.graphs.evaluation.evaluate import maxload
+    from dnnplace.evaluation.evaluate import maxload
     from dnnplace.heuristics.baselines import single_device
 
     try:
@@ -189,9 +189,9 @@ def run_latency_search(inst, req: SolveRequest, opts: LatencySearchOptions) -> M
     deadline leaves once the bound is computed (``dnnplace solve`` counts it from the process
     start), less :data:`EXIT_RESERVE`; seed: the request's; ``--warm-start``: a single search
     lane from that split (default: greedy, dp and all-CPU lanes). The bound
-    is :func:`~dnnplace.graphs.evaluation.bounds.latency_lower_bound` (contiguous splits): an answer
+    is :func:`~dnnplace.evaluation.bounds.latency_lower_bound` (contiguous splits): an answer
     that meets it is ``optimal``."""
-    from dnnplace.graphs.evaluation.bounds import latency_lower_bound
+    from dnnplace.evaluation.bounds import latency_lower_bound
     from dnnplace.heuristics.latency_search import latency_search
 
     start = req.warm.placement if req.warm is not None else None
@@ -228,10 +228,10 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
     worse than the IP incumbent for max-load, whose communication variables need not be
     tight); ``bound`` is the solver's bound and ``extra["ip_incumbent"]`` its incumbent.
     """
+    from dnnplace.evaluation.evaluate import latency as eval_latency
+    from dnnplace.evaluation.evaluate import maxload as eval_maxload
     from dnnplace.formulations import latency_ip, maxload_ip
     from dnnplace.formulations.solvers.driver import solve_model
-    from dnnplace.graphs.evaluation.evaluate import latency as eval_latency
-    from dnnplace.graphs.evaluation.evaluate import maxload as eval_maxload
 
     extra: dict[str, Any] = {}
     if req.problem == "maxload":

@@ -14,8 +14,8 @@ from dnnplace.formulations.solvers.driver import SolveOutcome, solve_model
 from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.formulations.solvers.progress import stage
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.deadline import NO_DEADLINE, Deadline, TimeLimitReached
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.runtime.deadline import NO_DEADLINE, Deadline, TimeLimitReached
 
 __all__ = ["BUILD_PAIRS_PER_SECOND", "safe_horizon", "solve_exact", "too_big"]
 

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.deadline import Deadline
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
+from dnnplace.runtime.deadline import Deadline
 
 __all__ = ["against_obvious", "feasible", "memory_ok", "refine_last_stage"]
 
@@ -26,13 +26,13 @@ def memory_ok(pl: Placement) -> bool:
 
 def feasible(pl: Placement) -> bool:
     """The independent evaluator's verdict
-    (:func:`~dnnplace.graphs.evaluation.evaluate.validate`: supported devices, device limits,
+    (:func:`~dnnplace.evaluation.evaluate.validate`: supported devices, device limits,
     colocation, static memory): a candidate (the start, one device, a list schedule, a rival, a
     refinement) may replace the answer only when it passes, however fast it replays. The
     single-device placement puts the nodes its accelerator cannot run on the CPU, which splits a
     colocation group holding both kinds of node (docs/bad-input.md, "Transfers and obvious
     candidates")."""
-    from dnnplace.graphs.evaluation.evaluate import validate
+    from dnnplace.evaluation.evaluate import validate
 
     return not validate(pl)
 

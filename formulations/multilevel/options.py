@@ -71,7 +71,7 @@ class PipelineOptions:
         still simulating with congestion).
     transfer_mode : {"per_destination", "per_edge"}, optional
         What the final simulation sends (docs/semantics.md 2.1; ``None``: the current mode,
-        :func:`~dnnplace.graphs.evaluation.sim_costs.current_transfer_mode`, ``"per_destination"``
+        :func:`~dnnplace.evaluation.sim_costs.current_transfer_mode`, ``"per_destination"``
         unless set). The ILP always counts one transfer per edge, and every schedule it
         is compared with on its own graph (horizon, MIP starts) is simulated so; its
         bound and its proven optimum count for the answer only under ``"per_edge"``.

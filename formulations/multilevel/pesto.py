@@ -26,7 +26,7 @@ Pipeline (Pesto Sec. 3.2-3.3):
    read off the ILP's transfer starts, and a coarse edge's place in its link's order
    goes to its member edges in topological order of their sources
    (:func:`~dnnplace.formulations.pesto_solution.decode_times`,
-   :func:`~dnnplace.graphs.evaluation.link_orders.orders_from_times`: device and link orders come
+   :func:`~dnnplace.evaluation.link_orders.orders_from_times`: device and link orders come
    from one sort of all tasks, so they never contradict each other);
 5. re-simulate the *original* graph with ``policy="order"``, the ILP's link order
    (``link_priorities``) and the requested congestion: that simulated makespan is the
@@ -57,7 +57,7 @@ meet the combinatorial bound below. On a cluster whose devices share their link 
 link, a relaxation of the simulation: its bound stays valid (per edge), but its
 schedule may replay above its objective. With coarsening the ILP bounds only the coarse
 problem and is kept in ``extra["coarse_bound"]``. The reported ``bound`` is never weaker than
-:func:`~dnnplace.graphs.evaluation.bounds.makespan_lower_bound` of the original graph (critical
+:func:`~dnnplace.evaluation.bounds.makespan_lower_bound` of the original graph (critical
 path, busiest device's share of the work), valid in every case, so a coarsened run still
 states its gap (the 766-node LSTM of ``results/pesto``: 34.183 ms against a bound of
 34.179). When the replay of the ILP's order is worse than the
@@ -69,16 +69,16 @@ from __future__ import annotations
 
 import dataclasses
 
+from dnnplace.evaluation.sim_costs import check_transfer_mode, transfer_semantics
 from dnnplace.formulations.multilevel.exact import safe_horizon
 from dnnplace.formulations.multilevel.never_worse import memory_ok
 from dnnplace.formulations.multilevel.options import PestoRun, PipelineOptions, Starts
 from dnnplace.formulations.multilevel.stages import PestoPipeline
 from dnnplace.formulations.solvers.progress import Progress
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.errors import InputError
-from dnnplace.graphs.evaluation.sim_costs import check_transfer_mode, transfer_semantics
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.runtime.deadline import Deadline
 
 __all__ = ["PestoRun", "PipelineOptions", "Starts", "pesto", "safe_horizon", "memory_ok"]
 
@@ -88,7 +88,7 @@ def pesto(graph: OpGraph, cluster: Cluster, options: PipelineOptions | None = No
     """Run the Pesto pipeline (see the module docstring) as ``options`` say
     (:class:`PipelineOptions`; default: its defaults) from ``starts`` (:class:`Starts`).
 
-    ``deadline`` (:class:`~dnnplace.graphs.deadline.Deadline`): when the whole run must
+    ``deadline`` (:class:`~dnnplace.runtime.deadline.Deadline`): when the whole run must
     end (default: ``options.solver.time_limit`` from now): list schedules stop starting,
     a model too large to build in the time left is not started, the model build and the
     hand-off to the solver stop at it, the solver gets what is left, the refinement

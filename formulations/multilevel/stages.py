@@ -13,6 +13,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dnnplace.evaluation.bounds import makespan_lower_bound
+from dnnplace.evaluation.sim_costs import transfer_semantics
+from dnnplace.evaluation.simulate import simulate
 from dnnplace.formulations.multilevel.exact import safe_horizon, solve_exact
 from dnnplace.formulations.multilevel.never_worse import against_obvious, feasible, memory_ok, refine_last_stage
 from dnnplace.formulations.multilevel.options import PestoRun, PipelineOptions, Starts
@@ -22,13 +25,10 @@ from dnnplace.formulations.solvers.driver import SolveOutcome
 from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.formulations.solvers.progress import stage
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.deadline import Deadline
-from dnnplace.graphs.evaluation.bounds import makespan_lower_bound
-from dnnplace.graphs.evaluation.sim_costs import transfer_semantics
-from dnnplace.graphs.evaluation.simulate import simulate
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.coarsening import expand_priorities
+from dnnplace.runtime.deadline import Deadline
 
 __all__ = ["PestoPipeline", "guided_start"]
 

@@ -20,9 +20,9 @@ import dataclasses
 
 from dnnplace.formulations.multilevel.pesto import PestoRun, PipelineOptions, Starts, pesto
 from dnnplace.graphs.cluster import Cluster
-from dnnplace.graphs.deadline import Deadline
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
+from dnnplace.runtime.deadline import Deadline
 
 __all__ = ["pesto_vcycle"]
 

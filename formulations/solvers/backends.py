@@ -40,7 +40,7 @@ from dnnplace.formulations.solvers.interrupts import InterruptGuard, raise_if_in
 from dnnplace.formulations.solvers.options import SolverOptions, licence_hint
 from dnnplace.formulations.solvers.outcome import SolveOutcome
 from dnnplace.formulations.solvers.progress import Trace, stage
-from dnnplace.graphs.deadline import capped
+from dnnplace.runtime.deadline import capped
 
 __all__ = ["solve_gurobi", "solve_scip", "solve_contrib", "solve_legacy", "DEADLINE"]
 
@@ -71,7 +71,7 @@ def _rel_gap(inc: float | None, bound: float | None) -> float | None:
 
 
 DEADLINE: contextvars.ContextVar = contextvars.ContextVar("dnnplace_solve_deadline", default=None)
-"""The :class:`~dnnplace.graphs.deadline.Deadline` of the solve in progress
+"""The :class:`~dnnplace.runtime.deadline.Deadline` of the solve in progress
 (:func:`~dnnplace.formulations.solvers.driver.solve_model` sets it): the hand-off stops at it
 and the solver's time limit is cut to what it leaves."""
 

@@ -39,7 +39,7 @@ from dnnplace.formulations.solvers.highs_backend import solve_highs
 from dnnplace.formulations.solvers.options import SOLVER_ALIASES as _ALIASES
 from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.formulations.solvers.outcome import SolveOutcome
-from dnnplace.graphs.deadline import Deadline, TimeLimitReached
+from dnnplace.runtime.deadline import Deadline, TimeLimitReached
 
 __all__ = ["SolveOutcome", "solve_model", "model_size", "available_solvers"]
 

@@ -15,7 +15,7 @@ re-raised. An ``interrupted`` termination (Gurobi's own handler) is re-raised to
   Ctrl-C raises :class:`KeyboardInterrupt` also in a process started with SIGINT ignored
   (a background job of a script: ``dnnplace solve ... & sleep 15; kill -INT $!``), and
   one that Python drops because its handler ran inside a finalizer or a gc callback is
-  raised again right after (:func:`~dnnplace.graphs.deadline.redeliver_dropped`);
+  raised again right after (:func:`~dnnplace.runtime.deadline.redeliver_dropped`);
 - :class:`InterruptGuard`: the context manager around the solver call;
 - :func:`raise_if_interrupted`: a termination the solver reports after catching the
   signal itself;
@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from dnnplace.graphs.deadline import redeliver_dropped
+from dnnplace.runtime.deadline import redeliver_dropped
 
 __all__ = ["InterruptGuard", "raise_if_interrupted", "no_interrupt_warning", "run_stoppable", "SolverOverran",
            "wait_for_left_behind", "exit_process", "stop_on_ctrl_c", "INTERRUPTED"]

@@ -270,7 +270,7 @@ def check_result_doc(doc: Any, graph, source: str = "result", graph_source: str 
       a result solved on another graph is refused, naming both. Results without one
       (older files, hand-written placements) are read as before.
     """
-    from dnnplace.graphs.evaluation.evaluate import PROBLEMS
+    from dnnplace.graphs.instance import PROBLEMS
 
     if not isinstance(doc, dict) or not isinstance(doc.get("placement"), dict):
         return

@@ -19,7 +19,7 @@ device means unbounded. ``NaN`` (which Python's JSON parser accepts) is an error
 everywhere, naming the node or edge and the field: only ``null`` marks a value absent.
 A graph without nodes is an error too (``graph 'g' has no nodes``), in both forms.
 Only ``id``, ``compute`` and ``memory`` are required per node, only ``src``/``dst`` per
-edge. Captured training graphs (:mod:`dnnplace.graphs.capture`) also carry, per node,
+edge. Captured training graphs (:mod:`dnnplace.pytorch.capture`) also carry, per node,
 ``op_type`` (the ATen op), ``layer`` (the module path), ``backward`` and ``role``
 (``param``/``grad``/``apply``/``compute``), and per edge ``batch_scaled`` (whether its
 bytes grow with the batch; default true); all are optional and round-trip. Per edge,

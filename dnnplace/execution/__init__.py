@@ -1,8 +1,0 @@
-"""Run a plan: one OS process per device, ``torch.distributed`` between them.
-
-* :mod:`~dnnplace.execution.program` -- the per-device programs of a placed, ordered
-  training step (what each device runs, what it sends and receives);
-* :mod:`~dnnplace.execution.worker` -- one device's process: rebuild, trace, run, time;
-* :mod:`~dnnplace.execution.launch` -- spawn the processes, wait under a deadline,
-  compare the step with an eager single-process step.
-"""

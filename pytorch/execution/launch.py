@@ -1,0 +1,429 @@
+"""Run a placed and ordered training step with one OS process per device, and check it.
+
+:func:`execute` traces the model's joint forward+backward step in this process, maps the
+plan (node id -> device name, optional start times) onto it, spawns one process per
+device that holds a node (``torch.multiprocessing``, gloo over a file rendezvous in a
+temporary folder), waits for them under a deadline (a stuck step is killed and reported,
+never a hang), and compares step 0's loss and every gradient with an eager
+single-process ``loss.backward()`` of the same model and inputs.
+
+Devices are processes on this host. By default every one computes on the CPU whatever
+its kind in the plan (the measurement then says what this host does with that plan);
+``torch_devices`` maps plan devices to CUDA GPUs of this host (``{"gpu0": "cuda:0"}``),
+one GPU per device, whose processes compute there and send through host memory
+(:mod:`~dnnplace.pytorch.execution.worker`). The eager reference then runs on the first GPU, and
+gradients are compared at ``CUDA_TOLERANCE`` (another summation order than the CPU's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dnnplace.graphs.errors import InputError
+from dnnplace.pytorch.execution.worker import ModelSpec, WorkerPlan, load, run_worker, trace_step
+
+__all__ = ["ExecutionError", "Measured", "Plan", "ReferenceCompared", "execute", "device_orders", "eager_reference",
+           "check_reference", "torch_optimizer", "run_processes", "cuda_devices", "CUDA_TOLERANCE",
+           "check_gpu_ops", "check_captured", "captured_meta"]
+
+
+_RANDOM_OPS = ("dropout", "bernoulli", "rand", "normal", "uniform", "multinomial")
+"""Substrings of ATen ops that draw random numbers."""
+
+
+CUDA_TOLERANCE = (1e-4, 1e-3)
+"""``(atol, rtol)`` of the gradient check of a plan that computes on a GPU: CUDA kernels sum
+in other orders than the CPU's and than each other (a mixed plan's CPU operators)."""
+
+
+class ExecutionError(RuntimeError):
+    """A worker failed or the step did not finish before the deadline."""
+
+
+@dataclass(kw_only=True)
+class ReferenceCompared:
+    """How measured steps compared with eager single-process steps of the same model and
+    inputs (part of :class:`Measured` and of the pipeline's
+    :class:`~dnnplace.pytorch.execution.pipeline.PipelineMeasured`; times in ms)."""
+
+    matches_reference: bool         # every step's loss and step 0's gradients equal the eager steps'
+    max_abs_grad_diff: float
+    loss: float
+    reference_loss: float
+    n_grads_checked: int
+    n_losses_checked: int
+    eager_step_ms: float
+
+    def reference_dict(self) -> dict:
+        """The comparison's entries of a measurement's record (``eager_step_ms`` aside: each
+        record puts it beside its own timings)."""
+        return {"matches_reference": self.matches_reference, "max_abs_grad_diff": self.max_abs_grad_diff,
+                "loss": self.loss, "reference_loss": self.reference_loss, "grads_checked": self.n_grads_checked,
+                "losses_checked": self.n_losses_checked}
+
+
+@dataclass
+class Measured(ReferenceCompared):
+    """What :func:`execute` measured (times in ms)."""
+
+    step_ms: list[float]
+    ops: list[dict]                 # median step: {node, device, start_ms, end_ms}
+    devices: list[str]
+    peak_rss_bytes: dict[str, int]
+    torch_devices: dict[str, str]
+    peak_cuda_bytes: dict[str, int]
+    transfers: int
+    transfer_bytes: int
+
+    def to_dict(self) -> dict:
+        s = self.step_ms
+        return {"measured_step_ms": statistics.median(s), "measured_min_ms": min(s), "measured_max_ms": max(s),
+                "measured_steps_ms": s, "eager_step_ms": self.eager_step_ms,
+                **self.reference_dict(), "devices": self.devices, "peak_rss_bytes": self.peak_rss_bytes,
+                "torch_devices": self.torch_devices, "peak_cuda_bytes": self.peak_cuda_bytes,
+                "transfers": self.transfers, "transfer_bytes": self.transfer_bytes, "ops": self.ops}
+
+
+def device_orders(ids: Sequence[str], device: np.ndarray, n_dev: int,
+                  start: Mapping[str, float] | None) -> list[list[int]]:
+    """Each device's nodes by increasing start time (ties: trace order, a topological
+    order); without start times, trace order."""
+    key = (lambda v: (float(start[ids[v]]), v)) if start else (lambda v: v)
+    if start:
+        missing = [v for v in ids if v not in start]
+        if missing:
+            raise InputError(f"the result has no start time for node {missing[0]!r}")
+    orders: list[list[int]] = [[] for _ in range(n_dev)]
+    for v in sorted(range(len(ids)), key=key):
+        orders[int(device[v])].append(v)
+    return orders
+
+
+def torch_optimizer(kind: str, params: list, lr: float) -> Any:
+    """The ``torch.optim`` optimizer that :func:`~dnnplace.pytorch.capture.ops.apply_update`
+    equals (``None`` without parameters)."""
+    import torch
+    if not params:
+        return None
+    return {"sgd": lambda: torch.optim.SGD(params, lr=lr),
+            "momentum": lambda: torch.optim.SGD(params, lr=lr, momentum=0.9),
+            "adam": lambda: torch.optim.Adam(params, lr=lr)}[kind]()
+
+
+def eager_reference(model: ModelSpec, *, steps: int = 6, threads: int = 1, eval_mode: bool = False,
+                    device: str = "cpu") -> tuple[list[float], dict, float]:
+    """Eager training steps on ``threads`` threads from the model as built:
+    ``loss_fn(model(*inputs), *inputs).backward()`` plus the ``torch.optim`` step, ``steps``
+    times (at least 2). Returns every step's loss, step 0's gradients by parameter name and
+    the median step time (ms) after the first. ``eval_mode``: the model in eval mode
+    (the pipeline runs the forward graph that ``--inference`` captures). ``device``: where
+    the model computes (gradients come back on the CPU; a GPU is synchronized per step)."""
+    import torch
+
+    from dnnplace.pytorch.capture.ops import steady_malloc
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    steady_malloc()   # as in the workers
+    try:
+        net, inputs, loss_fn = load(model)
+        cuda = device.startswith("cuda")
+        if cuda:
+            from dnnplace.pytorch.execution.worker import exact_cuda_math
+            exact_cuda_math()
+            net = net.to(device)
+            inputs = tuple(x.to(device) for x in inputs)
+        if eval_mode:
+            net.eval()
+        opt = torch_optimizer(model.optimizer, list(net.parameters()), model.lr)
+        times, losses, grads = [], [], {}
+        for i in range(max(steps, 2)):
+            t0 = time.perf_counter()
+            if opt is not None:
+                opt.zero_grad(set_to_none=True)
+            loss = loss_fn(net(*inputs), *inputs)
+            loss.backward()
+            if i == 0:
+                grads = {k: p.grad.detach().cpu().clone() for k, p in net.named_parameters() if p.grad is not None}
+            if opt is not None:
+                opt.step()
+            if cuda:
+                torch.cuda.synchronize(device)
+            times.append((time.perf_counter() - t0) * 1e3)
+            losses.append(float(loss.detach()))
+        return losses[:max(steps, 1)], grads, statistics.median(times[1:])
+    finally:
+        torch.set_num_threads(old)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A placement (node id -> device name) and optional start times (each device's order)."""
+
+    placement: Mapping[str, str]
+    start: Mapping[str, float] | None = None
+
+
+def captured_meta(inst: Any) -> Mapping | None:
+    """What :func:`check_captured` compares: the capture record of an instance's graph
+    (``None`` without an instance, or for a graph tiled from a captured block, whose
+    record is the block's)."""
+    meta = inst.graph.meta if inst is not None else {}
+    return None if meta.get("tiled") else meta.get("capture")
+
+
+def check_captured(captured: Mapping | None, model: ModelSpec, inputs: Sequence[Any], loss_fn: Any, *,
+                   training: bool = True) -> None:
+    """Refuse to run another step than the plan's: the example inputs (shapes, dtypes) and,
+    for a training step, the loss that the plan's graph was captured with
+    (``graph.meta["capture"]``; graphs captured before the loss was recorded skip that
+    check) against the model as given. A batch of 32 run on a plan captured at 64 has the
+    same node ids, so nothing else would notice."""
+    import torch
+
+    from dnnplace.pytorch.capture.models import is_user_spec
+    from dnnplace.pytorch.capture.named_losses import LOSSES, loss_name
+    if not captured:
+        return
+
+    def shown(shapes: Sequence) -> str:
+        return ", ".join(f"{'x'.join(map(str, s))}:{str(d).removeprefix('torch.')}" for s, d in shapes)
+    want = captured.get("inputs")
+    have = [[list(x.shape), str(x.dtype)] for x in inputs if isinstance(x, torch.Tensor)]
+    if want is not None and [[list(s), str(d)] for s, d in want] != have:
+        flags = " ".join(f"--input {'x'.join(map(str, s))}:{str(d).removeprefix('torch.')}" for s, d in want)
+        batches = [{s[0] for s, _ in shapes if s} for shapes in (want, have)]
+        batch = ""
+        if all(len(b) == 1 for b in batches) and batches[0] != batches[1]:
+            batch = f" (batch {min(batches[0])}, not {min(batches[1])})"
+            if not model.inputs and not is_user_spec(model.spec):
+                flags = f"--batch {min(batches[0])}"
+        raise InputError(f"the plan's graph was captured with input(s) {shown(want)}, this run's are {shown(have)}"
+                         f"{batch}: its times and transfer sizes are another step's; pass {flags} (or capture and "
+                         "solve again at the new shape)")
+    recorded = captured.get("loss_fn")
+    if training and captured.get("training") and recorded and recorded != loss_name(loss_fn):
+        ours = f"{loss_name(loss_fn)!r}{' (no --loss given)' if model.loss is None else ''}"
+        if recorded in LOSSES:
+            raise InputError(f"the plan was captured with loss {recorded!r}, this run's is {ours}: pass "
+                             f"--loss {recorded}")
+        raise InputError(f"the plan was captured with the model's own loss {recorded!r}, this run's is {ours}: "
+                         "leave out --loss")
+
+
+def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str], *, steps: int = 5,
+            warmup: int = 2, timeout_s: float = 300.0, threads: int = 1, atol: float = 1e-5,
+            rtol: float = 1e-4, torch_devices: Mapping[str, str] | None = None,
+            captured: Mapping | None = None) -> list[Measured]:
+    """Run each plan (see the module docstring) and measure it; one :class:`Measured` per plan.
+
+    Every plan maps each graph node id of the traced step to a name in ``device_names``;
+    its ``start`` times give each device's order. The plans share one set of processes
+    (as many as the largest plan uses), each plan starting from the model as built.
+    Gradients match when ``|ours - eager| <= atol + rtol * |eager|`` elementwise (at least
+    :data:`CUDA_TOLERANCE` when a device is a GPU). ``torch_devices``: device name -> the
+    torch device it computes on (default ``"cpu"``; see the module docstring).
+    ``captured``: the plan's ``graph.meta["capture"]``, checked by :func:`check_captured`.
+    """
+    import torch
+    import torch.multiprocessing as mp
+
+    from dnnplace.pytorch.execution.program import build_programs
+    if steps < 1 or warmup < 0:
+        raise InputError(f"--steps must be >= 1 and the warm-up >= 0 (got {steps}, {warmup})")
+    if not plans:
+        return []
+    net, inputs, loss_fn = load(model)
+    check_captured(captured, model, inputs, loss_fn)
+    cap = trace_step(model, net, inputs, loss_fn)
+    del net
+    ids = list(cap.ids)
+    for nd in cap.gm.graph.nodes:
+        if nd.op == "call_function" and any(w in str(nd.target) for w in _RANDOM_OPS):
+            print(f"warning: operator {str(nd.target)!r} (fx node {nd.name!r}) draws random numbers: the step "
+                  "cannot equal the eager step (switch dropout off to check it)", file=sys.stderr)
+    index = {d: i for i, d in enumerate(device_names)}
+    jobs, used_of, progs_of = [], [], []
+    for plan in plans:
+        rank, used = _ranks(plan.placement, ids, index)
+        orders = device_orders(ids, rank, len(used), plan.start)
+        progs_of.append(build_programs(cap, rank, orders))  # bad orders / crossings refused here, once
+        jobs.append((tuple(rank.tolist()), tuple(tuple(o) for o in orders)))
+        used_of.append(used)
+    on = cuda_devices(device_names, torch_devices or {})
+    gpus = sorted({on[d] for u in used_of for d in u if on[d] != "cpu"})
+    if gpus:   # before anything runs
+        for (ranks, _), used in zip(jobs, used_of):
+            check_gpu_ops(cap, [on[used[r]] for r in ranks], device_names, used, ranks)
+    if gpus:
+        atol, rtol = max(atol, CUDA_TOLERANCE[0]), max(rtol, CUDA_TOLERANCE[1])
+    ref_losses, ref_grads, eager_ms = eager_reference(model, steps=warmup + steps, threads=threads,
+                                                      device=gpus[0] if gpus else "cpu")
+    world = max(len(u) for u in used_of)
+    with tempfile.TemporaryDirectory(prefix="dnnplace-exec-") as tmp:
+        wp = WorkerPlan(model=model, ids=tuple(ids), jobs=tuple(jobs), steps=steps, warmup=warmup, out_dir=tmp,
+                        init_file=os.path.join(tmp, "rendezvous"), timeout_s=timeout_s, threads=threads,
+                        devices=tuple(tuple(on[d] for d in u) for u in used_of))
+        print(f"executing {len(plans)} plan(s) on {world} process(es), "
+              f"{max(sum(len(p.recvs) for p in pr) for pr in progs_of)} transfers per step at most",
+              file=sys.stderr, flush=True)
+        run_processes(mp, wp, world, timeout_s * len(plans))
+        records = []
+        for r in range(world):
+            with open(os.path.join(tmp, f"times-{r}.json")) as f:
+                records.append(json.load(f)["jobs"])
+        outs = [torch.load(os.path.join(tmp, f"outputs-{r}.pt")) for r in range(world)]
+    return [_measured(j, ids, device_names, used_of[j], progs_of[j], [rec[j] for rec in records],
+                      [o[j] for o in outs], ref_losses, ref_grads, eager_ms, steps, atol, rtol)
+            for j in range(len(plans))]
+
+
+def cuda_devices(device_names: Sequence[str], torch_devices: Mapping[str, str]) -> list[str]:
+    """The torch device of every plan device (``"cpu"`` unless ``torch_devices`` names a GPU),
+    checked: known device names, GPUs this host has, one GPU per device."""
+    import torch
+    unknown = next((d for d in torch_devices if d not in device_names), None)
+    if unknown is not None:
+        raise InputError(f"a GPU is asked for device {unknown!r}, which the cluster does not have "
+                         f"(devices: {', '.join(device_names)})")
+    out = [str(torch_devices.get(d, "cpu")) for d in device_names]
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    seen: dict[str, str] = {}
+    for name, dev in zip(device_names, out):
+        if dev == "cpu":
+            continue
+        if not dev.startswith("cuda:") or not dev[5:].isdigit():
+            raise InputError(f"device {name!r}: torch device {dev!r} is neither 'cpu' nor 'cuda:N'")
+        if int(dev[5:]) >= have:
+            raise InputError(f"device {name!r} is to run on {dev}, but this host has {have} CUDA GPU(s)")
+        if dev in seen:
+            raise InputError(f"devices {seen[dev]!r} and {name!r} would share {dev}: each device needs its own GPU")
+        seen[dev] = name
+    return out
+
+
+def check_gpu_ops(cap: Any, torch_device: list[str], device_names: Sequence[str], used: list[int],
+                   ranks: Sequence[int]) -> None:
+    """Refuse a plan that puts a CPU-only operator of the trace on a GPU, naming both."""
+    from dnnplace.pytorch.capture.ops import cpu_only_op
+    for nd in cap.gm.graph.nodes:
+        v = cap.rep.get(nd.name, -1)
+        if v >= 0 and torch_device[v] != "cpu" and cpu_only_op(nd):
+            raise InputError(f"node {cap.ids[v]!r} runs {cpu_only_op(nd)}, a CPU-only operator of the step traced "
+                             f"on the CPU, but the plan puts it on {device_names[used[ranks[v]]]} "
+                             f"({torch_device[v]}): place it on a CPU device")
+
+
+def _ranks(placement: Mapping[str, str], ids: list[str], index: dict[str, int]) -> tuple[np.ndarray, list[int]]:
+    """Rank of every node (devices that hold a node, in cluster order) and those devices."""
+    known = set(ids)
+    unknown = next((v for v in placement if v not in known), None)
+    if unknown is not None:
+        raise InputError(f"the result places node {unknown!r}, which the traced step does not have "
+                         "(was the graph captured from another model, input shape or optimizer?)")
+    missing = next((v for v in ids if v not in placement), None)
+    if missing is not None:
+        raise InputError(f"the result does not place node {missing!r} of the traced step")
+    bad = next((d for d in placement.values() if d not in index), None)
+    if bad is not None:
+        raise InputError(f"the result places nodes on device {bad!r}, which the cluster does not have")
+    dev = [index[placement[v]] for v in ids]
+    used = sorted(set(dev))
+    rank_of = {d: r for r, d in enumerate(used)}
+    return np.array([rank_of[d] for d in dev], dtype=np.int64), used
+
+
+def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[int], progs: list, records: list,
+              outs: list, ref_losses: list[float], ref_grads: dict, eager_ms: float, steps: int, atol: float,
+              rtol: float) -> Measured:
+    """Times and the reference check of plan ``j`` from every rank's records."""
+    records = records[:len(used)]
+    step_ms = [(max(rec["steps"][s]["t_end"] for rec in records) - min(rec["steps"][s]["t0"] for rec in records))
+               * 1e3 for s in range(steps)]
+    med = int(np.argsort(step_ms)[len(step_ms) // 2])
+    t0 = min(rec["steps"][med]["t0"] for rec in records)
+    ops = [{"node": ids[v], "device": device_names[used[r]], "start_ms": (a - t0) * 1e3, "end_ms": (b - t0) * 1e3}
+           for r, rec in enumerate(records) for v, a, b in rec["steps"][med]["ops"]]
+    losses = next((o["losses"] for o in outs if o.get("losses")), [])
+    loss, ref_loss = (losses[0] if losses else float("nan")), ref_losses[0]
+    grads = {k: g for o in outs for k, g in o["grads"].items()}
+    ok, diffs = check_reference(losses, ref_losses, grads, ref_grads, atol=atol, rtol=rtol)
+    return Measured(step_ms=step_ms, ops=ops, matches_reference=bool(ok), max_abs_grad_diff=max(diffs, default=0.0),
+                    loss=loss, reference_loss=ref_loss, n_grads_checked=len(diffs),
+                    n_losses_checked=min(len(losses), len(ref_losses)), eager_step_ms=eager_ms,
+                    devices=[device_names[d] for d in used],
+                    peak_rss_bytes={device_names[used[r]]: rec["peak_rss_bytes"] for r, rec in enumerate(records)},
+                    torch_devices={device_names[used[r]]: rec.get("device", "cpu") for r, rec in enumerate(records)},
+                    peak_cuda_bytes={device_names[used[r]]: rec.get("peak_cuda_bytes", 0)
+                                     for r, rec in enumerate(records)},
+                    transfers=sum(len(p.recvs) for p in progs),
+                    transfer_bytes=sum(t.nbytes for p in progs for t in p.recvs))
+
+
+def check_reference(losses: Sequence[float], ref_losses: Sequence[float], grads: Mapping[str, Any],
+                    ref_grads: Mapping[str, Any], *, atol: float, rtol: float) -> tuple[bool, list[float]]:
+    """Whether a run equals the eager steps: every step's loss (the optimizer updates are
+    checked too, not only step 0) and every gradient of step 0, elementwise within
+    ``atol + rtol * |eager|``; no gradient missing or extra. Also the max |diff| per gradient."""
+    import torch
+    ok = bool(losses) and all(bool(np.isfinite(a)) and abs(a - b) <= atol + rtol * abs(b)
+                              for a, b in zip(losses, ref_losses))
+    ok = ok and not set(grads) - set(ref_grads)
+    diffs = []
+    for name, ref in ref_grads.items():
+        ours = grads.get(name)
+        if ours is None or ours.shape != ref.shape:
+            ok = False
+            diffs.append(float("inf"))
+            continue
+        diffs.append(float((ours - ref).abs().max()) if ref.numel() else 0.0)
+        ok = ok and bool(torch.allclose(ours, ref, atol=atol, rtol=rtol))
+    return bool(ok), diffs
+
+
+def worker_error(text: str) -> str:
+    """The exception line of a worker's traceback (its message can run over several lines,
+    so not simply the last line).
+
+    >>> worker_error(chr(10).join(["Traceback:", "  File x", "TypeError: no mutation.", "", "    node.args = a"]))
+    'TypeError: no mutation. ...'
+    """
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    found = max((i for i, ln in enumerate(lines) if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b", ln)),
+                default=None)
+    if found is None:
+        return lines[-1] if lines else text
+    return lines[found] + (" ..." if found < len(lines) - 1 else "")
+
+
+def run_processes(mp: Any, plan: Any, world: int, timeout_s: float, fn: Any = run_worker) -> None:
+    """Start ``world`` processes of ``fn(rank, plan)`` and wait for all of them; kill every one on a failure, on the
+    deadline, or on Ctrl-C."""
+    ctx = mp.start_processes(fn, args=(plan,), nprocs=world, join=False, start_method="spawn")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not ctx.join(timeout=0.5):
+            if time.monotonic() > deadline:
+                raise ExecutionError(f"the step did not finish within {timeout_s:g} s (a deadlock or a slow "
+                                     "device); every worker was stopped")
+    except mp.ProcessRaisedException as exc:
+        raise ExecutionError(f"a worker failed: {worker_error(str(exc))}") from None
+    except mp.ProcessExitedException as exc:
+        raise ExecutionError(f"a worker exited: {exc}") from None
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+        for p in ctx.processes:
+            p.join(timeout=5)
+

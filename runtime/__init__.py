@@ -1,0 +1,3 @@
+"""What a run needs from its process, below every algorithm: wall-clock deadlines counted from
+the process start, delivered into code that checks none, and Ctrl-C redelivered where
+Python would drop it (:mod:`dnnplace.runtime.deadline`). Imports nothing of the project."""

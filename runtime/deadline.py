@@ -1,0 +1,354 @@
+"""A wall-clock deadline passed down from a request's time limit to every stage of a
+method (coarsening, model build, hand-off to the solver, the solve, refinement).
+
+A method given ``--time-limit L`` must end within about ``L`` seconds as a whole
+process, so a time limit is not only the solver's: each stage asks the
+:class:`Deadline` how much time is left, a long loop checks it (:meth:`Deadline.check`
+raises :class:`TimeLimitReached`) and the method then returns the best answer it
+already has (its incumbent, e.g. the list schedule it started from) with termination
+``time_limit``. ``dnnplace solve`` starts the deadline at the process's start (imports
+and loading count) and keeps a small reserve for the evaluation and the output.
+
+An exception delivered to a thread from outside (a guard's :class:`TimeLimitReached`, a
+Ctrl-C's :class:`KeyboardInterrupt`) lands at the thread's next Python instruction, which
+may belong to a finalizer (``__del__``, a weakref callback) or a ``gc`` callback: Python
+drops it there ("Exception ignored in ...", under pytest a
+``PytestUnraisableExceptionWarning``) and cuts that finalizer short. A guard therefore
+waits while its thread collects garbage, and :func:`redeliver_dropped` catches the
+remaining case (a finalizer run outside a collection): the dropped exception is not
+reported but delivered again, from another thread, once no collection runs.
+
+>>> d = Deadline(10.0)
+>>> 9.0 < d.remaining() <= 10.0, d.expired()
+(True, False)
+>>> past = Deadline(0.0)
+>>> past.expired(), past.remaining()
+(True, 0.0)
+>>> past.check("model build")
+Traceback (most recent call last):
+...
+dnnplace.runtime.deadline.TimeLimitReached: time limit reached during model build
+>>> Deadline(None).remaining() is None, Deadline(None).expired()
+(True, False)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["Deadline", "TimeLimitReached", "process_start", "NO_DEADLINE", "capped", "redeliver_dropped",
+           "finalizing"]
+
+
+class TimeLimitReached(Exception):
+    """Raised by :meth:`Deadline.check` past the deadline: the stage stops and the
+    method falls back to the best answer it has."""
+
+
+class Deadline:
+    """``seconds`` after ``start`` (a :func:`time.monotonic` reading; default now);
+    ``None`` seconds: no deadline (never expires)."""
+
+    __slots__ = ("end", "seconds")
+
+    def __init__(self, seconds: float | None, *, start: float | None = None):
+        self.seconds = None if seconds is None else float(seconds)
+        self.end = None if seconds is None else (time.monotonic() if start is None else float(start)) + float(seconds)
+
+    def remaining(self) -> float | None:
+        """Seconds left (``0.0`` once past; ``None`` without a deadline)."""
+        if self.end is None:
+            return None
+        return max(0.0, self.end - time.monotonic())
+
+    def expired(self) -> bool:
+        return self.end is not None and time.monotonic() >= self.end
+
+    def check(self, what: str = "this stage") -> None:
+        """Raise :class:`TimeLimitReached` (naming ``what``) once the deadline has passed."""
+        if self.expired():
+            raise TimeLimitReached(f"time limit reached during {what}")
+
+    def share(self, fraction: float) -> Deadline:
+        """A deadline ``fraction`` of the remaining time from now (a stage's share);
+        itself without a deadline."""
+        left = self.remaining()
+        return self if left is None else Deadline(fraction * left)
+
+    def guard(self, what: str = "this stage") -> _Guard:
+        """A ``with`` block that stops at the deadline: where a stage runs library code
+        that checks no deadline (a Pyomo model's hand-off to a solver), a watchdog
+        raises :class:`TimeLimitReached` in the calling thread when the deadline passes
+        while the block runs (delivered at the next Python instruction: C code, e.g.
+        a solver's own search, finishes its call first). Only for stages whose partial
+        work is thrown away. Past the deadline already, the block is not entered."""
+        return _Guard(self, what)
+
+    def __repr__(self) -> str:
+        left = self.remaining()
+        return "Deadline(none)" if left is None else f"Deadline({left:.3f} s left)"
+
+
+REFIRE = 0.25
+"""Seconds between a guard's deliveries of :class:`TimeLimitReached` while its block runs on."""
+
+GC_WAIT = 0.01
+"""Seconds a guard waits before trying again when its thread is collecting garbage."""
+
+REDELIVER_WAIT = 0.05
+"""Seconds a dropped exception waits at most for its thread to leave a collection before it
+is delivered again (dropped again, it comes back through the hook: a retry every few ms)."""
+
+
+# ---------------------------------------------------------------------------- finalizers
+class _Watch:
+    """One :func:`redeliver_dropped` block: the exception type, the thread, how to deliver it."""
+
+    __slots__ = ("exc_type", "thread_id", "deliver")
+
+    def __init__(self, exc_type: type, thread_id: int, deliver: Callable[[], None]):
+        self.exc_type, self.thread_id, self.deliver = exc_type, thread_id, deliver
+
+
+_COLLECTOR: list = [None, 0.0]  # the thread running a garbage collection (if any) and since when
+_WATCHED: list[_Watch] = []  # the redeliver_dropped blocks running
+_HOOK_STATE: dict = {"prev": None}
+_IN_HOOK: set[int] = set()  # threads inside _unraisable
+_REDELIVERER: list[threading.Thread] = []
+_LOCK = threading.RLock()
+
+
+def _gc_phase(phase: str, info: dict) -> None:
+    if phase == "start":
+        _COLLECTOR[:] = [threading.get_ident(), time.monotonic()]
+
+
+def _gc_end(phase: str, info: dict) -> None:
+    if phase == "stop":
+        _COLLECTOR[0] = None
+
+
+STALE = 1.0
+"""Seconds after which a collection that never said it ended counts as ended: an exception
+that lands in :func:`_gc_end` itself (a Python function) cuts it short."""
+
+
+def _track_collections() -> None:
+    """Keep :func:`_gc_phase` first and :func:`_gc_end` last among ``gc.callbacks`` (a
+    library may add its own later, hypothesis at the front), so the whole collection,
+    other callbacks included, counts as one."""
+    for cb in (_gc_phase, _gc_end):
+        while cb in gc.callbacks:
+            gc.callbacks.remove(cb)
+    gc.callbacks.insert(0, _gc_phase)
+    gc.callbacks.append(_gc_end)
+
+
+def finalizing(thread_id: int) -> bool:
+    """Whether thread ``thread_id`` is collecting garbage (running finalizers and gc callbacks)
+    or handling an exception dropped by one (:func:`redeliver_dropped`): an exception
+    delivered to it now would be dropped."""
+    who, since = _COLLECTOR
+    return (who == thread_id and time.monotonic() - since < STALE) or thread_id in _IN_HOOK
+
+
+_REDELIVER: queue.SimpleQueue = queue.SimpleQueue()  # _WATCHED entries for the redelivering thread
+_QUEUED: list[_Watch] = []  # entries queued and not delivered yet (one delivery each at a time)
+
+
+def _redelivering() -> None:
+    """The redelivering thread: each ``deliver()`` once its thread has left :func:`_unraisable`
+    and is not collecting garbage (:func:`finalizing`; delivered in the hook or a gc
+    callback, the exception would be dropped again)."""
+    while True:
+        entry = _REDELIVER.get()
+        time.sleep(GC_WAIT)
+        waited = GC_WAIT
+        while finalizing(entry.thread_id) and waited < REDELIVER_WAIT:  # a collection that never says it ended
+            time.sleep(GC_WAIT)  # (an exception cut its last callback short) must not hold the delivery
+            waited += GC_WAIT
+        with _LOCK:  # held while delivering: the block cannot end in between, so it never escapes the block
+            if entry in _QUEUED:
+                _QUEUED.remove(entry)
+                if entry in _WATCHED:
+                    entry.deliver()
+
+
+def _unraisable(unraisable) -> None:
+    """``sys.unraisablehook`` while :func:`redeliver_dropped` blocks run: a watched exception
+    dropped in its thread is delivered again (:func:`_redelivering`); anything else goes to the
+    hook that was installed before."""
+    exc, me = unraisable.exc_value, threading.get_ident()
+    _IN_HOOK.add(me)
+    try:
+        for entry in list(_WATCHED):
+            if isinstance(exc, entry.exc_type) and entry.thread_id == me:
+                if entry not in _QUEUED:
+                    _QUEUED.append(entry)
+                    _REDELIVER.put(entry)  # never blocks: the hook returns at once
+                return
+        (_HOOK_STATE["prev"] or sys.__unraisablehook__)(unraisable)
+    finally:
+        _IN_HOOK.discard(me)
+
+
+@contextlib.contextmanager
+def redeliver_dropped(exc_type: type, thread_id: int, deliver: Callable[[], None]):
+    """While the block runs, an ``exc_type`` that Python drops in thread ``thread_id``
+    because it was raised inside a finalizer or a gc callback is not reported
+    (``sys.unraisablehook``) but delivered again: ``deliver()`` is called from another
+    thread once ``thread_id`` is not :func:`finalizing`. Blocks nest; the hook installed
+    before the outermost one is restored after it."""
+    entry = _Watch(exc_type, thread_id, deliver)
+    with _LOCK:
+        _track_collections()
+        if not _REDELIVERER:
+            _REDELIVERER.append(threading.Thread(target=_redelivering, name="dnnplace-redeliver", daemon=True))
+            _REDELIVERER[0].start()
+        if not _WATCHED:
+            _HOOK_STATE["prev"] = sys.unraisablehook
+            sys.unraisablehook = _unraisable
+        _WATCHED.append(entry)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _WATCHED.remove(entry)
+            while entry in _QUEUED:
+                _QUEUED.remove(entry)
+            if not _WATCHED:
+                if sys.unraisablehook is _unraisable:
+                    sys.unraisablehook = _HOOK_STATE["prev"]
+                _HOOK_STATE["prev"] = None
+
+
+class _Guard:
+    """:meth:`Deadline.guard`."""
+
+    def __init__(self, deadline: Deadline, what: str):
+        self.deadline, self.what = deadline, what
+        self._lock = threading.RLock()  # _fire delivers while holding it
+        self._done = False
+        self._fired = False
+        self._timer: threading.Timer | None = None
+        self._tid = 0
+        self._last = -float("inf")  # when the last delivery was made
+        self._watch: contextlib.AbstractContextManager | None = None
+
+    def _arm(self, seconds: float) -> None:
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        """Raise in the guarded thread, and again every :data:`REFIRE` seconds while the block
+        still runs (the block may catch and drop it). Never while that thread collects
+        garbage: an exception raised in a finalizer or a gc callback is dropped there (and
+        cuts it short); the guard tries again :data:`GC_WAIT` later. One that still lands in
+        a finalizer run outside a collection is delivered again at once
+        (:func:`redeliver_dropped`), never reported."""
+        with self._lock:
+            if self._done:
+                return
+            wait = REFIRE - (time.monotonic() - self._last)
+            if finalizing(self._tid) or wait > 0:  # one delivery outstanding at a time (see _deliver)
+                self._arm(GC_WAIT if wait <= 0 else wait)
+                return
+            self._deliver()
+            self._arm(REFIRE)
+
+    def _deliver(self) -> None:
+        """Deliver now (the timer, or :func:`redeliver_dropped` after a drop, which consumed the
+        last delivery). Two outstanding at once would raise the second in :meth:`__exit__`,
+        past the block's own handling."""
+        with self._lock:
+            if not self._done:
+                self._fired, self._last = True, time.monotonic()
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._tid),
+                                                           ctypes.py_object(TimeLimitReached))
+
+    @property
+    def fired(self) -> bool:
+        """Whether the deadline's exception was raised in the block (code it interrupted, e.g.
+        numba's compiler, may have turned it into another exception)."""
+        return self._fired
+
+    def __enter__(self) -> _Guard:
+        self.deadline.check(self.what)
+        left = self.deadline.remaining()
+        if left is not None:
+            self._tid = threading.get_ident()
+            self._watch = redeliver_dropped(TimeLimitReached, self._tid, self._deliver)
+            self._watch.__enter__()
+            self._arm(left)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        with self._lock:
+            self._done = True
+            if self._fired:  # an exception raised but not delivered yet must not escape the block
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._tid), None)
+            if self._timer is not None:
+                self._timer.cancel()
+        if self._watch is not None:
+            self._watch.__exit__(None, None, None)
+        interrupt = _interrupt_in(exc) if exc_type is TimeLimitReached else None
+        if interrupt is not None:  # the deadline's exception landed while a Ctrl-C unwound the block: Ctrl-C wins
+            raise interrupt
+        if exc_type is TimeLimitReached and not (exc is not None and exc.args):
+            raise TimeLimitReached(f"time limit reached during {self.what}") from None
+        return False
+
+
+def _interrupt_in(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The :class:`KeyboardInterrupt` among ``exc``'s contexts, if any: a guard's exception that
+    lands while a Ctrl-C unwinds the block replaces it (``exc.__context__``)."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc, seen = exc.__context__, seen + 1
+    return None
+
+
+NO_DEADLINE = Deadline(None)
+"""The deadline of a run without a time limit."""
+
+
+def capped(limit: float | None, deadline: Deadline | None, *, floor: float = 0.05) -> float | None:
+    """A solver's time limit: ``limit``, cut to what ``deadline`` has left (at least
+    ``floor`` seconds, so a solver asked for a time limit always gets a positive one).
+
+    >>> capped(30.0, Deadline(5.0)) <= 5.0, capped(30.0, None), capped(None, Deadline(None))
+    (True, 30.0, None)
+    >>> capped(30.0, Deadline(0.0))
+    0.05
+    """
+    left = None if deadline is None else deadline.remaining()
+    if left is None:
+        return limit
+    return max(floor, left if limit is None else min(float(limit), left))
+
+
+def process_start() -> float:
+    """This process's start as a :func:`time.monotonic` reading (Linux ``/proc``; now
+    where it cannot be read), so a deadline can count the interpreter's start-up and
+    imports too."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat") as fh:
+            ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+        age = uptime - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - min(max(age, 0.0), 60.0)  # a clock oddity never moves the start more than a minute back
