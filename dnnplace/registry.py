@@ -167,11 +167,14 @@ def machine_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def with_limits(request: SolveRequest) -> SolveRequest:
+def with_limits(request: SolveRequest, method: Method | None = None) -> SolveRequest:
     """The request as a method runs it: solver ``threads`` capped at this machine's
-    cores (with a warning: 20000 threads turned a 5 s solve into 88 s), and a
-    :class:`~dnnplace.runtime.deadline.Deadline` of ``solver.time_limit`` from now
-    unless the caller set one (``dnnplace solve`` counts from the process's start)."""
+    cores (with a warning: 20000 threads turned a 5 s solve into 88 s), and the run's
+    :class:`~dnnplace.runtime.deadline.Deadline` unless the caller set one (``dnnplace solve``
+    counts from the process's start): ``solver.time_limit`` (else ``method``'s default
+    limit, :func:`method_limits`) from now. This is the deadline of one call of the Python API
+    (:func:`solve`, :func:`dnnplace.api.solve`, the sweep runner's runs), made once here and
+    passed down; docs/architecture.md, "Time limits"."""
     from dnnplace.runtime.deadline import Deadline
 
     threads = request.solver.threads
@@ -181,30 +184,29 @@ def with_limits(request: SolveRequest) -> SolveRequest:
 
         warn(f"--threads {threads}: this machine has {cores} cores; using {cores}")
         request = dataclasses.replace(request, solver=dataclasses.replace(request.solver, threads=cores))
-    if request.deadline is None and request.solver.time_limit is not None:
-        request = dataclasses.replace(request, deadline=Deadline(request.solver.time_limit))
+    limit = request.solver.time_limit
+    if limit is None and method is not None and method.default_limits:
+        limit = method.default_limits.get("time_limit")
+    if request.deadline is None and limit is not None:
+        request = dataclasses.replace(request, deadline=Deadline(limit))
     return request
 
 
 def method_limits(request: SolveRequest, method: Method) -> SolveRequest:
     """The request as ``method`` runs it: where the request sets no ``time_limit``, the
     method's :attr:`~dnnplace.methods.base.Method.default_limits` fill the settings it
-    leaves out, and the run's deadline (unless the caller set one) is that limit from now."""
-    from dnnplace.runtime.deadline import Deadline
-
+    leaves out (the run's deadline, that limit from now, is :func:`with_limits`'s)."""
     if request.solver.time_limit is not None or not method.default_limits:
         return request
     fill = {k: v for k, v in method.default_limits.items() if getattr(request.solver, k) is None}
-    solver = dataclasses.replace(request.solver, **fill)
-    deadline = request.deadline if request.deadline is not None else Deadline(solver.time_limit)
-    return dataclasses.replace(request, solver=solver, deadline=deadline)
+    return dataclasses.replace(request, solver=dataclasses.replace(request.solver, **fill))
 
 
 def _run_method(instance: Instance, method: str | Method, request: SolveRequest) -> tuple[Result, Placement | None]:
     m = get_method(method) if isinstance(method, str) else method
     opts = method_options(m, request)
     asked_threads = request.solver.threads
-    request = with_limits(request)
+    request = with_limits(request, m)
     if m.warm_start and request.warm_start and request.warm_start != "none" and request.warm is None:
         if request.warm_start == m.name:
             raise InputError(f"the {m.name} method cannot warm start itself")

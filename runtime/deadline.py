@@ -79,9 +79,32 @@ class Deadline:
 
     def share(self, fraction: float) -> Deadline:
         """A deadline ``fraction`` of the remaining time from now (a stage's share);
-        itself without a deadline."""
+        itself without a deadline. Stages derive their deadlines from the run's with
+        :meth:`share`, :meth:`within` and :meth:`less`, never from a time limit's number."""
         left = self.remaining()
         return self if left is None else Deadline(fraction * left)
+
+    def within(self, seconds: float | None) -> Deadline:
+        """A stage's deadline: ``seconds`` from now, never past this one (``None``: this one).
+
+        >>> Deadline(None).within(2.0).remaining() <= 2.0, Deadline(1.0).within(5.0).remaining() <= 1.0
+        (True, True)
+        """
+        if seconds is None:
+            return self
+        left = self.remaining()
+        return Deadline(max(0.0, float(seconds) if left is None else min(float(seconds), left)))
+
+    def less(self, seconds: float) -> Deadline:
+        """This deadline ``seconds`` earlier (what a stage leaves for the ones after it); itself
+        without a deadline.
+
+        >>> Deadline(10.0).less(4.0).remaining() <= 6.0, Deadline(None).less(4.0).end is None
+        (True, True)
+        """
+        if self.end is None:
+            return self
+        return Deadline(max(0.0, self.end - float(seconds) - time.monotonic()))
 
     def guard(self, what: str = "this stage") -> _Guard:
         """A ``with`` block that stops at the deadline: where a stage runs library code

@@ -78,7 +78,7 @@ from dnnplace.formulations.solvers.progress import Progress
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.runtime.deadline import Deadline
+from dnnplace.runtime.deadline import NO_DEADLINE, Deadline
 
 __all__ = ["PestoRun", "PipelineOptions", "Starts", "pesto", "safe_horizon", "memory_ok"]
 
@@ -89,7 +89,8 @@ def pesto(graph: OpGraph, cluster: Cluster, options: PipelineOptions | None = No
     (:class:`PipelineOptions`; default: its defaults) from ``starts`` (:class:`Starts`).
 
     ``deadline`` (:class:`~dnnplace.runtime.deadline.Deadline`): when the whole run must
-    end (default: ``options.solver.time_limit`` from now): list schedules stop starting,
+    end, the caller's (``dnnplace solve``'s, the Python API's: made once per run and passed
+    down; default: none, the solver still holds ``options.solver.time_limit``): list schedules stop starting,
     a model too large to build in the time left is not started, the model build and the
     hand-off to the solver stop at it, the solver gets what is left, the refinement
     stops before it; a run stopped before its ILP answers returns its list-schedule
@@ -113,7 +114,8 @@ def pesto(graph: OpGraph, cluster: Cluster, options: PipelineOptions | None = No
         if not available():
             raise InputError("pesto: engine 'cpsat' needs OR-Tools: pip install 'dnnplace[cpsat]'")
     options = dataclasses.replace(options, transfer_mode=check_transfer_mode(options.transfer_mode))
-    deadline = deadline or Deadline(options.solver.time_limit)
+    deadline = deadline or NO_DEADLINE
     start = None if deadline.end is None else deadline.end - deadline.seconds
-    with transfer_semantics(options.transfer_mode), Progress("pesto", deadline.seconds, start=start):
+    total = deadline.seconds if deadline.end is not None else options.solver.time_limit
+    with transfer_semantics(options.transfer_mode), Progress("pesto", total, start=start):
         return PestoPipeline(graph, cluster, options, starts or Starts(), deadline).run()

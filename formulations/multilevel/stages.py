@@ -83,7 +83,8 @@ class PestoPipeline:
         start_ok = o.warm_start and memory_ok(start.placement)
         size = {"engine": o.engine, "coarse_nodes": cg.n, "coarse_edges": cg.m, "list_scores": scores}
         if self.ilp_cong and o.relaxed_start > 0 and solver.time_limit is not None:
-            solver, start, horizon, start_ok = self.relaxed_start(cg, start, horizon, start_ok, solver, size)
+            solver, start, horizon, start_ok = self.relaxed_start(cg, start, horizon, start_ok, solver, size,
+                                                                  ilp_deadline)
         size["horizon"] = horizon
         warm = self.warm_answer(labels, start)
         xs0 = {int(e): float(s) for e, s in zip(start.sim.xfer_edge, start.sim.xfer_start)}
@@ -168,21 +169,22 @@ class PestoPipeline:
         remaining = self.deadline.remaining()
         left = (remaining if remaining is not None else limit - (time.perf_counter() - self.t0)) \
             - limit * self.o.refine_share
-        return dataclasses.replace(solver, time_limit=max(0.05, left)), Deadline(max(0.0, left))
+        return dataclasses.replace(solver, time_limit=max(0.05, left)), self.deadline.less(limit * self.o.refine_share)
 
     # ---- stage 4: the relaxed start
     def relaxed_start(self, cg: OpGraph, start: _Start, horizon: float, start_ok: bool, solver: SolverOptions,
-                      size: dict) -> tuple[SolverOptions, _Start, float, bool]:
-        """The congestion-free model (far fewer order variables) first; its schedule,
-        replayed with congestion, is a candidate start for the full model, which gets
-        the time left."""
+                      size: dict, deadline: Deadline) -> tuple[SolverOptions, _Start, float, bool]:
+        """The congestion-free model (far fewer order variables) first, within its share of
+        the ILP's ``deadline``; its schedule, replayed with congestion, is a candidate start
+        for the full model, which gets the time left."""
         cluster = self.cluster
         stage("relaxed start")
         t_r = time.perf_counter()
         share = dataclasses.replace(solver, time_limit=max(1.0, self.o.relaxed_start * solver.time_limit))
         out_r, times_r, _, _ = solve_exact(cg, cluster, horizon, dataclasses.replace(self.model, congestion=False),
                                             share, self.o.engine,
-                                            (start.device, start.sim.start, {}) if start_ok else None)
+                                            (start.device, start.sim.start, {}) if start_ok else None,
+                                            deadline.within(share.time_limit))
         size["relaxed_start"] = {"status": out_r.status, "objective": out_r.incumbent, "bound": out_r.bound}
         if times_r is not None:
             cpl_r, pr_r, _, _ = ilp_orders(times_r, cg, np.arange(cg.n), cg)

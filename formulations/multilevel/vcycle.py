@@ -22,7 +22,7 @@ from dnnplace.formulations.multilevel.pesto import PestoRun, PipelineOptions, St
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.runtime.deadline import Deadline
+from dnnplace.runtime.deadline import NO_DEADLINE, Deadline
 
 __all__ = ["pesto_vcycle"]
 
@@ -32,7 +32,8 @@ def pesto_vcycle(graph: OpGraph, cluster: Cluster, options: PipelineOptions, sta
     """Run ``levels`` Pesto levels at ``options.coarsen_to * 2**l`` nodes (``l = 0 ..
     levels - 1``; levels at or above the graph's size are skipped), each a
     :func:`~dnnplace.formulations.multilevel.pesto.pesto` run with ``options`` (its
-    ``coarsen_to`` the level's, its solver's time limit the level's share) and
+    ``coarsen_to`` the level's, its solver's time limit the level's share, its deadline
+    the level's :meth:`~dnnplace.runtime.deadline.Deadline.share` of ``deadline``) and
     ``starts`` (its ``guide`` and a rival: the previous level's answer, which this
     function supplies). Returns the best level's run."""
     if levels < 1:
@@ -46,14 +47,13 @@ def pesto_vcycle(graph: OpGraph, cluster: Cluster, options: PipelineOptions, sta
     share = None if solver.time_limit is None else solver.time_limit / len(sizes)
     level_solver = dataclasses.replace(solver, time_limit=share)
     rivals = tuple(starts.rivals)
-    deadline = deadline or Deadline(solver.time_limit)  # the whole run's; each level its share
+    deadline = deadline or NO_DEADLINE  # the whole run's; each level its share
     best: PestoRun | None = None
     trace = []
     for lv, k in enumerate(sizes):
         guide = None if best is None else ("vcycle", best.placement, best.priorities)
         extra = () if best is None else (("vcycle:previous", best.placement),)
-        left = deadline.remaining()
-        level = Deadline(None if left is None else left / (len(sizes) - lv))
+        level = deadline.share(1.0 / (len(sizes) - lv))
         run = pesto(graph, cluster, dataclasses.replace(options, coarsen_to=k, solver=level_solver),
                     dataclasses.replace(starts, guide=guide, rivals=rivals + extra), deadline=level)
         trace.append({"coarse_nodes": run.coarse_n, "makespan": run.makespan, "source": run.source,

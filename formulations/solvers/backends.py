@@ -23,13 +23,14 @@ Backends (``pyomo.contrib.solver`` interfaces, see ``docs/backends.md``, "Solver
   ``docs/backends.md``.
 
 Each takes ``base``, the outcome fields the driver knows before the solve (model size,
-build time, whether a warm start was given), and returns the outcome; a backend failure
+build time, whether a warm start was given), and ``deadline``, the caller's
+:class:`~dnnplace.runtime.deadline.Deadline` (the hand-off stops at it, the solver's time limit
+is cut to what it leaves), and returns the outcome; a backend failure
 is an ``error`` outcome, an interrupt a :class:`KeyboardInterrupt`.
 """
 
 from __future__ import annotations
 
-import contextvars
 import math
 import time
 from typing import Any
@@ -40,9 +41,9 @@ from dnnplace.formulations.solvers.interrupts import InterruptGuard, raise_if_in
 from dnnplace.formulations.solvers.options import SolverOptions, licence_hint
 from dnnplace.formulations.solvers.outcome import SolveOutcome
 from dnnplace.formulations.solvers.progress import Trace, stage
-from dnnplace.runtime.deadline import capped
+from dnnplace.runtime.deadline import Deadline, capped
 
-__all__ = ["solve_gurobi", "solve_scip", "solve_contrib", "solve_legacy", "DEADLINE"]
+__all__ = ["solve_gurobi", "solve_scip", "solve_contrib", "solve_legacy"]
 
 
 def _num(x: Any) -> float | None:
@@ -70,18 +71,13 @@ def _rel_gap(inc: float | None, bound: float | None) -> float | None:
     return abs(inc - bound) / max(abs(inc), 1e-10)
 
 
-DEADLINE: contextvars.ContextVar = contextvars.ContextVar("dnnplace_solve_deadline", default=None)
-"""The :class:`~dnnplace.runtime.deadline.Deadline` of the solve in progress
-(:func:`~dnnplace.formulations.solvers.driver.solve_model` sets it): the hand-off stops at it
-and the solver's time limit is cut to what it leaves."""
-
-
-def _common_config(options: SolverOptions, seed_option: str | None = None) -> dict[str, Any]:
-    """The ``solve`` keywords every backend shares; ``seed_option``: the engine's own name of
-    the random seed, set from ``options.seed`` unless the user's solver options give it."""
+def _common_config(options: SolverOptions, deadline: Deadline, seed_option: str | None = None) -> dict[str, Any]:
+    """The ``solve`` keywords every backend shares: the time limit is ``options.time_limit`` cut to
+    what ``deadline`` leaves; ``seed_option``: the engine's own name of the random seed, set from
+    ``options.seed`` unless the user's solver options give it."""
     cfg: dict[str, Any] = dict(load_solutions=False, raise_exception_on_nonoptimal_result=False,
                                tee=bool(options.tee))
-    limit = capped(options.time_limit, DEADLINE.get())  # the limit, or what the deadline leaves of it
+    limit = capped(options.time_limit, deadline)  # the limit, or what the deadline leaves of it
     if limit is not None:
         cfg["time_limit"] = float(limit)
     if options.rel_gap is not None:
@@ -116,17 +112,15 @@ def _finish(res: Any, base: dict, name: str, version: Any, solve_seconds: float,
                         solver_version=ver, solve_seconds=solve_seconds, **base, **extra)
 
 
-def _hand_over(model, solver, base) -> None:
+def _hand_over(model, solver, base, deadline: Deadline) -> None:
     """Give ``model`` to the persistent ``solver`` (timed as ``handoff_seconds``) and turn
-    its automatic model updates off: the model is not changed after the hand-over."""
+    its automatic model updates off: the model is not changed after the hand-over. Pyomo's
+    hand-off checks no deadline: it stops at ``deadline`` (:class:`TimeLimitReached`, caught by
+    ``solve_model``)."""
     t0 = time.perf_counter()
     stage("hand-off to the solver")
-    deadline = DEADLINE.get()
-    if deadline is None:
+    with deadline.guard("the model's hand-off to the solver"):
         solver.set_instance(model)
-    else:  # Pyomo's hand-off checks no deadline: stop it there (TimeLimitReached, caught by solve_model)
-        with deadline.guard("the model's hand-off to the solver"):
-            solver.set_instance(model)
     base["handoff_seconds"] = time.perf_counter() - t0
     for key in ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
                 "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints",
@@ -135,7 +129,7 @@ def _hand_over(model, solver, base) -> None:
             setattr(solver.config.auto_updates, key, False)
 
 
-def solve_gurobi(model, solver, options, warm_start, base) -> SolveOutcome:
+def solve_gurobi(model, solver, options, warm_start, base, deadline: Deadline) -> SolveOutcome:
     """Solve with ``gurobi_persistent``: warm start through the variable values, trace from
     the ``MIP``/``MIPSOL`` callbacks, a licence error as a one-line ``error`` outcome."""
     import gurobipy
@@ -163,16 +157,12 @@ def solve_gurobi(model, solver, options, warm_start, base) -> SolveOutcome:
             v.set_value(None, skip_validation=True)
         for v, val in warm_start.items():
             v.set_value(val, skip_validation=True)
-    cfg = _common_config(options, "Seed")
+    cfg = _common_config(options, deadline, "Seed")
     cfg["warmstart_discrete_vars"] = bool(warm_start)
     t0 = time.perf_counter()
     try:
-        deadline = DEADLINE.get()
-        if deadline is None:
+        with deadline.guard("the model's hand-off to the solver"):
             solver.set_instance(model)
-        else:
-            with deadline.guard("the model's hand-off to the solver"):
-                solver.set_instance(model)
         base["handoff_seconds"] = time.perf_counter() - t0
         solver.set_callback(cb)
         stage("solve (gurobi)")
@@ -208,7 +198,7 @@ def _scip_version() -> str | None:
         return None
 
 
-def solve_scip(model, solver, options, warm_start, base) -> SolveOutcome:
+def solve_scip(model, solver, options, warm_start, base, deadline: Deadline) -> SolveOutcome:
     """Solve with ``scip_persistent`` (PySCIPOpt, which ships SCIP): warm start as a
     partial solution that SCIP completes, trace from ``BESTSOLFOUND`` /
     ``DUALBOUNDIMPROVED`` events; a Ctrl-C is caught by SCIP itself (``userinterrupt``,
@@ -219,7 +209,7 @@ def solve_scip(model, solver, options, warm_start, base) -> SolveOutcome:
     ``limits/gap`` stops a little later than HiGHS or Gurobi at the same ``rel_gap``)."""
     import pyscipopt
 
-    _hand_over(model, solver, base)
+    _hand_over(model, solver, base, deadline)
     scip = solver._solver_model  # the underlying pyscipopt.Model
     stage("solve (scip)")
     trace = Trace()
@@ -251,7 +241,7 @@ def solve_scip(model, solver, options, warm_start, base) -> SolveOutcome:
             if val is not None and v in cmap:
                 scip.setSolVal(sol, cmap[v], float(val))
         scip.addSol(sol)
-    cfg = _common_config(options, "randomization/randomseedshift")
+    cfg = _common_config(options, deadline, "randomization/randomseedshift")
     t0 = time.perf_counter()
     with InterruptGuard():
         res = solver.solve(model, **cfg)
@@ -274,9 +264,9 @@ def _ver(solver: Any) -> str | None:
         return None
 
 
-def solve_contrib(model, solver, name, options, base) -> SolveOutcome:
+def solve_contrib(model, solver, name, options, base, deadline: Deadline) -> SolveOutcome:
     """Solve with another ``pyomo.contrib.solver`` interface (no trace, no warm start)."""
-    cfg = _common_config(options)
+    cfg = _common_config(options, deadline)
     t0 = time.perf_counter()
     try:
         with InterruptGuard():
@@ -295,15 +285,16 @@ _LEGACY_KEYS = {"cbc": ("sec", "ratioGap", "threads"), "glpk": ("tmlim", "mipgap
                 "cplex": ("timelimit", "mipgap", "threads")}
 
 
-def solve_legacy(model, solver, name, options, base) -> SolveOutcome:
+def solve_legacy(model, solver, name, options, base, deadline: Deadline) -> SolveOutcome:
     """Solve with a classic ``pyomo.environ.SolverFactory`` solver (no trace, no warm
     start); the common options are mapped to its own keys (:data:`_LEGACY_KEYS`)."""
     from pyomo.opt import SolutionStatus, TerminationCondition
 
     opts = dict(options.solver_options)
     tl, gp, th = _LEGACY_KEYS.get(name, ("timelimit", "mipgap", "threads"))
-    if options.time_limit is not None:
-        opts[tl] = options.time_limit
+    limit = capped(options.time_limit, deadline)
+    if limit is not None:
+        opts[tl] = limit
     if options.rel_gap is not None:
         opts[gp] = options.rel_gap
     if options.threads is not None and th:

@@ -34,12 +34,12 @@ from typing import Any
 
 import pyomo.environ as pyo
 
-from dnnplace.formulations.solvers.backends import DEADLINE, solve_contrib, solve_gurobi, solve_legacy, solve_scip
+from dnnplace.formulations.solvers.backends import solve_contrib, solve_gurobi, solve_legacy, solve_scip
 from dnnplace.formulations.solvers.highs_backend import solve_highs
 from dnnplace.formulations.solvers.options import SOLVER_ALIASES as _ALIASES
 from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.formulations.solvers.outcome import SolveOutcome
-from dnnplace.runtime.deadline import Deadline, TimeLimitReached
+from dnnplace.runtime.deadline import NO_DEADLINE, Deadline, TimeLimitReached
 
 __all__ = ["SolveOutcome", "solve_model", "model_size", "available_solvers"]
 
@@ -122,24 +122,20 @@ def solve_model(model: pyo.ConcreteModel, options: SolverOptions | None = None, 
         return SolveOutcome("error", "error", solver=name, message=base.pop("message", None) or
                             f"solver {name!r} is not available here; use solver 'highs'", **base)
     base.pop("message", None)
-    if deadline is None:
-        return _dispatch(model, solver, contrib, name, options, warm_start, base)
-    token = DEADLINE.set(deadline)
     try:
-        return _dispatch(model, solver, contrib, name, options, warm_start, base)
+        return _dispatch(model, solver, contrib, name, options, warm_start, base, deadline or NO_DEADLINE)
     except TimeLimitReached as exc:
         return SolveOutcome("no_solution", "maxTimeLimit", solver=name, message=str(exc), **base)
-    finally:
-        DEADLINE.reset(token)
 
 
-def _dispatch(model, solver, contrib: bool, name: str, options: SolverOptions, warm_start, base) -> SolveOutcome:
+def _dispatch(model, solver, contrib: bool, name: str, options: SolverOptions, warm_start, base,
+              deadline: Deadline) -> SolveOutcome:
     if contrib and name == "highs":
-        return solve_highs(model, solver, options, warm_start, base)
+        return solve_highs(model, solver, options, warm_start, base, deadline)
     if contrib and _ALIASES.get(name, name).startswith("gurobi"):
-        return solve_gurobi(model, solver, options, warm_start, base)
+        return solve_gurobi(model, solver, options, warm_start, base, deadline)
     if contrib and _ALIASES.get(name, name) == "scip_persistent":
-        return solve_scip(model, solver, options, warm_start, base)
+        return solve_scip(model, solver, options, warm_start, base, deadline)
     if contrib:
-        return solve_contrib(model, solver, name, options, base)
-    return solve_legacy(model, solver, name, options, base)
+        return solve_contrib(model, solver, name, options, base, deadline)
+    return solve_legacy(model, solver, name, options, base, deadline)

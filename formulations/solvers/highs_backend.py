@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from dnnplace.formulations.solvers.backends import DEADLINE, _common_config, _finish, _hand_over, _num, _rel_gap, _ver
+from dnnplace.formulations.solvers.backends import _common_config, _finish, _hand_over, _num, _rel_gap, _ver
 from dnnplace.formulations.solvers.interrupts import (
     SolverOverran,
     no_interrupt_warning,
@@ -32,6 +32,7 @@ from dnnplace.formulations.solvers.interrupts import (
 )
 from dnnplace.formulations.solvers.outcome import SolveOutcome
 from dnnplace.formulations.solvers.progress import Trace, stage
+from dnnplace.runtime.deadline import Deadline
 
 __all__ = ["solve_highs"]
 
@@ -48,14 +49,14 @@ def _highs_threads(threads: int | None) -> None:
     _HIGHS_THREADS[:] = [threads]
 
 
-def _grace(deadline: Any) -> float:
+def _grace(deadline: Deadline) -> float:
     """Seconds a solver asked to stop at ``deadline`` gets to return before it is left
     behind: 2 % of the limit, between 1 and 5 s (the whole call then ends within the 10 %
     docs/bad-input.md, "Time limits", allows for limits of 10 s and more)."""
     return min(5.0, max(1.0, 0.02 * (deadline.seconds or 0.0)))
 
 
-def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
+def solve_highs(model, solver, options, warm_start, base, deadline: Deadline) -> SolveOutcome:
     """Solve with the persistent HiGHS interface ``solver``: warm start through
     ``setSolution``, trace from the MIP callbacks, Ctrl-C and the hard end of the deadline
     through the interrupt callbacks.
@@ -70,7 +71,7 @@ def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
     the model, the last bound of the trace, termination ``maxTimeLimit``; the solver
     thread is asked to stop and left behind (a later HiGHS solve waits for it)."""
     waited = wait_for_left_behind()
-    _hand_over(model, solver, base)
+    _hand_over(model, solver, base, deadline)
     h = solver._solver_model  # the underlying highspy.Highs object
     stage("solve (highs)")
     trace = Trace()
@@ -97,7 +98,7 @@ def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
         idx = np.array([i for i, _ in items], dtype=np.int32)
         vals = np.array([x for _, x in items], dtype=np.float64)
         h.setSolution(len(items), idx, vals)
-    cfg = _common_config(options, "random_seed")
+    cfg = _common_config(options, deadline, "random_seed")
     _highs_threads(options.threads)
     stop = threading.Event()
 
@@ -107,11 +108,10 @@ def solve_highs(model, solver, options, warm_start, base) -> SolveOutcome:
 
     for poll in (h.cbMipInterrupt, h.cbSimplexInterrupt, h.cbIpmInterrupt):
         poll.subscribe(on_interrupt_poll)
-    deadline = DEADLINE.get()
-    hard_end = None if deadline is None else deadline.end
+    hard_end = deadline.end
     if waited > 1.0:
         base["message"] = f"waited {waited:.1f} s for an earlier HiGHS solve left running past its deadline"
-    grace = 2.0 if deadline is None else _grace(deadline)
+    grace = 2.0 if deadline.end is None else _grace(deadline)
     solver._solve = _highs_solve_step(solver, lambda run: run_stoppable(run, stop.set, hard_end=hard_end,
                                                                         grace=grace))
     t0 = time.perf_counter()
