@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dnnplace.graphs.errors import InputError
+from dnnplace.runtime.termination import Termination
 
 if TYPE_CHECKING:
     from dnnplace.evaluation.evaluate import Evaluation
@@ -381,7 +382,7 @@ def solve(graph: Any, method: str, *, cluster: Any = None, problem: str | None =
 
         warn_uneven_outputs(inst.graph, mode)
     res, _ = run_method(inst, m, req)
-    if res.status == "error" and res.termination == "licensingProblems":
+    if res.status == "error" and res.termination is Termination.LICENCE:
         from dnnplace.formulations.solvers.options import SolverLicenceError, licence_message
 
         raise SolverLicenceError(licence_message(res.message, req.solver.solver))

@@ -1,6 +1,6 @@
 """The result record of one method run (docs/semantics.md 4) and its JSON form.
 
-"Why it stopped" (``termination``, the backend's words) is kept apart from "what we
+"Why it stopped" (``termination``, a :class:`~dnnplace.runtime.termination.Termination`) is kept apart from "what we
 have" (``status``), and the incumbent (``objective``) apart from the ``bound``:
 
 =============  ==============================================================
@@ -56,6 +56,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dnnplace.graphs.io import jsonable
+from dnnplace.runtime.termination import Termination
 
 __all__ = ["STATUSES", "Result", "answer_from_of", "relative_gap"]
 
@@ -119,6 +120,7 @@ class Result:
             raise ValueError(f"status {self.status!r} not in {STATUSES}")
         if self.gap is None:
             self.gap = relative_gap(self.objective, self.bound)
+        self.termination = Termination.of(self.termination)  # older records' words ("maxTimeLimit") map here
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (non-finite numbers become ``None``)."""

@@ -62,6 +62,7 @@ from dnnplace.runs_file import (
     sweep_lock,
     warn,
 )
+from dnnplace.runtime.termination import Termination
 from dnnplace.sweeps import DEFAULT_MARGIN, Executor, Inline, Task, hang_deadline
 from dnnplace.tables import Column, fixed, percent, write_table
 
@@ -121,7 +122,7 @@ def _execute(spec: RunSpec) -> dict:
                 inst, t = apply_transform(spec.transform, inst)  # the result is for the transformed graph
                 res = solve(inst, spec.method, spec.request())
                 res.extra["transform"] = {"name": t.name, "nodes": t.graph.n, **t.meta}
-        if res.status == "error" and res.termination == "licensingProblems":  # say the licence's limits too
+        if res.status == "error" and res.termination is Termination.LICENCE:  # say the licence's limits too
             from dnnplace.formulations.solvers.options import licence_message
 
             res.message = licence_message(res.message, str(spec.solver.get("solver", "highs")))
@@ -216,8 +217,8 @@ def _execute_locked(specs: list[RunSpec], runs_path: Path, *, name: str, fresh: 
                 from dnnplace.results import Result
 
                 rec = Result(problem=spec.problem, method=spec.method, instance=spec.graph_label, status="error",
-                             termination="cancelled" if fin.outcome == "hung" else "error", message=fin.message,
-                             wall_seconds=fin.seconds).to_dict()
+                             termination=Termination.CANCELLED if fin.outcome == "hung" else Termination.ERROR,
+                             message=fin.message, wall_seconds=fin.seconds).to_dict()
             pkg = _SOLVER_PACKAGES.get(str(spec.solver.get("solver", "highs")))
             rec = {"run_key": spec.key, "config": name, "run": spec.identity(), **jsonable(rec),
                    "git_revision": rev, "solver_package": pkg, "solver_package_version": _pkg_version(pkg) if pkg

@@ -23,6 +23,7 @@ from dnnplace.command_args import (
     warn_uneven_outputs,
 )
 from dnnplace.graphs.errors import InputError
+from dnnplace.runtime.termination import Termination
 from dnnplace.textout import device_table, fmt_num, say, warn
 
 __all__ = ["cmd_solve", "build_request", "solve_deadline"]
@@ -122,7 +123,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         from dnnplace.registry import relaxed_lower_bound
 
         relaxed_lower_bound(inst, res, args.bound_time_limit)
-    if res.status == "error" and res.termination == "licensingProblems":
+    if res.status == "error" and res.termination is Termination.LICENCE:
         # the model is too large for the installed licence: bad input for this backend, not a result
         from dnnplace.formulations.solvers.options import SolverLicenceError, licence_message
 

@@ -45,6 +45,7 @@ from dnnplace.graphs.io import jsonable
 from dnnplace.graphs.io.native import instance_to_native
 from dnnplace.graphs.stats import average_parallelism
 from dnnplace.registry import SolveRequest, SolverOptions, solve
+from dnnplace.runtime.termination import Termination
 from dnnplace.tables import Column, fixed, percent, write_table
 
 __all__ = ["NAMES", "Model", "SCHEMA", "model_graph", "reproduce"]
@@ -181,7 +182,7 @@ def _speedup(cfg: Reproduction, out: Path, quick: bool, progress: bool, runs: _R
                 if not label.startswith("PARDNN") and rec["objective"] and p:
                     row[f"{label} / PARDNN"] = rec["objective"] / p
                 if rec["method"] == "lc-glb":
-                    row["lc_limited"] = rec.get("termination") == "time_limit"
+                    row["lc_limited"] = Termination.of(rec.get("termination")) is Termination.TIME_LIMIT
                 if rec["method"] == "pardnn":
                     row[f"{label} moved"] = rec["extra"].get("moved_share")
                 row[f"{label} over"] = dynamic_overflow(rec)

@@ -73,7 +73,7 @@ from dnnplace.formulations.device_symmetry import identical_device_classes
 from dnnplace.formulations.pesto_cpsat_solve import CpsatTimes, solve_cpsat_model
 from dnnplace.formulations.pesto_precompute import PestoOptions, heads_tails, prepare
 from dnnplace.formulations.solvers.options import SolverOptions
-from dnnplace.formulations.solvers.outcome import SolveOutcome
+from dnnplace.formulations.solvers.outcome import SolveOutcome, Termination
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
@@ -117,7 +117,7 @@ def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, optio
     """Build and solve the CP-SAT model (module docstring; parameters as
     :func:`_build_cpsat`); return the outcome and, when there is a solution, its
     schedule. Past ``deadline`` during the build the outcome is ``no_solution`` with
-    termination ``maxTimeLimit``; the search gets at most what the deadline leaves."""
+    termination ``time_limit``; the search gets at most what the deadline leaves."""
     deadline = deadline or NO_DEADLINE
     t0 = time.perf_counter()
     try:
@@ -125,7 +125,7 @@ def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, optio
             args = _build_cpsat(graph, cluster, horizon=horizon, options=options, solver=solver,
                                 warm_start=warm_start)
     except TimeLimitReached as exc:
-        return SolveOutcome("no_solution", "maxTimeLimit", solver="cpsat", message=str(exc),
+        return SolveOutcome("no_solution", Termination.TIME_LIMIT, solver="cpsat", message=str(exc),
                             build_seconds=time.perf_counter() - t0), None
     sopts = args[2]
     args = (*args[:2], dataclasses.replace(sopts, time_limit=capped(sopts.time_limit, deadline)), *args[3:])

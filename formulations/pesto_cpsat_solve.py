@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dnnplace.formulations.solvers.options import SolverOptions
-from dnnplace.formulations.solvers.outcome import SolveOutcome
+from dnnplace.formulations.solvers.outcome import SolveOutcome, Termination
 from dnnplace.formulations.solvers.progress import Trace, stage
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
@@ -90,11 +90,11 @@ def solve_cpsat_model(m, cp_model, sopts: SolverOptions, scale: float, exactness
                 nodes=int(slv.NumBranches()), n_vars=len(stats.variables), n_cons=len(stats.constraints),
                 n_binaries=n_bool, warm_start_given=warm, trace=trace)
     if code == cp_model.INFEASIBLE:
-        return SolveOutcome("infeasible", "provenInfeasible", **base), None
+        return SolveOutcome("infeasible", Termination.INFEASIBLE, **base), None
     if code == cp_model.MODEL_INVALID:
-        return SolveOutcome("error", "error", message=m.Validate(), **base), None
+        return SolveOutcome("error", Termination.ERROR, message=m.Validate(), **base), None
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return SolveOutcome("no_solution", "maxTimeLimit", **base), None
+        return SolveOutcome("no_solution", Termination.TIME_LIMIT, **base), None
     inc, bnd = slv.ObjectiveValue() / scale, slv.BestObjectiveBound() / scale
     trace.append((seconds, inc, bnd if bound_ok else None))
     proven = code == cp_model.OPTIMAL
@@ -105,7 +105,7 @@ def solve_cpsat_model(m, cp_model, sopts: SolverOptions, scale: float, exactness
         msg.append("fractional memory bytes rounded up: the CP-SAT bound is not a bound of the true problem "
                    "(dropped)")
     out = SolveOutcome("optimal" if proven and exact and bound_ok else "feasible",
-                       "convergenceCriteriaSatisfied" if proven else "maxTimeLimit",
+                       Termination.OPTIMAL if proven else Termination.TIME_LIMIT,
                        incumbent=inc, bound=bnd if bound_ok else None, gap=gap, message="; ".join(msg) or None,
                        **base)
     D = cl.size

@@ -32,24 +32,26 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.orders import stack_topological_order
 from dnnplace.heuristics.dp_lattice import LatticeBuffers, grown_nbytes
+from dnnplace.runtime.termination import Termination
 
 __all__ = ["DPGraph", "build_dp_graph", "IdealLattice", "enumerate_ideals", "antichain_width", "linearize",
            "TooManyIdeals"]
 
 
 class TooManyIdeals(InputError):
-    """The DAG has more ideals than the caller allowed (``reason`` ``"ideal_limit"``), its
-    lattice would outgrow the caller's memory budget (``"memory_limit"``), or enumerating
-    them ran past the caller's deadline (``"time_limit"``); use DPL instead. ``count``:
+    """The DAG has more ideals than the caller allowed (``reason``
+    ``Termination.IDEAL_LIMIT``), its
+    lattice would outgrow the caller's memory budget (``MEMORY_LIMIT``), or enumerating
+    them ran past the caller's deadline (``TIME_LIMIT``); use DPL instead. ``count``:
     ideals enumerated."""
 
-    def __init__(self, message: str, *, count: int = 0, reason: str = "ideal_limit"):
+    def __init__(self, message: str, *, count: int = 0, reason: Termination = Termination.IDEAL_LIMIT):
         super().__init__(message)
         self.count, self.reason = count, reason
 
     @property
     def timed_out(self) -> bool:
-        return self.reason == "time_limit"
+        return self.reason is Termination.TIME_LIMIT
 
 
 @dataclass
@@ -319,10 +321,10 @@ def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: in
             if need > max_bytes:
                 raise TooManyIdeals(f"the ideals found so far ({buf.count}) and the next growth of their arrays "
                                     f"would take {need / 1e9:.2f} GB, more than the budget of {max_bytes / 1e9:.2f} "
-                                    "GB; use DPL instead", count=buf.count, reason="memory_limit")
+                                    "GB; use DPL instead", count=buf.count, reason=Termination.MEMORY_LIMIT)
         if not first and deadline is not None and time.perf_counter() > deadline:
             raise TooManyIdeals(f"time limit while enumerating ideals ({buf.count} so far); use DPL instead",
-                                count=buf.count, reason="time_limit")
+                                count=buf.count, reason=Termination.TIME_LIMIT)
         first = False
         t = time.perf_counter()
         finished = buf.step(heads)

@@ -75,6 +75,7 @@ from dnnplace.heuristics.ideals import (
 )
 from dnnplace.heuristics.transfer_costs import dp_devices, node_transfer_cost, subdivide_out_costs
 from dnnplace.runtime.deadline import Deadline, TimeLimitReached
+from dnnplace.runtime.termination import Termination
 
 __all__ = ["DPResult", "maxload_dp", "load_lower_bound"]
 
@@ -106,7 +107,7 @@ class DPResult:
     linearized: bool = False
     complete: bool = True
     lower_bound: float | None = None
-    stopped: str | None = None  # why an incomplete run stopped: "ideal_limit", "memory_limit" or "time_limit"
+    stopped: Termination | None = None  # why an incomplete run stopped: IDEAL_LIMIT, MEMORY_LIMIT or TIME_LIMIT
     note: str | None = None  # what stopped the exact DP, in words (the enumeration's message)
 
 
@@ -230,7 +231,7 @@ def _check(deadline: float | None, count: int, before: str) -> None:
     ideals (more than :data:`SMALL_LATTICE`) before ``before``."""
     if deadline is not None and count > SMALL_LATTICE and time.perf_counter() > deadline:
         raise TooManyIdeals(f"time limit before {before} ({count} ideals); use DPL instead", count=count,
-                            reason="time_limit")
+                            reason=Termination.TIME_LIMIT)
 
 
 def _blocks(h, lattice, arrays: dict, pairs: np.ndarray, term_of: np.ndarray) -> dict:
@@ -406,7 +407,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
                 f"time limit reached during the DP's kernels (stopped there: {type(exc).__name__}: {exc})"
             lb = None if linearized else load_lower_bound(inst, replicas)
             return DPResult(None, np.inf, 0, 0, 0, {"time_limit": time.perf_counter() - t0}, linearized,
-                            complete=False, lower_bound=lb, stopped="time_limit", note=note)
+                            complete=False, lower_bound=lb, stopped=Termination.TIME_LIMIT, note=note)
     return _maxload_dp(inst, linearized=linearized, objective=objective, upper_bound=upper_bound,
                        trivial=trivial, max_ideals=max_ideals, time_limit=time_limit, replicas=replicas,
                        sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes)
@@ -465,10 +466,10 @@ def _maxload_dp(inst: Instance, *, linearized: bool, objective: str, upper_bound
     res = DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized,
                    lower_bound=None if linearized else value)
     if done < prep.lattice.size - 1 and linearized:  # DPL cut short: the best full split pushed so far, if any
-        res.complete, res.stopped = False, "time_limit"
+        res.complete, res.stopped = False, Termination.TIME_LIMIT
         seconds["sources_done"] = done
     elif done < prep.lattice.size - 1:
-        res.complete, res.stopped = False, "time_limit"
+        res.complete, res.stopped = False, Termination.TIME_LIMIT
         if upper_bound is None and first.value < res.value:
             res.placement, res.value = first.placement, first.value
         # a split of max-load <= t_run passes only through pushed states, so the prefix

@@ -431,7 +431,7 @@ def test_quickstart_records_agree_inline_processes_and_ray(tmp_path, ray_cluster
     assert [len(v) for v in got.values()] == [12, 12, 12]
     limited = 0
     for a, b, c in zip(got["inline"], got["processes"], got["ray"], strict=True):
-        if "maxTimeLimit" in (a.get("termination"), b.get("termination"), c.get("termination")):
+        if "time_limit" in (a.get("termination"), b.get("termination"), c.get("termination")):
             limited += 1
             assert a["status"] == b["status"] == c["status"] == "feasible"
             a, b, c = ({k: v for k, v in r.items() if k not in AT_LIMIT} for r in (a, b, c))

@@ -77,7 +77,7 @@ def _tiny_mip() -> pyo.ConcreteModel:
 
 def test_solve_model_past_its_deadline_solves_nothing():
     out = solve_model(_tiny_mip(), SolverOptions(time_limit=30), deadline=Deadline(0.0))
-    assert (out.status, out.termination) == ("no_solution", "maxTimeLimit")
+    assert (out.status, out.termination) == ("no_solution", "time_limit")
     assert "time limit reached" in out.message
     ok = solve_model(_tiny_mip(), SolverOptions(time_limit=30), deadline=Deadline(30.0))
     assert ok.status == "optimal" and ok.incumbent == pytest.approx(2)
@@ -196,7 +196,7 @@ def test_highs_that_does_not_return_by_its_deadline_answers_with_its_last_incumb
     t0 = time.monotonic()
     out = solve_model(m, SolverOptions(time_limit=30), deadline=Deadline(1.0))
     took = time.monotonic() - t0
-    assert (out.status, out.termination) == ("feasible", "maxTimeLimit")
+    assert (out.status, out.termination) == ("feasible", "time_limit")
     assert out.incumbent == pytest.approx(best, abs=1e-6) and pyo.value(m.obj) == pytest.approx(best, abs=1e-6)
     assert "did not stop" in out.message and out.bound is not None and out.bound >= best - 1e-6
     assert 1.0 <= took < 1.0 + 0.3 + 1.0
@@ -221,7 +221,7 @@ def test_highs_asked_to_stop_at_its_deadline_reports_a_time_limit(monkeypatch):
     monkeypatch.setattr(Highs, "run", slow_start)
     m, best = _knapsack()
     out = solve_model(m, SolverOptions(time_limit=30), deadline=Deadline(1.0))
-    assert out.termination == "maxTimeLimit", out
+    assert out.termination == "time_limit", out
     assert out.status in ("feasible", "no_solution")
 
 
@@ -268,7 +268,7 @@ def test_a_process_ends_at_once_with_a_solver_thread_left_running(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     took = time.monotonic() - t0
     assert proc.returncode == 3, proc.stderr[-2000:]
-    assert proc.stdout.split() == ["feasible", "maxTimeLimit", "left", "behind"]
+    assert proc.stdout.split() == ["feasible", "time_limit", "left", "behind"]
     assert took < 30, took  # the search alone would run 60 s
 
 

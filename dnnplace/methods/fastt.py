@@ -46,6 +46,7 @@ from typing import Literal
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
+from dnnplace.runtime.termination import Termination
 
 __all__ = ["DPOSOptions", "OSDPOSOptions", "CPOPOptions", "DPBaselineOptions", "run_dpos", "run_os_dpos",
            "run_cpop", "run_dp_baseline", "parse_rules"]
@@ -246,7 +247,7 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
     out = _output(r.schedule, inst.cluster, req, inst.graph, graph=r.graph, extra=extra, dp=dp,
                   keep_start=opts.keep_start)
     if r.timed_out:
-        out.termination = "time_limit"
+        out.termination = Termination.TIME_LIMIT
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Literal
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
+from dnnplace.runtime.termination import Termination
 
 __all__ = ["PardnnOptions", "LCOptions", "run_pardnn", "run_cp_mayer", "run_lc_glb", "run_dsc_glb"]
 
@@ -61,7 +62,7 @@ def run_pardnn(inst, req: SolveRequest, opts: PardnnOptions) -> MethodOutput:
     # the status comes from the evaluation (dynamic model, the request's congestion); the
     # emulator's verdict (fifo, no congestion, (1 - margin) * cap) is kept beside it
     return MethodOutput(r.placement, message=r.message or None, memory_model="dynamic",
-                        termination="time_limit" if r.extra.get("memory_i_timed_out") else None,
+                        termination=Termination.TIME_LIMIT if r.extra.get("memory_i_timed_out") else None,
                         extra={**r.extra, "emulated_status": r.status, "semantics": _SEMANTICS})
 
 
@@ -87,7 +88,7 @@ def run_lc_glb(inst, req: SolveRequest, opts: LCOptions) -> MethodOutput:
     r = lc_glb(inst.graph, inst.require_cluster(),
                deadline=None if left is None else time.perf_counter() + 0.85 * left)
     return MethodOutput(r.placement, priorities=r.priorities if opts.est_order else None,
-                        termination="time_limit" if r.extra["time_limited"] else None,
+                        termination=Termination.TIME_LIMIT if r.extra["time_limited"] else None,
                         extra={**r.extra, "semantics": "EST-first order replayed per device" if opts.est_order
                                else _SEMANTICS})
 

@@ -15,6 +15,7 @@ from typing import Any
 from dnnplace.graphs.errors import InputError
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
 from dnnplace.runtime.deadline import NO_DEADLINE, TimeLimitReached, capped
+from dnnplace.runtime.termination import Termination
 
 __all__ = ["DPOptions", "LocalSearchOptions", "IPOptions", "LatencySearchOptions", "run_dp", "run_dpl",
            "run_local_search", "run_pipedream", "run_partitioner", "run_latency_search", "run_ip"]
@@ -94,12 +95,12 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
              "seconds": res.seconds}
     if res.placement is not None and res.placement.replication is not None:
         extra["replication"] = res.placement.replication.to_json(inst.require_cluster().names)
-    why = {"ideal_limit": f"more than {max_ideals} ideals", "memory_limit": "memory budget",
-           "time_limit": "time limit"}.get(res.stopped)
+    why = {Termination.IDEAL_LIMIT: f"more than {max_ideals} ideals", Termination.MEMORY_LIMIT: "memory budget",
+           Termination.TIME_LIMIT: "time limit"}.get(res.stopped)
     if res.note:
         extra["stopped_because"] = res.note
     if res.placement is None and not res.complete:
-        one = _one_device_split(inst, req) if res.stopped == "time_limit" else None
+        one = _one_device_split(inst, req) if res.stopped is Termination.TIME_LIMIT else None
         if one is None:
             return MethodOutput(None, status="no_solution", bound=res.lower_bound, contiguity="both",
                                 termination=res.stopped, extra=extra, message=f"{why}; DPL finds no split that fits")
@@ -121,7 +122,7 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
     status = "feasible" if linearized else "optimal"
     bound = None if linearized else res.value
     return MethodOutput(res.placement, status=status, objective=res.value, bound=bound, contiguity="both",
-                        termination=res.stopped or "completed", extra=extra)
+                        termination=res.stopped or Termination.COMPLETED, extra=extra)
 
 
 def _one_device_split(inst, req: SolveRequest):
@@ -150,7 +151,7 @@ def _dp_hierarchy(inst, req: SolveRequest) -> MethodOutput:
         return MethodOutput(None, status="infeasible", contiguity="both", extra=extra,
                             message="no split fits the servers")
     return MethodOutput(res.placement, status="optimal", objective=res.value, bound=res.value, contiguity="both",
-                        termination="completed", extra=extra)
+                        termination=Termination.COMPLETED, extra=extra)
 
 
 def run_dp(inst, req: SolveRequest, opts: DPOptions) -> MethodOutput:
@@ -206,7 +207,8 @@ def run_latency_search(inst, req: SolveRequest, opts: LatencySearchOptions) -> M
     trace = [(t, v, None) for t, v in info.pop("trace")]
     status = "optimal" if val <= bound * (1 + 1e-9) else "feasible"
     return MethodOutput(p, status=status, objective=val, bound=bound, contiguity="none", trace=trace,
-                        termination="time_limit" if opts.max_iters is None else "iteration_limit", extra=info)
+                        termination=Termination.TIME_LIMIT if opts.max_iters is None else Termination.ITERATION_LIMIT,
+                        extra=info)
 
 
 def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
@@ -290,7 +292,7 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
                        solver=out.solver, solver_version=out.solver_version, build_seconds=build,
                        solve_seconds=out.solve_seconds, contiguity=contiguity, trace=list(out.trace), extra=extra)
     if not out.has_solution:
-        if out.termination == "maxTimeLimit":  # stopped at the limit without an incumbent: the best cheap split
+        if out.termination is Termination.TIME_LIMIT:  # stopped at the limit without an incumbent: the best cheap split
             return _ip_incumbent(inst, score, start, contiguity, extra, out.message or "the solver found no "
                                  "incumbent within the time limit", res, build, ready)
         return res
@@ -383,7 +385,7 @@ def _ip_incumbent(inst, score, start, contiguity: str, extra: dict, why: str, re
             best = (name, p, ev.objective)
     extra = {k: v for k, v in extra.items() if not k.startswith("_")}
     bound = res.bound if res is not None else None
-    common = dict(bound=bound, termination="time_limit", contiguity=contiguity, build_seconds=build,
+    common = dict(bound=bound, termination=Termination.TIME_LIMIT, contiguity=contiguity, build_seconds=build,
                   solver=res.solver if res is not None else None, extra=extra,
                   solver_version=res.solver_version if res is not None else None,
                   solve_seconds=res.solve_seconds if res is not None else None,

@@ -12,6 +12,7 @@ from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, warm
 from dnnplace.formulations.pesto_solution import decode_times
 from dnnplace.formulations.solvers.driver import SolveOutcome, solve_model
 from dnnplace.formulations.solvers.options import SolverOptions
+from dnnplace.formulations.solvers.outcome import Termination
 from dnnplace.formulations.solvers.progress import stage
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
@@ -66,12 +67,13 @@ def solve_exact(cg: OpGraph, cluster: Cluster, horizon: float, opts: PestoOption
     build seconds, model-size entries)``, ``times`` as
     :func:`~dnnplace.formulations.pesto_solution.ilp_orders` reads them. Past
     ``deadline`` (in the model build or the hand-off) the outcome is ``no_solution``
-    with termination ``maxTimeLimit``, nothing solved."""
+    with termination ``time_limit``, nothing solved."""
     deadline = deadline or NO_DEADLINE
     why = too_big(cg, deadline)
     if why is not None:  # a model that cannot be built in the time left is not started
-        return SolveOutcome("no_solution", "maxTimeLimit", solver="cpsat" if engine == "cpsat" else solver.solver,
-                            message=why), None, 0.0, {"stopped": why}
+        name = "cpsat" if engine == "cpsat" else solver.solver
+        out = SolveOutcome("no_solution", Termination.TIME_LIMIT, solver=name, message=why)
+        return out, None, 0.0, {"stopped": why}
     stage(f"model build ({cg.n} nodes)")
     if engine == "cpsat":
         from dnnplace.formulations.pesto_cpsat import solve_pesto_cpsat
@@ -86,7 +88,7 @@ def solve_exact(cg: OpGraph, cluster: Cluster, horizon: float, opts: PestoOption
             ws = warm_start_values(model, *start) if start is not None else None
     except TimeLimitReached as exc:
         build = time.perf_counter() - t1
-        return SolveOutcome("no_solution", "maxTimeLimit", solver=solver.solver, message=str(exc),
+        return SolveOutcome("no_solution", Termination.TIME_LIMIT, solver=solver.solver, message=str(exc),
                             build_seconds=build), None, build, {"stopped": str(exc)}
     build = time.perf_counter() - t1
     out = solve_model(model, solver, warm_start=ws, build_seconds=build, deadline=deadline)

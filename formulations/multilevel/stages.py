@@ -243,7 +243,7 @@ class PestoPipeline:
         if self.o.fallback:
             ans = self.obvious(ans, size)
         status = "optimal" if ans.ms <= bound + 1e-6 * max(1.0, ans.ms) else "feasible"
-        term = "time_limit" if out.termination == "maxTimeLimit" else out.termination
+        term = out.termination
         return PestoRun(ans.pl, ans.pr, ans.ms, status, term, bound, source=ans.source, link_priorities=ans.lp,
                         message=out.message or f"ILP: {out.status} ({out.termination}); {ans.source} returned",
                         **run_kw)

@@ -39,7 +39,7 @@ import pyomo.environ as pyo
 
 from dnnplace.formulations.solvers.interrupts import InterruptGuard, raise_if_interrupted
 from dnnplace.formulations.solvers.options import SolverOptions, licence_hint
-from dnnplace.formulations.solvers.outcome import SolveOutcome
+from dnnplace.formulations.solvers.outcome import SolveOutcome, Termination
 from dnnplace.formulations.solvers.progress import Trace, stage
 from dnnplace.runtime.deadline import Deadline, capped
 
@@ -53,14 +53,14 @@ def _num(x: Any) -> float | None:
     return None if math.isnan(x) or math.isinf(x) or abs(x) >= 1e99 else x
 
 
-def _status(termination: str, solution: str) -> str:
+def _status(termination: Termination, solution: str) -> str:
     if solution == "optimal":
         return "optimal"
     if solution in ("feasible",):
-        return "optimal" if termination == "convergenceCriteriaSatisfied" else "feasible"
-    if termination in ("provenInfeasible", "locallyInfeasible", "infeasibleOrUnbounded"):
+        return "optimal" if termination is Termination.OPTIMAL else "feasible"
+    if termination is Termination.INFEASIBLE:
         return "infeasible"
-    if termination in ("error", "licensingProblems", "unbounded"):
+    if termination in (Termination.ERROR, Termination.LICENCE, Termination.UNBOUNDED):
         return "error"
     return "no_solution"
 
@@ -92,11 +92,12 @@ def _common_config(options: SolverOptions, deadline: Deadline, seed_option: str 
     return cfg
 
 
-def _finish(res: Any, base: dict, name: str, version: Any, solve_seconds: float, *, termination: str | None = None,
+def _finish(res: Any, base: dict, name: str, version: Any, solve_seconds: float, *,
+            termination: Termination | None = None,
             **extra: Any) -> SolveOutcome:
     """``res`` as an outcome; ``termination`` overrides the one Pyomo read (a stop we asked
     for at the deadline is a time limit, not an interrupt)."""
-    term = termination or res.termination_condition.name
+    term = termination or Termination.of(res.termination_condition.name)
     raise_if_interrupted(term)
     sol = res.solution_status.name
     status = _status(term, sol)
@@ -175,7 +176,7 @@ def solve_gurobi(model, solver, options, warm_start, base, deadline: Deadline) -
                    f"licence; {licence_hint()}")
         else:
             msg = f"Gurobi error {getattr(exc, 'errno', '')}: {exc}"
-        return SolveOutcome("error", "licensingProblems" if "licen" in msg else "error", solver="gurobi",
+        return SolveOutcome("error", Termination.LICENCE if "licen" in msg else Termination.ERROR, solver="gurobi",
                             solver_version=_ver(solver), message=msg, **base)
     wall = time.perf_counter() - t0
     grb = solver._solver_model
@@ -272,7 +273,7 @@ def solve_contrib(model, solver, name, options, base, deadline: Deadline) -> Sol
         with InterruptGuard():
             res = solver.solve(model, **cfg)
     except Exception as exc:  # noqa: BLE001 - a backend failure is a result
-        return SolveOutcome("error", "error", solver=name, message=f"{type(exc).__name__}: {exc}", **base)
+        return SolveOutcome("error", Termination.ERROR, solver=name, message=f"{type(exc).__name__}: {exc}", **base)
     wall = time.perf_counter() - t0
     nodes = None
     for key in ("mip_node_count", "NodeCount", "nodes"):
@@ -304,7 +305,7 @@ def solve_legacy(model, solver, name, options, base, deadline: Deadline) -> Solv
         with InterruptGuard():
             res = solver.solve(model, tee=bool(options.tee), load_solutions=False, options=opts)
     except Exception as exc:  # noqa: BLE001
-        return SolveOutcome("error", "error", solver=name, message=f"{type(exc).__name__}: {exc}", **base)
+        return SolveOutcome("error", Termination.ERROR, solver=name, message=f"{type(exc).__name__}: {exc}", **base)
     wall = time.perf_counter() - t0
     tc = res.solver.termination_condition
     if tc == TerminationCondition.userInterrupt:
@@ -313,13 +314,13 @@ def solve_legacy(model, solver, name, options, base, deadline: Deadline) -> Solv
     if has:
         model.solutions.load_from(res)
     if tc == TerminationCondition.optimal and has:
-        status, term = "optimal", "convergenceCriteriaSatisfied"
+        status, term = "optimal", Termination.OPTIMAL
     elif has:
-        status, term = "feasible", str(tc)
+        status, term = "feasible", Termination.of(str(tc))
     elif tc == TerminationCondition.infeasible:
-        status, term = "infeasible", "provenInfeasible"
+        status, term = "infeasible", Termination.INFEASIBLE
     else:
-        status, term = "no_solution", str(tc)
+        status, term = "no_solution", Termination.of(str(tc))
     obj = next(model.component_data_objects(pyo.Objective, active=True))
     inc = pyo.value(obj) if has else None
     bound = None

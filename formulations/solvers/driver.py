@@ -38,7 +38,7 @@ from dnnplace.formulations.solvers.backends import solve_contrib, solve_gurobi, 
 from dnnplace.formulations.solvers.highs_backend import solve_highs
 from dnnplace.formulations.solvers.options import SOLVER_ALIASES as _ALIASES
 from dnnplace.formulations.solvers.options import SolverOptions
-from dnnplace.formulations.solvers.outcome import SolveOutcome
+from dnnplace.formulations.solvers.outcome import SolveOutcome, Termination
 from dnnplace.runtime.deadline import NO_DEADLINE, Deadline, TimeLimitReached
 
 __all__ = ["SolveOutcome", "solve_model", "model_size", "available_solvers"]
@@ -97,7 +97,7 @@ def solve_model(model: pyo.ConcreteModel, options: SolverOptions | None = None, 
         When the caller's whole method must end: the hand-off to the solver stops at it
         and the solver's time limit is cut to what is left after the hand-off. Past it
         (before or during the hand-off) the outcome is ``no_solution`` with termination
-        ``maxTimeLimit`` and nothing solved.
+        ``time_limit`` and nothing solved.
     """
     options = options or SolverOptions()
     name = options.solver.lower()
@@ -105,27 +105,28 @@ def solve_model(model: pyo.ConcreteModel, options: SolverOptions | None = None, 
         with deadline.guard("counting the model's size") if deadline is not None else nullcontext():
             n_vars, n_cons, n_bin = model_size(model)
     except TimeLimitReached as exc:
-        return SolveOutcome("no_solution", "maxTimeLimit", solver=name, message=str(exc), build_seconds=build_seconds,
-                            warm_start_given=bool(warm_start))
+        return SolveOutcome("no_solution", Termination.TIME_LIMIT, solver=name, message=str(exc),
+                            build_seconds=build_seconds, warm_start_given=bool(warm_start))
     base = dict(build_seconds=build_seconds, n_vars=n_vars, n_cons=n_cons, n_binaries=n_bin,
                 warm_start_given=bool(warm_start))
     try:
         solver, contrib = _make(name)
     except Exception as exc:  # noqa: BLE001 - report any factory failure as a result
-        return SolveOutcome("error", "error", solver=name, message=f"cannot create solver {name!r}: {exc}", **base)
+        return SolveOutcome("error", Termination.ERROR, solver=name, message=f"cannot create solver {name!r}: {exc}",
+                            **base)
     try:
         avail = solver.available()
     except Exception as exc:  # noqa: BLE001
         avail = False
         base["message"] = str(exc)
     if not avail:
-        return SolveOutcome("error", "error", solver=name, message=base.pop("message", None) or
+        return SolveOutcome("error", Termination.ERROR, solver=name, message=base.pop("message", None) or
                             f"solver {name!r} is not available here; use solver 'highs'", **base)
     base.pop("message", None)
     try:
         return _dispatch(model, solver, contrib, name, options, warm_start, base, deadline or NO_DEADLINE)
     except TimeLimitReached as exc:
-        return SolveOutcome("no_solution", "maxTimeLimit", solver=name, message=str(exc), **base)
+        return SolveOutcome("no_solution", Termination.TIME_LIMIT, solver=name, message=str(exc), **base)
 
 
 def _dispatch(model, solver, contrib: bool, name: str, options: SolverOptions, warm_start, base,

@@ -30,7 +30,7 @@ from dnnplace.formulations.solvers.interrupts import (
     run_stoppable,
     wait_for_left_behind,
 )
-from dnnplace.formulations.solvers.outcome import SolveOutcome
+from dnnplace.formulations.solvers.outcome import SolveOutcome, Termination
 from dnnplace.formulations.solvers.progress import Trace, stage
 from dnnplace.runtime.deadline import Deadline
 
@@ -68,7 +68,7 @@ def solve_highs(model, solver, options, warm_start, base, deadline: Deadline) ->
     is asked to stop, and if it has not returned a grace later (:func:`_grace`) the
     answer is what HiGHS last reported: its last
     improving solution (from ``cbMipImprovingSolution``, else the warm start) loaded into
-    the model, the last bound of the trace, termination ``maxTimeLimit``; the solver
+    the model, the last bound of the trace, termination ``time_limit``; the solver
     thread is asked to stop and left behind (a later HiGHS solve waits for it)."""
     waited = wait_for_left_behind()
     _hand_over(model, solver, base, deadline)
@@ -128,7 +128,7 @@ def solve_highs(model, solver, options, warm_start, base, deadline: Deadline) ->
     gap = _num(info.mip_gap)
     nodes = int(info.mip_node_count) if info.mip_node_count >= 0 else None
     return _finish(res, base, "highs", solver.version(), wall, nodes=nodes, trace=trace, gap=gap,
-                   termination="maxTimeLimit" if timed_out else None)
+                   termination=Termination.TIME_LIMIT if timed_out else None)
 
 
 def _highs_solve_step(solver: Any, runner: Any) -> Any:
@@ -173,6 +173,6 @@ def _overran(model, solver, warm_start, x, trace, base, wall: float, why: str) -
     inc = float(pyo.value(obj)) if has else None
     bounds = [b for _, _, b in trace if b is not None]
     bound = bounds[-1] if bounds else None
-    return SolveOutcome("feasible" if has else "no_solution", "maxTimeLimit", inc, bound,
+    return SolveOutcome("feasible" if has else "no_solution", Termination.TIME_LIMIT, inc, bound,
                         _rel_gap(inc, bound), solver="highs", solver_version=_ver(solver), solve_seconds=wall,
                         trace=trace, **{**base, "message": why})

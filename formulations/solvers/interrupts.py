@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
+from dnnplace.formulations.solvers.outcome import Termination
 from dnnplace.runtime.deadline import redeliver_dropped
 
 __all__ = ["InterruptGuard", "raise_if_interrupted", "no_interrupt_warning", "run_stoppable", "SolverOverran",
@@ -119,9 +120,9 @@ class InterruptGuard:
         return False
 
 
-def raise_if_interrupted(termination: str) -> None:
+def raise_if_interrupted(termination: Termination) -> None:
     """An interrupt the solver caught itself (Gurobi's SIGINT handler) is ours to raise."""
-    if termination == "interrupted":
+    if termination is Termination.INTERRUPTED:
         raise KeyboardInterrupt(f"the solver stopped on an interrupt ({termination})")
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["SolveOutcome"]
+from dnnplace.runtime.termination import Termination
+
+__all__ = ["SolveOutcome", "Termination"]
 
 
 @dataclass
@@ -14,8 +16,8 @@ class SolveOutcome:
     """What a solve produced.
 
     ``status`` is what we have (``optimal`` / ``feasible`` / ``infeasible`` /
-    ``no_solution`` / ``error``); ``termination`` why the solver stopped (the name of a
-    ``pyomo.contrib.solver`` ``TerminationCondition``). ``incumbent`` and ``bound`` are
+    ``no_solution`` / ``error``); ``termination`` why the solver stopped (a
+    :class:`Termination`; a solver's own word is mapped by :meth:`Termination.of`). ``incumbent`` and ``bound`` are
     in the model's objective sense; ``gap`` is the solver's relative MIP gap where it
     reports one (HiGHS ``mip_gap``, Gurobi ``MIPGap``), else ``|inc - bound| / |inc|``.
     ``trace`` holds ``(seconds, incumbent, bound)`` triples; the variables of the model
@@ -23,7 +25,7 @@ class SolveOutcome:
     """
 
     status: str
-    termination: str
+    termination: Termination
     incumbent: float | None = None
     bound: float | None = None
     gap: float | None = None
@@ -39,6 +41,9 @@ class SolveOutcome:
     message: str | None = None
     warm_start_given: bool = False
     trace: list[tuple[float, float | None, float | None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.termination = Termination.of(self.termination)
 
     @property
     def has_solution(self) -> bool:
