@@ -74,7 +74,7 @@ from dnnplace.heuristics.ideals import (
     linearize,
 )
 from dnnplace.heuristics.transfer_costs import dp_devices, node_transfer_cost, subdivide_out_costs
-from dnnplace.runtime.deadline import Deadline, TimeLimitReached
+from dnnplace.runtime.deadline import NO_DEADLINE, Deadline, TimeLimitReached
 from dnnplace.runtime.termination import Termination
 
 __all__ = ["DPResult", "maxload_dp", "load_lower_bound"]
@@ -317,7 +317,8 @@ def _left(deadline: float | None) -> float | None:
 def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pipedream",
                upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 6_000_000,
                time_limit: float | None = None, replicas: int = 1, sync_per_byte: float | None = None,
-               prune: bool = True, segments: bool = True, max_bytes: float | None = None) -> DPResult:
+               prune: bool = True, segments: bool = True, max_bytes: float | None = None,
+               deadline: Deadline | None = None) -> DPResult:
     """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
 
     Parameters
@@ -342,7 +343,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         Memory budget of the exact DP (default :func:`memory_budget`): an enumeration whose
         arrays, with the tables to come (:func:`bytes_per_ideal`), would outgrow it stops
         before it allocates more, with the same answer as past ``max_ideals``
-        (``stopped="memory_limit"``).
+        (``stopped`` ``MEMORY_LIMIT``).
     replicas : int
         Largest replication factor of a stage (Appendix C.2; 1 = none): a stage may run on
         up to this many accelerators (:mod:`dnnplace.graphs.replication`), and the
@@ -360,7 +361,9 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         prefix of the table (at most the run's threshold;
         :func:`~dnnplace.heuristics.dp_runs.prefix_lower_bound`, at least :func:`load_lower_bound`).
         DPL itself (``linearized=True``) stops there too, without a split if its table is not
-        done (``placement`` ``None``, ``stopped="time_limit"``); its first chunk always runs.
+        done (``placement`` ``None``, ``stopped`` ``TIME_LIMIT``); its first chunk always runs.
+        With ``deadline`` (the run's :class:`~dnnplace.runtime.deadline.Deadline`) the call
+        ends by the earlier of the two.
         Under a time limit a missing AOT extension of the kernels is built in the background
         (:func:`dnnplace.heuristics.aot.no_build_wait`), and a call still running :data:`GRACE`
         past the limit (in a kernel's first compilation) returns no split, with the lower bound.
@@ -392,9 +395,11 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     >>> maxload_dp(Instance(g, Cluster.tarnawski(2, 0, 10))).value  # {0,1} + {2}: 4 + 1
     5.0
     """
+    mine = (deadline or NO_DEADLINE).within(time_limit)  # the call's deadline: its limit, within the run's
+    time_limit = mine.remaining()
     if time_limit is not None:
         t0 = time.perf_counter()
-        guard = Deadline(float(time_limit) + GRACE).guard("the DP's kernels")
+        guard = mine.later(GRACE).guard("the DP's kernels")
         try:
             with aot.no_build_wait(), guard:
                 return _maxload_dp(inst, linearized=linearized, objective=objective, upper_bound=upper_bound,

@@ -81,8 +81,10 @@ class Deadline:
         """A deadline ``fraction`` of the remaining time from now (a stage's share);
         itself without a deadline. Stages derive their deadlines from the run's with
         :meth:`share`, :meth:`within` and :meth:`less`, never from a time limit's number."""
-        left = self.remaining()
-        return self if left is None else Deadline(fraction * left)
+        if self.end is None:
+            return self
+        now = time.monotonic()
+        return self._derived(now + fraction * max(0.0, self.end - now), now)
 
     def within(self, seconds: float | None) -> Deadline:
         """A stage's deadline: ``seconds`` from now, never past this one (``None``: this one).
@@ -92,8 +94,14 @@ class Deadline:
         """
         if seconds is None:
             return self
-        left = self.remaining()
-        return Deadline(max(0.0, float(seconds) if left is None else min(float(seconds), left)))
+        now = time.monotonic()
+        end = now + max(0.0, float(seconds))
+        return self._derived(end if self.end is None else min(end, self.end), now)
+
+    def later(self, seconds: float) -> Deadline:
+        """This deadline ``seconds`` later (the grace a stage gets to return what it has before a
+        watchdog stops it); itself without a deadline."""
+        return self.less(-float(seconds))
 
     def less(self, seconds: float) -> Deadline:
         """This deadline ``seconds`` earlier (what a stage leaves for the ones after it); itself
@@ -104,7 +112,12 @@ class Deadline:
         """
         if self.end is None:
             return self
-        return Deadline(max(0.0, self.end - float(seconds) - time.monotonic()))
+        return self._derived(self.end - float(seconds), time.monotonic())
+
+    @staticmethod
+    def _derived(end: float, now: float) -> Deadline:
+        """The deadline ending at ``end`` (a :func:`time.monotonic` reading; now at the latest)."""
+        return Deadline(max(0.0, end - now), start=now)
 
     def guard(self, what: str = "this stage") -> _Guard:
         """A ``with`` block that stops at the deadline: where a stage runs library code

@@ -89,7 +89,7 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
     if replicas > 1 and req.problem != "maxload":
         raise InputError("replicated stages (option replicas) are a max-load model (Tarnawski App. C.2)")
     res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream",
-                     max_ideals=max_ideals, time_limit=capped(req.solver.time_limit, req.deadline), replicas=replicas,
+                     max_ideals=max_ideals, time_limit=req.solver.time_limit, deadline=req.deadline, replicas=replicas,
                      sync_per_byte=sync_per_byte, max_bytes=None if max_memory_gb is None else max_memory_gb * 1e9)
     extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
              "seconds": res.seconds}
