@@ -5,6 +5,9 @@ reports a status its evaluation contradicts."""
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -247,3 +250,118 @@ def test_every_package_folder_is_packaged():
              if "workloads" not in p.parts}
     found.add("dnnplace.experiments")
     assert found == listed, (sorted(found - listed), sorted(listed - found))
+
+
+# --- the signatures docs/architecture.md names -------------------------------------------
+# Every backticked reference of the form `module.function(args)` (or `module.Class.method(args)`)
+# is resolved to its object and its argument names compared with the code's parameters:
+# a bare name is a positional parameter (in order), `name=...` a parameter by keyword, `*`
+# the start of the keyword-only ones, `...` "other parameters not named here"; a default
+# written (`opts=None`) must be the code's. Without `...` the list must name every parameter.
+
+_REF = re.compile(r"`([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)\(([^`]*)\)`")
+
+
+def _split_args(text: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def _resolve(dotted: str):
+    """The object a doc's dotted name means: the longest prefix naming exactly one module
+    (by its full name or a dotted suffix of it), then attributes."""
+    parts = dotted.split(".")
+    for k in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:k])
+        found = [m for m in GRAPH if m == prefix or m.endswith("." + prefix)]
+        if len(found) > 1:
+            raise AssertionError(f"`{dotted}`: {prefix!r} names {len(found)} modules: {sorted(found)}")
+        if found:
+            obj = importlib.import_module(found[0])
+            for attr in parts[k:]:
+                owner, obj = obj, getattr(obj, attr, None)
+                if obj is None:
+                    raise AssertionError(f"`{dotted}`: {found[0]} has no {attr!r}")
+            return obj, isinstance(owner, type)
+    raise AssertionError(f"`{dotted}`: no module of the project is named {parts[0]!r}")
+
+
+def signature_mismatches(dotted: str, args: str) -> list[str]:
+    """What the doc's `dotted(args)` says that the code's signature does not."""
+    obj, is_method = _resolve(dotted)
+    params = list(inspect.signature(obj).parameters.values())
+    if is_method and params and params[0].name in ("self", "cls"):
+        params = params[1:]
+    by_name = {p.name: p for p in params}
+    ref, errors = f"`{dotted}({' '.join(args.split())})`", []
+    tokens = _split_args(" ".join(args.split()))
+    partial, kw_only, named, position = "..." in tokens, False, [], 0
+    skipped = bool(tokens) and tokens[0] == "..."
+    for tok in tokens:
+        if tok == "...":
+            continue
+        if tok == "*":
+            kw_only = True
+            continue
+        name, eq, default = tok.partition("=")
+        name = name.strip()
+        if not name.isidentifier():
+            errors.append(f"{ref}: {tok!r} is not a parameter name")
+            continue
+        named.append(name)
+        p = by_name.get(name)
+        if p is None:
+            errors.append(f"{ref}: the code has no parameter {name!r} (it has {list(by_name)})")
+            continue
+        if not eq and not kw_only and not skipped:
+            if position >= len(params) or params[position].name != name:
+                errors.append(f"{ref}: positional {name!r} is not parameter {position + 1} of the code")
+            position += 1
+        if kw_only != (p.kind is inspect.Parameter.KEYWORD_ONLY) and (kw_only or not eq):
+            errors.append(f"{ref}: {name!r} is {'not ' if kw_only else ''}keyword-only in the code")
+        default = default.strip()
+        if eq and default not in ("", "...") and default != repr(p.default):
+            errors.append(f"{ref}: default of {name!r} is {p.default!r} in the code, not {default}")
+    if not partial:
+        missing = [p.name for p in params if p.name not in named
+                   and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+        if missing:
+            errors.append(f"{ref}: the doc leaves out {missing} (write `...` if on purpose)")
+    return errors
+
+
+def test_signatures_named_in_architecture_doc_match_the_code():
+    text = (REPO / "docs" / "architecture.md").read_text()
+    refs = _REF.findall(text)
+    errors = [e for dotted, args in refs for e in signature_mismatches(dotted, args)]
+    assert not errors, "\n".join(errors)
+    assert len(refs) >= 5, refs
+
+
+@pytest.mark.parametrize("dotted, args, expected", [
+    ("pesto_ip.build_pesto_model", "instance, options", "no parameter 'instance'"),
+    ("pesto_ip.build_pesto_model", "graph, cluster, horizon, options=None", "'horizon' is keyword-only in the code"),
+    ("maxload_ip.build_maxload_ip", "inst", "leaves out ['opts']"),
+    ("maxload_ip.build_maxload_ip", "inst, opts=0", "default of 'opts'"),
+    ("driver.solve_model", "model, SolverOptions, ...", "no parameter 'SolverOptions'"),
+    ("deadline.Deadline.share", "seconds", "no parameter 'seconds'"),
+    ("nowhere.build", "x", "no module"),
+])
+def test_signature_check_catches_drift(dotted, args, expected):
+    try:
+        errors = signature_mismatches(dotted, args)
+    except AssertionError as e:
+        errors = [str(e)]
+    assert any(expected in e for e in errors), errors
