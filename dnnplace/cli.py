@@ -303,8 +303,9 @@ def main(argv: list[str] | None = None) -> int:
 
     Ctrl-C (:func:`~dnnplace.formulations.solvers.interrupts.stop_on_ctrl_c`): 130, nothing
     recorded. The interrupt's traceback, and so the interrupted work (a Pesto model of
-    millions of Pyomo objects), is kept until the next call: freeing it on the way out took
-    2.8-8 s, and the console script ends without it
+    millions of Pyomo objects), is kept until the next call: freeing it on the way out takes
+    seconds (results/time-limits.md, "Ctrl-C and the interpreter's teardown"), and the console
+    script ends without it
     (:func:`~dnnplace.formulations.solvers.interrupts.exit_process`)."""
     from dnnplace.formulations.solvers.interrupts import INTERRUPTED, stop_on_ctrl_c
     from dnnplace.formulations.solvers.progress import quiet

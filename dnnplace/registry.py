@@ -169,7 +169,8 @@ def machine_cores() -> int:
 
 def with_limits(request: SolveRequest, method: Method | None = None) -> SolveRequest:
     """The request as a method runs it: solver ``threads`` capped at this machine's
-    cores (with a warning: 20000 threads turned a 5 s solve into 88 s), and the run's
+    cores (with a warning: threads far beyond the cores slow a solve many times over,
+    results/time-limits.md, "Solver threads beyond the cores"), and the run's
     :class:`~dnnplace.runtime.deadline.Deadline` unless the caller set one (``dnnplace solve``
     counts from the process's start): ``solver.time_limit`` (else ``method``'s default
     limit, :func:`method_limits`) from now. This is the deadline of one call of the Python API

@@ -26,9 +26,9 @@ other node ignored, the cheapest such segmentation of :math:`P` is a lower bound
 
 an O(L^2 qK) dynamic program (the inner sum stops at the memory limit). It is evaluated
 on a few longest paths (by minimum time, by memory, by accelerator and by CPU time) and
-the largest value is kept; it is never below the critical path of minimum times. On
-Table 4 it lifts the bound of the BERT-24 layer graph to its optimum (100.22 ms) and
-those of GNMT and BERT-3/-6 to within 3 % of theirs.
+the largest value is kept; it is never below the critical path of minimum times. Its
+gaps on Tarnawski's Table 4: results/tarnawski-latency-cert.md, "Previous figures: path
+segmentation bound".
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ def makespan_lower_bound(graph: OpGraph, cluster: Cluster) -> float:
     Memory is left out, and transfers count only where heads and tails see them;
     :func:`dnnplace.formulations.makespan_relaxation.makespan_relaxation_bound` adds placement,
     transfers and memory on a kept subgraph, at a solver's cost. Near-linear in practice
-    (:func:`comm_heads_and_tails`, then O(n log n + levels^2)): 0.25 s on 4k nodes. The
+    (:func:`comm_heads_and_tails`, then O(n log n + levels^2)), cheap enough for every evaluation. The
     evaluator reports it with every makespan (``lower_bound``).
 
     >>> g = OpGraph(ids=list("abc"), kinds=["gpu"], compute=[[2.0], [1.0], [1.0]], memory=[0, 0, 0],

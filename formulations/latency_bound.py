@@ -71,7 +71,8 @@ is a lower bound for every path.
    larger of the paths' DP values and the spine bound
    (:func:`~dnnplace.formulations.latency_spine.spine_bound`: a DP over the cut nodes of a
    fork-join graph that charges every branch of a block a spine piece enters or leaves),
-   each a lower bound. On InceptionV3 it lifts the bound from 1151.35 to 1192.74.
+   each a lower bound. It is what closes the gap on fork-join graphs such as InceptionV3,
+   where one path sees one branch only.
 
 **The split read off the bound** (:func:`closure_segmentation` with ``split=True``): the
 stretches of the final DP optimum become pieces (the source sides of their cuts, at the
@@ -86,11 +87,9 @@ two bounds is returned. It is evaluated on the path bound's paths. Cost: per pat
 growing closure (bit sets) per start ``i``, stopped at the memory limit, vectorised over
 the ends ``j``; then the lazy cuts.
 
-On Table 4 (``results/tarnawski-latency-cert.md``) the bound equals the latency of its own
-split on BERT-3, -6, -24, layer ResNet-50 and GNMT (each optimal) and is within 0.0001 %
-of it on BERT-12 (0.2-9 s each); it is 0.25 % below the best known split of operator
-ResNet-50 and 4-8 % below InceptionV3's (0.87 % with the spine bound of 5), where the path
-bound left 2.8-65 %.
+How close the bound comes to its own split and to the best known splits of Tarnawski's
+Table 4, against the path bound: ``results/tarnawski-latency-cert.md`` (each run under
+its dated heading).
 
 >>> import numpy as np
 >>> from dnnplace.graphs.cluster import Cluster

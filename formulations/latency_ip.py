@@ -58,16 +58,15 @@ path charged the closure a contiguous piece must hold, the transfers it is force
 and, lazily, a minimum cut over the undecided neighbours, with a Lagrange price on
 memory; on fork-join graphs at least the spine bound of
 :mod:`dnnplace.formulations.latency_spine`; ``bound_seconds`` caps the refinement's time;
-``lower_bound`` passes it in when the caller has computed it). On Table 4 it meets the best
-split of BERT-3, -6, -24, layer ResNet-50 and GNMT (optimal at the root) and of BERT-12
-within 0.0001 %, and leaves operator ResNet-50 at 0.25 % of the best known split and
-InceptionV3 at 0.87 % (``results/tarnawski-latency-cert.md``). ``bound="path"`` is the path segmentation bound
+``lower_bound`` passes it in when the caller has computed it); it is the default because
+it certifies far smaller gaps than the path bound (Table 4: ``results/tarnawski-latency-cert.md``).
+``bound="path"`` is the path segmentation bound
 (:func:`~dnnplace.evaluation.bounds.latency_lower_bound`: only the path's own nodes
-and edges), which it extends (2.8-65 % gaps on Table 4 after 60 s).
+and edges), which it extends.
 
-Strengthening (valid inequalities that keep the optimum; off by default: with HiGHS and
-60 s per Table 4 row, on top of the path bound, they raised no bound and left a worse
-incumbent on three rows, ``results/bench-latency-cert.txt``):
+Strengthening (valid inequalities that keep the optimum; off by default: on Table 4 they
+raised no bound and cost incumbents, ``results/tarnawski-latency-cert.md``, "The
+strengthening rows"):
 
 - ``finish_bounds``: ``Total >= Finish_j`` for every slot. A non-empty slot finishes no
   later than its nodes' ``Lat_v`` (10); an empty slot can take ``Start = Finish`` equal

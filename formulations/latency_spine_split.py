@@ -145,9 +145,9 @@ def _backtrack(d: ClosureData, steps: list, R: int) -> list | None:
 def spine_split(d: ClosureData, cluster: Cluster, grid: int = GRID) -> Placement | None:
     """The split of the module docstring (``q = 1``; ``None`` where the graph has no cut
     node, a block is too large, or no split is found): pieces on the accelerators with the
-    most memory, the largest first, the rest on the first CPU. On InceptionV3: 1207.37 in
-    10-26 s (1221.68 in half the time at ``GRID // 2``); ``latency-ls`` from it reaches
-    1203.17 in 4 s (and no lower in 120 s; from the coarser one 1204.08)."""
+    most memory, the largest first, the rest on the first CPU. It is the start that lets
+    ``latency-ls`` reach the best known InceptionV3 split (measured, with the time it takes:
+    results/tarnawski-latency-cert.md, "The spine split on InceptionV3")."""
     if d.q != 1 or not cluster.devices_of_kind("cpu").size:
         return None
     value, steps = spine_dp(d, grid, split=True)

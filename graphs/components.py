@@ -1,6 +1,6 @@
 """Connected and strongly connected components of a graph given as edge arrays, in numpy and
 plain Python (no scipy: ``solve --method dp`` needs them on small graphs, where importing
-``scipy.sparse.csgraph`` costs about 0.3 s of CPU, more than the DP; results/startup.md).
+``scipy.sparse.csgraph`` costs more CPU than the DP itself; results/startup.md).
 
 Both number the components as ``scipy.sparse.csgraph.connected_components`` does, so a
 caller's results do not change with the implementation: weak components by their smallest

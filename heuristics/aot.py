@@ -3,7 +3,7 @@ built once, on first use, into one Python extension module (``numba.pycc``) that
 processes load without importing numba.
 
 Why: a process that loads numba's JIT cache still imports numba and sets up its typing and
-lowering registries on the first call, about 0.7-1 s of CPU before any work
+lowering registries on the first call, most of a warm command's start-up
 (results/startup.md); the extension loads in milliseconds.
 
 What is built: one extension exporting every kernel of :data:`SIGNATURES` for its one
@@ -29,7 +29,7 @@ file records why, and this and later processes take the JIT path without trying 
 (until the source or a version changes, which names a new file; or delete the file).
 ``DNNPLACE_AOT=0`` turns the AOT path off (the JIT path).
 
-Time limits: the build takes minutes (measured: over 2 minutes on the shared 2-core machine), so a
+Time limits: the build can take minutes (results/startup.md, "The AOT build's wall time"), so a
 caller with a deadline runs its kernels inside :func:`no_build_wait`: where the extension is
 missing there, the build starts in a detached background process (unless one is already
 building: the lock is held) for the processes that come later, and this process takes the JIT

@@ -103,8 +103,8 @@ def threshold_runs(prep: Prepared, lo: float, hi: float, overlap: bool, deadline
     first run) do the rising runs take the rest. Where the bound is at most
     :data:`RISING_FIRST_STEPS` steps below ``hi``, the rising runs come alone: the last one
     is at most one step above the optimum and the run at ``hi`` may cost far more (the
-    cost of a run grows steeply with ``T``; results/dp-scale.md: the 4.3M cell network is
-    proven optimal by three rising runs in 520 s, and not within 600 s with a first run).
+    cost of a run grows steeply with ``T``: results/dp-scale.md has a network proven optimal
+    by rising runs alone and not within the limit with a first run at ``hi``).
 
     Returns ``(last run's :func:`run_table` tuple with the pairs of all runs, proven lower bound,
     last T, runs, whether a first run came)``; the last run stopped early when the deadline

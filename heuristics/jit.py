@@ -18,9 +18,9 @@ Where none is writable (a read-only install run by a user without a writable hom
 some containers) numba refuses ``cache=True``; the kernels are then compiled in every
 process, with one warning saying how to keep them, instead of failing.
 
-Costs (``benchmarks/bench_startup.py``, results/startup.md): the JIT path loading numba's
-cache still imports numba (about 0.3 s of CPU) and sets up numba's typing and lowering
-registries on the first call (about 0.7 s, ``scipy.linalg`` included); the AOT path loads its
+Costs (``benchmarks/bench_startup.py``, measured in results/startup.md): the JIT path loading
+numba's cache still imports numba and sets up numba's typing and lowering registries on the
+first call (``scipy.linalg`` included), which is why the AOT path exists; it loads its
 extension in milliseconds.
 """
 

@@ -151,9 +151,8 @@ class Starts:
         expert, :func:`~dnnplace.heuristics.baselines.layer_split`) that the last stage of
         a coarsened run also compares against, each replayed in its ``fifo`` order; the
         best memory-feasible one is refined if it beats the answer so far. Pesto's
-        pipeline is then never worse than these either (measured on the captured
-        RNNLM-2x2048: without it, the expert won by 23-34 % where communication
-        dominates).
+        pipeline is then never worse than these either (without it the layer-wise expert
+        won where communication dominates: results/pesto/README.md, "The method").
     """
 
     extra_starts: Sequence[tuple[np.ndarray, np.ndarray]] = ()

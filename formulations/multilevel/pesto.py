@@ -59,10 +59,9 @@ schedule may replay above its objective. With coarsening the ILP bounds only the
 problem and is kept in ``extra["coarse_bound"]``. The reported ``bound`` is never weaker than
 :func:`~dnnplace.evaluation.bounds.makespan_lower_bound` of the original graph (critical
 path, busiest device's share of the work), valid in every case, so a coarsened run still
-states its gap (the 766-node LSTM of ``results/pesto``: 34.183 ms against a bound of
-34.179). When the replay of the ILP's order is worse than the
-warm start's replay, the better of the two is returned (``extra["source"]`` says
-which; the warm start has FCFS links).
+states its gap (measured: ``results/pesto/README.md``, "The method"). When the replay of
+the ILP's order is worse than the warm start's replay, the better of the two is returned
+(``extra["source"]`` says which; the warm start has FCFS links).
 """
 
 from __future__ import annotations

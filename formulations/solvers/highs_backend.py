@@ -5,8 +5,8 @@ A warm start is passed with ``setSolution`` on the underlying ``highspy.Highs`` 
 through the interface's variable-to-column map; the progress trace comes from the
 ``cbMipImprovingSolution`` / ``cbMipLogging`` callbacks; the gap is HiGHS's own
 ``mip_gap``. HiGHS checks its time limit and its interrupt callbacks only between the
-steps of its search (one root cut round ran 119 s with no check on a 225k-row Pesto
-model, results/time-limits.md), so ``Highs.run`` runs in a helper thread
+steps of its search (one round of root cuts on a large Pesto model can run for minutes
+without a check: results/time-limits.md, "HiGHS held to its deadline"), so ``Highs.run`` runs in a helper thread
 (:func:`~dnnplace.formulations.solvers.interrupts.run_stoppable`): a Ctrl-C or the
 deadline asks it to stop through the interrupt callbacks, and one that has not returned a
 grace later (:func:`_grace`) is left behind, the answer being what HiGHS last reported
@@ -51,8 +51,8 @@ def _highs_threads(threads: int | None) -> None:
 
 def _grace(deadline: Deadline) -> float:
     """Seconds a solver asked to stop at ``deadline`` gets to return before it is left
-    behind: 2 % of the limit, between 1 and 5 s (the whole call then ends within the 10 %
-    docs/bad-input.md, "Time limits", allows for limits of 10 s and more)."""
+    behind: 2 % of the limit, between 1 and 5 s, so that a solve that has to be left
+    behind still ends close to its limit (docs/backends.md, "HiGHS past its time limit")."""
     return min(5.0, max(1.0, 0.02 * (deadline.seconds or 0.0)))
 
 
@@ -62,8 +62,8 @@ def solve_highs(model, solver, options, warm_start, base, deadline: Deadline) ->
     through the interrupt callbacks.
 
     HiGHS checks its time limit (and the interrupt callbacks) between root cut rounds,
-    and one round ran 119 s past a 60 s limit on a 225k-row Pesto model
-    (results/time-limits.md). So the solve runs in a helper thread
+    and one round can run far past the limit (results/time-limits.md, "HiGHS held to its
+    deadline"). So the solve runs in a helper thread
     (:func:`~dnnplace.formulations.solvers.interrupts.run_stoppable`): at the deadline it
     is asked to stop, and if it has not returned a grace later (:func:`_grace`) the
     answer is what HiGHS last reported: its last

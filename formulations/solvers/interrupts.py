@@ -28,8 +28,9 @@ re-raised. An ``interrupted`` termination (Gurobi's own handler) is re-raised to
   calls the solver's own stop and gives it a grace to return; past the grace its thread
   is left behind (:class:`SolverOverran`, :func:`wait_for_left_behind`);
 - :func:`exit_process`: the command's exit; after a Ctrl-C (130) without the interpreter's
-  teardown, which freed the interrupted model for seconds (2.8-8 s after a Pesto model
-  build on a loaded machine, past the 5 s an interrupt may take).
+  teardown, which would free the interrupted model first and so keep a large one's process
+  alive for seconds after the Ctrl-C (results/time-limits.md, "Ctrl-C and the interpreter's
+  teardown").
 """
 
 from __future__ import annotations
@@ -203,8 +204,8 @@ def run_stoppable(run: Callable[[], T], stop: Callable[[], None], *, poll: float
                   hard_end: float | None = None, grace: float = 2.0) -> T:
     """``run()``, stoppable by Ctrl-C and by a hard end although it may not return to
     Python for minutes (CP-SAT's search and callbacks run in C++ threads; HiGHS checks its
-    limits and interrupt callbacks between root cut rounds, which took 119 s on a Pesto
-    model with 225k rows: results/time-limits.md).
+    limits and interrupt callbacks between root cut rounds, which can take minutes on a large
+    Pesto model: results/time-limits.md, "HiGHS held to its deadline").
 
     ``run`` goes to a helper thread and the calling thread waits for it (in the main
     thread under :class:`InterruptGuard`, whose waits wake up for signals). On a Ctrl-C or
