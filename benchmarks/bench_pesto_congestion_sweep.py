@@ -38,15 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> None:
     from dnnplace.data import experiment_config
     from dnnplace.evaluation.sim_costs import transfer_semantics
-    from dnnplace.experiments.runs import (
-        Config,
-        experiment_graph,
-        extra_of,
-        makespan_of,
-        replay,
-        run_spec,
-        write_variants,
-    )
+    from dnnplace.experiments.instance_files import write_variants
+    from dnnplace.experiments.makespan_runs import extra_of, makespan_of, replay, run_spec
+    from dnnplace.experiments.pesto_config import Config, experiment_graph
     from dnnplace.graphs.cluster import Cluster
     from dnnplace.graphs.io import load_instance
     from dnnplace.runner import execute

@@ -51,7 +51,8 @@ from dnnplace.experiments.celeritas_tables import (
     table4_verdict,
 )
 from dnnplace.experiments.config import REQUIRED, Key, Reproduction, Schema, load
-from dnnplace.experiments.runs import Variant, makespan_of, run_spec, write_variants
+from dnnplace.experiments.instance_files import Variant, write_variants
+from dnnplace.experiments.makespan_runs import makespan_of, run_spec
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators import generate

@@ -9,7 +9,7 @@ hardware measurement; published numbers stand beside ours for the *relative* com
 
 How an experiment runs (as Pesto's, :mod:`dnnplace.experiments.pesto`): each graph is
 written with the clusters it runs on as native instance files under
-``<out>/instances/<family>-b<batch>/`` (:func:`~dnnplace.experiments.runs.write_variants`: a name
+``<out>/instances/<family>-b<batch>/`` (:func:`~dnnplace.experiments.instance_files.write_variants`: a name
 ends in a digest of the file's content, so a changed graph or cluster never resumes from
 another's runs), every cell is a :class:`~dnnplace.config.RunSpec` of a registered method
 on such a file, and the one sweep driver, :func:`dnnplace.runner.execute`, appends each
@@ -63,7 +63,8 @@ from dnnplace.experiments.fastt_tables import (
     splits_verdicts,
     write_table,
 )
-from dnnplace.experiments.runs import Variant, run_spec, write_variants
+from dnnplace.experiments.instance_files import Variant, write_variants
+from dnnplace.experiments.makespan_runs import run_spec
 from dnnplace.graphs import Cluster, OpGraph
 from dnnplace.graphs.errors import InputError
 from dnnplace.runner import execute
@@ -102,7 +103,7 @@ def _cluster(k: int, cfg: Reproduction) -> Cluster:
 
 def _variants(folder: Path, g: OpGraph, source: str, ks, cfg: dict) -> dict[int, Variant]:
     """``g`` on ``k`` GPUs for each ``k`` in ``ks``, written as instance files in ``folder``
-    (:func:`~dnnplace.experiments.runs.write_variants`: each name ends in a digest of the content)."""
+    (:func:`~dnnplace.experiments.instance_files.write_variants`: each name ends in a digest of the content)."""
     vs = write_variants(g, {f"gpus{k}": (_cluster(k, cfg), k, 1.0, 1.0) for k in ks}, folder, f"fastt: {source}")
     return {k: vs[f"gpus{k}"] for k in ks}
 

@@ -36,8 +36,8 @@ from pathlib import Path
 from dnnplace.config import RunSpec
 from dnnplace.experiments import verdicts as V
 from dnnplace.experiments.config import REQUIRED, Key, Reproduction, Schema, load
+from dnnplace.experiments.instance_files import content_digest
 from dnnplace.experiments.pardnn_models import Model, _models, batch_profiles, model_graph
-from dnnplace.experiments.runs import content_digest
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance

@@ -13,11 +13,11 @@ graphs (roofline costs) on a modelled cluster, not a hardware measurement.
 How an experiment runs: it generates its graph deterministically
 (:func:`dnnplace.graphs.generators.generate` with the config's ``graph`` table) or loads
 the bundled workload file a ``graph`` string names (``"captured/rnnlm-2x2048.json"``,
-:func:`~dnnplace.experiments.runs.experiment_graph`), and the
+:func:`~dnnplace.experiments.pesto_config.experiment_graph`), and the
 cluster variants it needs (GPU counts; compute and link speeds scaled by
-:func:`~dnnplace.experiments.runs.scaled_cluster`), writes each variant as a native instance
+:func:`~dnnplace.experiments.pesto_config.scaled_cluster`), writes each variant as a native instance
 file under ``<out>/<name>/instances/`` (the file name ends in a digest of its content with
-floats to 12 significant digits, :func:`~dnnplace.experiments.runs.content_digest`, so a
+floats to 12 significant digits, :func:`~dnnplace.experiments.instance_files.content_digest`, so a
 changed config or generator never resumes from runs of another instance, while last-bit
 noise of a regenerated graph keeps the file already there and its runs), and runs every
 measured placement as an ordinary file-based :class:`~dnnplace.config.RunSpec` of a
@@ -35,7 +35,7 @@ Methods: ``pesto`` (the coarsened ILP; options ``coarsen_to``, ``ilp_congestion`
 ``fallback``, and ``engine`` where the config names one), the list schedulers ``heft``,
 ``etf``, ``m-topo``, ``m-etf`` and ``m-sct``
 (the *best list scheduler* is the best of their re-scored makespans; ETF-like ones only
-up to :data:`~dnnplace.experiments.runs.MAX_ETF_NODES` nodes, as
+up to :data:`~dnnplace.experiments.makespan_runs.MAX_ETF_NODES` nodes, as
 :func:`dnnplace.heuristics.list_scheduling.best_list_schedule`) and ``layer-split``,
 Pesto's layer-wise expert (Sec. 5.2), simulated with the ``fifo`` dispatch policy like
 TensorFlow.
@@ -57,8 +57,10 @@ Experiment kinds (``kind`` in the TOML):
 ``coarsening``  Sec. 3.3 / 5.3: coarse size vs ILP time, certified gap (of the coarse
                 ILP) and simulated makespan on the original graph.
 
-This module holds the entry point, :func:`reproduce`; :mod:`dnnplace.experiments.runs` the
-config, the instance variants, the run specs and the record readers;
+This module holds the entry point, :func:`reproduce`; :mod:`dnnplace.experiments.pesto_config`
+the config, the graph, its cluster variants and the ``pesto`` run;
+:mod:`dnnplace.experiments.instance_files` the instance files;
+:mod:`dnnplace.experiments.makespan_runs` the run specs and the record readers;
 :mod:`dnnplace.experiments.pesto_figures` the three kinds, each writing its table and plots.
 """
 
@@ -67,8 +69,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from dnnplace.experiments.makespan_runs import replay
+from dnnplace.experiments.pesto_config import SCHEMA, Config
 from dnnplace.experiments.pesto_figures import RUNNERS, records_only
-from dnnplace.experiments.runs import SCHEMA, Config, replay
 
 __all__ = ["Config", "SCHEMA", "replay", "reproduce", "rerender"]
 

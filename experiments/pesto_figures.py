@@ -27,22 +27,24 @@ import numpy as np
 from dnnplace.config import RunSpec
 from dnnplace.evaluation.bounds import makespan_lower_bound
 from dnnplace.experiments import verdicts as V
-from dnnplace.experiments.runs import (
-    EXPERT,
+from dnnplace.experiments.instance_files import write_variants
+from dnnplace.experiments.makespan_runs import (
     LIST_SCHEDULERS,
-    Config,
     best_list,
-    experiment_graph,
     extra_of,
-    ilp_gap,
     list_specs,
     makespan_of,
-    pesto_source,
-    pesto_spec,
     replay,
     run_spec,
+)
+from dnnplace.experiments.pesto_config import (
+    EXPERT,
+    Config,
+    experiment_graph,
+    ilp_gap,
+    pesto_source,
+    pesto_spec,
     scaled_cluster,
-    write_variants,
 )
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph

@@ -81,7 +81,7 @@ def test_celeritas_fill_keeps_backward_ops_with_their_forward_ops():
 
 def test_celeritas_configs_use_colocation_compute_metis_and_one_memory_share():
     from dnnplace.experiments.celeritas import Config, _specs
-    from dnnplace.experiments.runs import Variant
+    from dnnplace.experiments.instance_files import Variant
 
     cfg = Config.load("celeritas-table3")
     assert {m.gpu_share for m in cfg.models} == {0.35} and all(m.colocate_gradients for m in cfg.models)

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from dnnplace.data import experiment_config
+from dnnplace.experiments.instance_files import Variant, write_variants
 from dnnplace.experiments.pesto import Config, reproduce
-from dnnplace.experiments.runs import Variant, experiment_graph, pesto_spec, write_variants
+from dnnplace.experiments.pesto_config import experiment_graph, pesto_spec
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators.lstm import lstm_grid

@@ -106,7 +106,7 @@ def test_committed_pesto_records_are_found(name, runs, tmp_path, monkeypatch):
     """The specs built today (beside a copy of the committed instance files) have the keys
     of the committed records: regenerated graphs that differ in the last bits of some
     floats keep their instance file and so their run keys."""
-    from dnnplace.experiments.runs import Config
+    from dnnplace.experiments.pesto_config import Config
 
     sub = Config.load(name).name
     committed = REPO_ROOT / "results" / "pesto" / sub
