@@ -7,7 +7,7 @@ as hyphens) and follows one convention:
   ``python -m benchmarks`` lists; the rest is its ``--help`` text;
 - ``add_arguments(parser)`` adds its own options (options several benchmarks share,
   such as ``--out``, ``--time-limit`` or ``--seed``, come from
-  :func:`benchmarks.common.add_shared`, declared once there);
+  :func:`benchmarks.options.add_shared`, declared once there);
 - ``run(args)`` runs it and prints or saves its table.
 
 Modules have no ``if __name__ == "__main__"`` block: the harness is the one entry point

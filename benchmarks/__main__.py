@@ -32,7 +32,7 @@ def listing() -> str:
 
 def parser_for(name: str) -> argparse.ArgumentParser:
     """The argument parser of benchmark ``name``: its docstring as the description, its
-    ``add_arguments`` (which may add shared options through ``common.add_shared``)."""
+    ``add_arguments`` (which may add shared options through ``options.add_shared``)."""
     module = load(name)
     ap = argparse.ArgumentParser(prog=f"{PROG} {name.replace('_', '-')}", description=module.__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -23,7 +23,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common import add_shared, append_jsonl, read_jsonl
+from benchmarks.options import add_shared
+from benchmarks.rows import append_jsonl, read_jsonl
 
 SMALL = {"resnet-50": {}, "inception-v3": {"batch": 8}, "bert-large": {"layers": 2}, "gnmt-4": {"seq": 8},
          "rnnlm-2x2048": {"seq": 8}, "transformer-base": {"layers": 2}, "nasnet-4x44": {"batch": 8}}

@@ -23,7 +23,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common import add_shared, write_jsonl
+from benchmarks.options import add_shared
+from benchmarks.rows import write_jsonl
 from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.generators import random_layered_dag

@@ -21,8 +21,8 @@ import json
 import subprocess
 import sys
 
-from benchmarks.common import REPO as ROOT
-from benchmarks.common import add_shared, selected
+from benchmarks.options import add_shared, selected
+from benchmarks.paths import REPO as ROOT
 
 REF = ROOT / "experiments" / "reference" / "tarnawski-neurips20.json"
 

@@ -27,8 +27,8 @@ import json
 import subprocess
 import sys
 
-from benchmarks.common import REPO as ROOT
-from benchmarks.common import add_shared
+from benchmarks.options import add_shared
+from benchmarks.paths import REPO as ROOT
 
 # (label, cells, branches, branch length)
 GRAPHS = [("44k", 3, 4, 10), ("2.2M", 4, 5, 13), ("4.3M", 8, 5, 13)]

@@ -33,8 +33,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO as ROOT
-from benchmarks.common import add_shared, read_jsonl, write_jsonl
+from benchmarks.options import add_shared
+from benchmarks.paths import REPO as ROOT
+from benchmarks.rows import read_jsonl, write_jsonl
 from dnnplace.graphs.errors import InputError
 
 MODELS_FILE = ROOT / "tests" / "exec_models.py"

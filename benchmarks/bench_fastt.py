@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks.common import add_shared
+from benchmarks.options import add_shared
 from dnnplace.evaluation.simulate import simulate
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.generators import random_layered_dag

@@ -24,7 +24,9 @@ import json
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, add_shared, append_jsonl, fmt, read_jsonl
+from benchmarks.options import add_shared
+from benchmarks.paths import REPO
+from benchmarks.rows import append_jsonl, fmt, read_jsonl
 from dnnplace.formulations import latency_ip, maxload_ip
 from dnnplace.formulations.solvers.driver import model_size
 from dnnplace.graphs.io import load_instance

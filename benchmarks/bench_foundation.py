@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import add_shared, timed
+from benchmarks.machine import timed
+from benchmarks.options import add_shared
 from dnnplace.evaluation.evaluate import maxload, validate
 from dnnplace.evaluation.simulate import POLICIES, simulate, validate_schedule
 from dnnplace.graphs.cluster import Cluster

@@ -33,8 +33,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks.common import REPO as ROOT
-from benchmarks.common import add_shared, selected
+from benchmarks.options import add_shared, selected
+from benchmarks.paths import REPO as ROOT
 
 ROWS = ["OperatorGraphs/bert_l-3", "OperatorGraphs/bert_l-6", "OperatorGraphs/bert_l-12",
         "OperatorGraphs/resnet50", "LayerGraphs/bert24", "LayerGraphs/resnet50", "LayerGraphs/inceptionv3",

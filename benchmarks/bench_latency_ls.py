@@ -17,7 +17,9 @@ import json
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, add_shared, append_jsonl, selected
+from benchmarks.options import add_shared, selected
+from benchmarks.paths import REPO
+from benchmarks.rows import append_jsonl
 from dnnplace.graphs.io import load_instance, write_json
 from dnnplace.registry import SolveRequest, SolverOptions, solve
 

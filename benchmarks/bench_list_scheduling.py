@@ -21,7 +21,9 @@ import time
 
 import numpy as np
 
-from benchmarks.common import REPO, add_shared, machine_load
+from benchmarks.machine import machine_load
+from benchmarks.options import add_shared
+from benchmarks.paths import REPO
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.graphs.graph import OpGraph

@@ -23,7 +23,7 @@ import os
 import platform
 import statistics
 
-from benchmarks.common import add_shared
+from benchmarks.options import add_shared
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

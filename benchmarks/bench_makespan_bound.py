@@ -27,7 +27,10 @@ import argparse
 import platform
 import subprocess
 
-from benchmarks.common import REPO, add_shared, machine_load, read_jsonl, selected, utc_now
+from benchmarks.machine import machine_load, utc_now
+from benchmarks.options import add_shared, selected
+from benchmarks.paths import REPO
+from benchmarks.rows import read_jsonl
 
 CAPTURED = ["rnnlm-2x2048", "transformer-base", "gnmt-4"]
 LSTM = dict(family="lstm", layers=4, steps=20, hidden=1024, batch=128, vocab=10000, training=True, kinds=["gpu"])

@@ -26,7 +26,9 @@ import time
 
 import numpy as np
 
-from benchmarks.common import add_shared, machine_load, write_jsonl
+from benchmarks.machine import machine_load
+from benchmarks.options import add_shared
+from benchmarks.rows import write_jsonl
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.generators import random_layered_dag
 from dnnplace.heuristics.clustering import cp_mayer, dsc_glb, lc_glb

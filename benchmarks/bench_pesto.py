@@ -67,7 +67,10 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import REPO, add_shared, append_jsonl, fmt, load_average, read_jsonl, utc_now
+from benchmarks.machine import load_average, utc_now
+from benchmarks.options import add_shared
+from benchmarks.paths import REPO
+from benchmarks.rows import append_jsonl, fmt, read_jsonl
 from dnnplace.evaluation.sim_costs import transfer_semantics
 from dnnplace.evaluation.simulate import simulate
 from dnnplace.formulations.multilevel.pesto import memory_ok, safe_horizon

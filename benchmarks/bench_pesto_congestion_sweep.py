@@ -21,7 +21,8 @@ import argparse
 import math
 from pathlib import Path
 
-from benchmarks.common import REPO, add_shared
+from benchmarks.options import add_shared
+from benchmarks.paths import REPO
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

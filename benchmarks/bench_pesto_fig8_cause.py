@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import REPO, read_jsonl
+from benchmarks.paths import REPO
+from benchmarks.rows import read_jsonl
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

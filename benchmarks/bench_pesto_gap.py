@@ -42,7 +42,10 @@ import time
 from pathlib import Path
 
 from benchmarks.bench_pesto import SCALING_GRAPHS, _time_to, per_edge_start, scaling_instances
-from benchmarks.common import REPO, add_shared, append_jsonl, load_average, read_jsonl, utc_now
+from benchmarks.machine import load_average, utc_now
+from benchmarks.options import add_shared
+from benchmarks.paths import REPO
+from benchmarks.rows import append_jsonl, read_jsonl
 
 OUT = REPO / "results" / "pesto" / "bench.jsonl"
 VARIANTS = {"mip": ("HiGHS MIP, 1 thread, as before", False, 1),

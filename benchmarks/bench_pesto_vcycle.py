@@ -21,7 +21,10 @@ import platform
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, add_shared, append_jsonl, load_average, utc_now
+from benchmarks.machine import load_average, utc_now
+from benchmarks.options import add_shared
+from benchmarks.paths import REPO
+from benchmarks.rows import append_jsonl
 
 OUT = REPO / "results" / "pesto" / "bench.jsonl"
 

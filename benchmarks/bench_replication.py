@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks.common import REPO as ROOT
+from benchmarks.paths import REPO as ROOT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -40,7 +40,10 @@ import tempfile
 import time
 
 from benchmarks.bench_dp import CPP_HERE
-from benchmarks.common import REPO, add_shared, machine_load, md_header, md_row, selected, utc_now
+from benchmarks.machine import machine_load, utc_now
+from benchmarks.options import add_shared, selected
+from benchmarks.paths import REPO
+from benchmarks.rows import md_header, md_row
 
 WL = REPO / "graphs" / "workloads" / "tarnawski" / "throughput-inputs"
 # name -> (graph file, (granularity, mode, model) key of the C++ figures, CPU s before 2026-11-27)

@@ -28,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import add_shared, append_jsonl, read_jsonl
+from benchmarks.options import add_shared
+from benchmarks.rows import append_jsonl, read_jsonl
 
 MAKESPAN = ("single", "greedy", "expert", "layer-split", "heft", "etf", "m-topo", "m-etf", "m-sct", "pesto",
             "celeritas", "order-place", "metis", "dpos", "os-dpos", "dp-baseline", "cpop", "pardnn", "cp-mayer",
