@@ -54,7 +54,6 @@ from dnnplace.graphs.io import jsonable
 from dnnplace.results import answer_from_of
 from dnnplace.runs_file import (
     append_record,
-    backup_name,
     compact,
     fresh_start,
     read_runs,
@@ -68,9 +67,6 @@ from dnnplace.tables import Column, fixed, percent, write_table
 
 __all__ = ["execute", "run_config", "read_runs", "sweep_lock", "git_revision", "environment", "write_tables",
            "progress_enabled"]
-
-# experiments/pardnn.py imports these under their former private names from here
-_append, _backup_name, _fresh_start = append_record, backup_name, fresh_start
 
 # ---------------------------------------------------------------------------- provenance
 def git_revision(path: str | os.PathLike = REPO_ROOT) -> str | None:

@@ -64,17 +64,18 @@ class _Records:
     executed by this invocation; see :func:`_run`."""
 
     def __init__(self, path: Path, name: str, *, fresh: bool) -> None:
-        from dnnplace.runner import _backup_name, _fresh_start, environment, git_revision, read_runs
+        from dnnplace.runner import environment, git_revision, read_runs
+        from dnnplace.runs_file import backup_name, fresh_start
 
         self.path, self.name, self.executed, self.read = path, name, 0, 0
         if fresh:
-            moved = _fresh_start(path)
+            moved = fresh_start(path)
             if moved:
                 print(f"{name}: starting over; the previous results are kept in {path.parent}/ as "
                       f"{', '.join(m.name for m in moved)}", file=sys.stderr, flush=True)
         elif _legacy(path):  # records of before run keys: kept aside, nothing to resume from
             stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-            dest = _backup_name(path, stamp)
+            dest = backup_name(path, stamp)
             path.replace(dest)
             print(f"{name}: {path} holds records without run keys (made before runs resumed); kept as {dest.name}, "
                   "its runs are made again", file=sys.stderr, flush=True)
@@ -122,9 +123,9 @@ def _run(inst: Instance, method: str, runs: _Records, cell: dict, *, time_limit:
     rec = {"run_key": spec.key, "config": runs.name, "run": spec.identity(), **jsonable(rec), "cell": cell,
            "git_revision": runs.rev, "environment": runs.env,
            "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
-    from dnnplace.runner import _append
+    from dnnplace.runs_file import append_record
 
-    _append(runs.path, rec)
+    append_record(runs.path, rec)
     runs.done[spec.key] = rec
     runs.executed += 1
     return rec
