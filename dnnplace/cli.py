@@ -192,7 +192,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     g.add_argument("--time-limit", type=float, metavar="S",
                    help="seconds, > 0 (leave it out for no limit; 0 or negative is an error)")
     g.add_argument("--rel-gap", "--mip-gap", dest="rel_gap", type=float, metavar="G", action=_Spelled,
-                   help="relative gap to stop at, >= 0 and < 1 (e.g. 0.01); --mip-gap is its old name")
+                   help="relative gap to stop at, >= 0 and < 1 (e.g. 0.01); --mip-gap is its old, deprecated name")
     g.add_argument("--threads", type=int, metavar="T", help=">= 1 (leave it out for the solver's default)")
     g.add_argument("--seed", type=int, metavar="N", help=">= 0")
     g.add_argument("--tee", action="store_true", help="show the solver log")

@@ -72,6 +72,19 @@ def build_request(args: argparse.Namespace):
                         policy=args.policy or "fifo", transfer_mode=transfer_mode(args), params=params)
 
 
+DEPRECATED_FLAGS = {"--mip-gap": "--rel-gap", "--coarsen-to": "--param coarsen_to=N"}
+"""Old spellings ``dnnplace solve`` still takes (users' scripts have them) -> the flag that replaces each."""
+
+
+def deprecation_notes(args: argparse.Namespace) -> list[str]:
+    """One note per old flag spelling (:data:`DEPRECATED_FLAGS`) in the command, so that a
+    script moves to the current name before the old one goes; printed once the input is
+    checked (bad input keeps its one error line)."""
+    used = {"--mip-gap": (getattr(args, "spelled", None) or {}).get("rel_gap") == "--mip-gap",
+            "--coarsen-to": getattr(args, "coarsen_to", None) is not None}
+    return [f"{old} is deprecated: use {new} (the same setting)" for old, new in DEPRECATED_FLAGS.items() if used[old]]
+
+
 def solve_deadline(limit: float):
     """The deadline of ``dnnplace solve --time-limit L``: ``L`` from this process's start
     (start-up, imports and loading count), less a reserve for the evaluation and the
@@ -118,6 +131,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         load_placement(args.warm_start, inst)
     if req.problem == "makespan":
         warn_uneven_outputs(inst.graph, req.transfer_mode)
+    for note in deprecation_notes(args):
+        warn(note)
     res, placed = run_method(inst, method, req)
     if getattr(args, "bound_time_limit", None):  # opt-in: the comm-aware relaxation bound (results/makespan-bounds.md)
         from dnnplace.registry import relaxed_lower_bound

@@ -308,3 +308,23 @@ def test_model_over_the_gurobi_licence_is_bad_input(tmp_path):
     assert size and max(int(size[1]), int(size[2])) > 2000, line
     assert "at most 2000 variables and 2000 constraints" in line and "--solver highs" in line
     assert not (tmp_path / "r.json").exists()
+
+
+def test_old_flag_spellings_work_with_one_deprecation_line(tmp_path):
+    """``--mip-gap`` (the old name of ``--rel-gap``) still sets the gap, and says once, on
+    stderr, that it is deprecated; ``--rel-gap`` says nothing. ``--coarsen-to N`` (the old
+    spelling of ``--param coarsen_to=N``) gets the same note. Bad input with an old name
+    keeps its one error line (``BAD["negative gap"]``)."""
+    from dnnplace.cli import build_parser
+    from dnnplace.solve_command import deprecation_notes
+
+    old = dnnplace(*SOLVE, "--mip-gap", "0.01", cwd=tmp_path)
+    assert old.returncode == 0, old.stderr
+    notes = [x for x in old.stderr.splitlines() if "deprecated" in x]
+    assert notes == ["dnnplace: warning: --mip-gap is deprecated: use --rel-gap (the same setting)"], old.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["options"]["solver"]["rel_gap"] == 0.01
+    new = build_parser().parse_args(["solve", "g.json", "--method", "x", "--rel-gap", "0.01"])
+    assert deprecation_notes(new) == []
+    both = build_parser().parse_args(["solve", "g.json", "--method", "x", "--mip-gap", "0.01", "--coarsen-to", "9"])
+    assert deprecation_notes(both) == ["--mip-gap is deprecated: use --rel-gap (the same setting)",
+                                       "--coarsen-to is deprecated: use --param coarsen_to=N (the same setting)"]
