@@ -73,8 +73,9 @@ from benchmarks.paths import REPO
 from benchmarks.rows import append_jsonl, fmt, read_jsonl
 from dnnplace.evaluation.sim_costs import transfer_semantics
 from dnnplace.evaluation.simulate import simulate
+from dnnplace.formulations.device_symmetry import canonical_relabel
 from dnnplace.formulations.multilevel.pesto import memory_ok, safe_horizon
-from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, canonical_relabel, warm_start_values
+from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, warm_start_values
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.generators import generate

@@ -93,8 +93,8 @@ import pyomo.environ as pyo
 
 from dnnplace.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES
 from dnnplace.formulations.comm_costs import comm_levels, host_costs
-from dnnplace.formulations.contiguity import add_unit_order, before, contiguity_parts, reach_down
-from dnnplace.formulations.device_symmetry import canonical, group_order, identical_devices
+from dnnplace.formulations.contiguity import add_unit_order, before, contiguity_parts
+from dnnplace.formulations.device_symmetry import group_order, identical_devices
 from dnnplace.formulations.families import add_families
 from dnnplace.formulations.maxload_solution import decode, warm_start_values
 from dnnplace.graphs.errors import InputError
@@ -103,9 +103,8 @@ from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.pipeline import is_acyclic_mode, pipeline_edges
 from dnnplace.graphs.transforms.contract import colocation_labels
 
-# the helpers that moved out stay importable from here
-__all__ = ["MaxLoadOptions", "build_maxload_ip", "decode", "warm_start_values", "contiguity_parts",
-           "comm_levels", "host_costs", "reach_down", "canonical", "group_order", "identical_devices"]
+# decode and warm_start_values sit beside the builder (docs/architecture.md, "Adding a formulation")
+__all__ = ["MaxLoadOptions", "build_maxload_ip", "decode", "warm_start_values"]
 
 
 @dataclass(frozen=True)

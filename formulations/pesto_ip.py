@@ -3,7 +3,8 @@ generalised to any number of devices. Builds a Pyomo ``ConcreteModel``; never so
 The options and the instance-side precomputation (reachability, heads and tails, pair
 reduction) are in :mod:`dnnplace.formulations.pesto_precompute`, :func:`warm_start_values`
 and :func:`decode` in :mod:`dnnplace.formulations.pesto_solution`, the identical-device
-classes in :mod:`dnnplace.formulations.device_symmetry`; all are importable from here too.
+classes in :mod:`dnnplace.formulations.device_symmetry`; the options, :func:`decode` and
+:func:`warm_start_values` are importable from here too, beside the builder.
 
 Model
 -----
@@ -101,7 +102,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from dnnplace.evaluation.bounds import makespan_lower_bound
-from dnnplace.formulations.device_symmetry import canonical_relabel, identical_device_classes
+from dnnplace.formulations.device_symmetry import identical_device_classes
 from dnnplace.formulations.families import add_families
 from dnnplace.formulations.pesto_precompute import PestoData, PestoOptions, prepare
 from dnnplace.formulations.pesto_solution import decode, warm_start_values
@@ -109,9 +110,8 @@ from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 
-# the names that moved out stay importable from here
-__all__ = ["PestoOptions", "PestoData", "build_pesto_model", "warm_start_values", "decode",
-           "identical_device_classes", "canonical_relabel"]
+# the options, decode and warm_start_values sit beside the builder (docs/architecture.md, "Adding a formulation")
+__all__ = ["PestoOptions", "build_pesto_model", "warm_start_values", "decode"]
 
 
 def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,

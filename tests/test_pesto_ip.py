@@ -34,14 +34,9 @@ from instances import consistent_outputs, exact_fcfs, placements, tight_memory_i
 from instances import pesto_tiny_instance as tiny_instance
 
 from dnnplace.evaluation.simulate import simulate, transfer_semantics, validate_schedule
+from dnnplace.formulations.device_symmetry import canonical_relabel
 from dnnplace.formulations.multilevel.pesto import PipelineOptions, Starts, memory_ok, pesto, safe_horizon
-from dnnplace.formulations.pesto_ip import (
-    PestoOptions,
-    build_pesto_model,
-    canonical_relabel,
-    decode,
-    warm_start_values,
-)
+from dnnplace.formulations.pesto_ip import PestoOptions, build_pesto_model, decode, warm_start_values
 from dnnplace.formulations.solvers.driver import solve_model
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InputError

@@ -16,10 +16,10 @@ import numpy as np
 from dnnplace.evaluation.bounds import makespan_lower_bound
 from dnnplace.evaluation.sim_costs import transfer_semantics
 from dnnplace.evaluation.simulate import simulate
+from dnnplace.formulations.device_symmetry import canonical_relabel
 from dnnplace.formulations.multilevel.exact import safe_horizon, solve_exact
 from dnnplace.formulations.multilevel.never_worse import against_obvious, feasible, memory_ok, refine_last_stage
 from dnnplace.formulations.multilevel.options import PestoRun, PipelineOptions, Starts
-from dnnplace.formulations.pesto_ip import canonical_relabel
 from dnnplace.formulations.pesto_solution import ilp_orders
 from dnnplace.formulations.solvers.driver import SolveOutcome
 from dnnplace.formulations.solvers.options import SolverOptions
