@@ -25,10 +25,12 @@ def model_params(pairs: list[str]) -> dict:
     return out
 
 
-def _capture_one(args: argparse.Namespace, batch: int | None, over: dict):
-    """One capture (direct or ``--tiled``) at ``batch``: the instance and its name."""
+def _capture_one(args: argparse.Namespace, batch: int | None, over: dict, cost):
+    """One capture (direct or ``--tiled``) at ``batch`` with the cost model(s) ``cost``: the
+    instance and its name."""
     from dnnplace.graphs.instance import Instance
     from dnnplace.pytorch.capture import capture
+    from dnnplace.pytorch.capture.costs import model_origin
     from dnnplace.pytorch.capture.models import is_user_spec, load_model
     if is_user_spec(args.model):  # mymodel.py:Net -> mymodel-Net
         from pathlib import Path
@@ -41,15 +43,43 @@ def _capture_one(args: argparse.Namespace, batch: int | None, over: dict):
         if args.inference:
             raise InputError("--tiled builds training graphs; leave out --inference")
         from dnnplace.pytorch.capture.zoo.parts import whole_model
-        g = whole_model(args.model, cost=args.cost, optimizer=args.optimizer, batch=batch, seq=args.seq, **over)
+        g = whole_model(args.model, cost=cost[0] if len(cost) == 1 else args.cost,
+                        optimizer=args.optimizer, batch=batch, seq=args.seq, **over)
         return Instance(g.with_(name=name), None, f"capture:{name}"), name
     model, inputs, loss_fn = load_model(args.model, inputs=args.input, loss=args.loss, batch=batch, seq=args.seq,
                                         params=over)
-    inst = capture(model, inputs, loss_fn, training=not args.inference, cost=args.cost, name=name,
-                   optimizer=args.optimizer)
+    origin = model_origin(args.model, over, args.loss, batch=batch, seq=args.seq, inputs=args.input or None)
+    inst = capture(model, inputs, loss_fn, training=not args.inference, cost=cost, name=name,
+                   optimizer=args.optimizer, origin=origin)
     if is_user_spec(args.model) and inputs and inputs[0].dim():
         inst.graph.meta["batch"] = int(inputs[0].shape[0])  # a user model's batch: the first input's leading dim
     return inst, name
+
+
+def _measured(cost: list) -> list:
+    """The :class:`~dnnplace.pytorch.capture.costs.Measured` models among ``cost`` (a
+    calibrated model's own measured one included)."""
+    from dnnplace.pytorch.capture.costs import Calibrated, Measured
+    return [c.measured if isinstance(c, Calibrated) else c for c in cost if isinstance(c, (Measured, Calibrated))]
+
+
+def _costs_line(cost: list) -> str | None:
+    """One line saying whether the measured costs of the last capture were measured or read
+    from the profile cache (docs/execution.md, "Profile cache"), with the cache file; None
+    when no cost model measures."""
+    taken = [p for m in _measured(cost) for p in m.profiles]
+    for m in _measured(cost):
+        m.profiles.clear()
+    if not taken:
+        return None
+    hits = [p for p in taken if p["hit"]]
+    shown = hits if len(hits) == len(taken) else [p for p in taken if not p["hit"]]
+    paths = [str(p["cache"]) for p in shown if p["cache"]]
+    where = (paths[0] + (f" and {len(paths) - 1} more" if len(paths) > 1 else "")) if paths else ""
+    if len(hits) == len(taken):
+        return f"costs: from the cache {where} (--fresh-costs re-measures)"
+    return (f"costs: measured, written to {where}" if where else "costs: measured, not cached") \
+        + (f" ({len(hits)} other profiles from the cache)" if hits else "")
 
 
 def _batches(text: str) -> list[int]:
@@ -119,11 +149,15 @@ def cmd_capture(args: argparse.Namespace) -> int:
                   [("model", model_file if model_file.endswith(".py") else None),
                    ("--cluster", cluster_file(args.cluster))])
     require_torch()
+    from dnnplace.pytorch.capture.costs import cost_models
+    cost = cost_models(args.cost)
+    for m in _measured(cost):
+        m.fresh = bool(args.fresh_costs)
     over = model_params(args.param)
     over.update({k: v for k, v in (("layers", args.layers), ("cells", args.cells)) if v is not None})
     made_graphs = {}
     for batch in batches:
-        inst, name = _capture_one(args, batch, over)
+        inst, name = _capture_one(args, batch, over, cost)
         if args.cluster:
             inst = Instance(inst.graph, cluster_preset(args.cluster, inst.graph), inst.source)
         g = inst.graph
@@ -142,6 +176,9 @@ def cmd_capture(args: argparse.Namespace) -> int:
               f"({args.cost if len(g.kinds) > 1 else g.meta['cost'].get('model', args.cost)}), "
               f"{'assembled' if args.tiled else 'traced'} in "
               f"{took:.1f} s -> {out}")
+        line = _costs_line(cost)
+        if line:
+            print(line)
     if args.batches:
         print(f"{len(batches)} batch profiles with the same nodes and edges: "
               f"BatchModel(B, profiles={{b: load_instance(path).graph}})")
@@ -255,6 +292,9 @@ def add_parsers(sub) -> None:
                    help="roofline:<v100|a100|h100>, measured[:cpu|cuda] or calibrated:<gpu> (default roofline:v100); "
                         "several joined by + give one compute column each (measured:cuda+measured:cpu: a GPU "
                         "and a CPU column)")
+    p.add_argument("--fresh-costs", action="store_true",
+                   help="measured costs: measure again even when the profile cache holds them, and overwrite the "
+                        "cache entry (docs/execution.md, Profile cache)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"])
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="zoo builder option (layers, hidden, ...) or a user factory's keyword argument, repeatable")

@@ -39,14 +39,15 @@ __all__ = ["capture", "require_torch"]
 
 def capture(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None = None, *,
             training: bool = True, cost: Any = "roofline:v100", name: str = "captured",
-            optimizer: str = "adam", cluster: Any = None) -> Instance:
+            optimizer: str = "adam", cluster: Any = None, origin: dict | None = None) -> Instance:
     """Capture ``model`` as an :class:`Instance` with costs (see the module docstring).
 
     ``cost`` is a :class:`~dnnplace.pytorch.capture.costs.CostModel` or its spec
     (``"roofline:v100"``, ``"roofline:a100"``, ``"measured"``, ``"calibrated:v100"``), or
     several specs joined by ``+``, one compute column each (``"measured:cuda+measured:cpu"``:
     a GPU column and a CPU column for a cluster of both kinds; the kinds must differ).
-    ``cluster`` (optional) is attached to the instance.
+    ``cluster`` (optional) is attached to the instance. ``origin`` (optional, from
+    :func:`~dnnplace.pytorch.capture.costs.model_origin`) joins the measured profiles' cache key.
 
     Examples
     --------
@@ -65,6 +66,8 @@ def capture(model: Any, example_inputs: Sequence[Any], loss_fn: Callable | None 
     from dnnplace.pytorch.capture.fx import to_graph, trace
     cms = cost_models(cost)
     cap = trace(model, example_inputs, loss_fn, training=training, optimizer=optimizer)
+    if origin is not None:
+        cap.meta["origin"] = origin
     times = np.column_stack([cm.times(cap, model=model, inputs=tuple(example_inputs), key=name) for cm in cms])
     meta = cms[0].describe()
     if len(cms) > 1:

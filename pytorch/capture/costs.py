@@ -12,9 +12,10 @@
   ``warmup`` runs. On the CPU the timing runs under ``torch.set_num_threads(threads)``
   (default 1, as the executor runs each CPU device; restored afterwards) and
   ``cost_model("measured:cpu")`` gives the graph the compute kind ``cpu``. Profiles are
-  cached as JSON (:func:`cache_path`), keyed by model name, input shapes and dtypes,
-  device (and CPU thread count), torch version and mode, so a GPU profile is reused on
-  CPU-only machines and in CI.
+  cached as JSON (:func:`cache_path`), keyed by the model's content (its origin and source
+  text, nodes, operators, input and parameter shapes and dtypes, loss, optimizer), the
+  device (a CPU's model name and thread count) and the torch version, so a GPU profile is
+  reused on CPU-only machines and in CI; ``fresh`` re-measures and overwrites the entry.
 * :class:`Calibrated` ``(target)``: one measured run fits a per-op-type efficiency
   ``e_op = median(measured / roofline_local)``; the times are ``roofline_target * e_op``
   (op types never measured use the median over all nodes).
@@ -51,7 +52,7 @@ from dnnplace.pytorch.capture.ops import (
 from dnnplace.pytorch.capture.work import Work, node_work, per_node_times
 
 __all__ = ["cost_models", "DeviceSpec", "SPECS", "CostModel", "Roofline", "Measured", "Calibrated", "cost_model",
-           "cache_path"]
+           "cache_path", "cpu_model", "model_origin"]
 
 
 @dataclass(frozen=True)
@@ -119,15 +120,70 @@ class Roofline(CostModel):
                 "launch_s": s.launch}
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s ``model name``, else ``platform.processor()``,
+    else the machine type): part of a CPU profile's cache key."""
+    import platform
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name") and ":" in line:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def model_origin(spec: str, params: dict | None = None, loss: str | None = None, **sizes: Any) -> dict:
+    """Where a captured model came from, for the profile cache key: the model spec, the
+    factory's or zoo builder's arguments (``params`` and ``sizes`` such as batch and seq), the
+    ``--loss`` asked for and a hash of the source text that builds it (the ``FILE.py`` or
+    ``package.module`` file of a user's factory; the zoo builder's module of a zoo name)."""
+    import importlib.util
+    where = ""
+    where_text, sep, _ = spec.rpartition(":")
+    if sep and where_text.endswith(".py"):
+        where = where_text
+    elif sep:
+        try:
+            found = importlib.util.find_spec(where_text)
+        except (ImportError, ValueError):
+            found = None
+        where = (found.origin or "") if found is not None else ""
+    else:
+        from dnnplace.pytorch.capture.zoo import ZOO
+
+        entry = ZOO.get(spec)
+        if entry is not None:
+            zoo_dir = Path(importlib.util.find_spec("dnnplace.pytorch.capture.zoo").origin).parent
+            where = str(zoo_dir / (entry.build.split(":")[0] + ".py"))
+    try:
+        source = hashlib.sha1(Path(where).read_bytes()).hexdigest() if where else None
+    except OSError:
+        source = None
+    return {"spec": spec, "params": dict(params or {}), "loss": loss,
+            "sizes": {k: v for k, v in sizes.items() if v is not None}, "source": source}
+
+
 def cache_path(key: str, cap: Captured, device: str, cache_dir: str | os.PathLike | None = None) -> Path:
-    """Profile cache file: ``<dir>/<key>-<hash>.json``; the hash covers the input shapes
-    and dtypes, the device, the torch version, the mode and the traced node names.
+    """Profile cache file: ``<dir>/<key>-<hash>.json``. The hash covers what the times depend
+    on (docs/execution.md, "Profile cache"): the model's origin (:func:`model_origin`, in
+    ``cap.meta["origin"]``: spec, arguments, loss asked for, source text), the traced nodes
+    and their operators, the shapes and dtypes of every input and parameter, the loss, mode
+    and optimizer, the device (a CPU's model name and thread count) and the torch version.
     ``dir`` defaults to ``$DNNPLACE_PROFILE_CACHE`` or ``~/.cache/dnnplace/profiles``."""
     torch = require_torch()
+    nodes = list(cap.gm.graph.nodes)
+
+    def sig(val: Any) -> Any:
+        return [list(val.shape), str(val.dtype)] if isinstance(val, torch.Tensor) else None
+
     ident = {"inputs": cap.meta.get("inputs"), "device": device, "torch": torch.__version__,
              "training": cap.meta.get("training"), "optimizer": cap.meta.get("optimizer"),
-             "nodes": [nd.name for nd in cap.gm.graph.nodes], "apply": "apply_update", "malloc": "steady"}
-    digest = hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+             "loss": cap.meta.get("loss_fn"), "origin": cap.meta.get("origin"),
+             "nodes": [nd.name for nd in nodes], "ops": [str(nd.target) for nd in nodes if nd.op == "call_function"],
+             "placeholders": [sig(nd.meta.get("val")) for nd in nodes if nd.op == "placeholder"],
+             "apply": "apply_update", "malloc": "steady"}
+    digest = hashlib.sha1(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
     root = Path(cache_dir or os.environ.get("DNNPLACE_PROFILE_CACHE") or Path.home() / ".cache/dnnplace/profiles")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)
     return root / f"{safe}-{digest}.json"
@@ -149,6 +205,9 @@ class Measured(CostModel):
 
     ``threads`` (CPU only): ``torch.set_num_threads`` while timing, restored afterwards
     (``None``: leave torch's setting); recorded in ``describe()`` and the cache key.
+    ``fresh``: measure even when the cache holds the profile, and overwrite it. ``profiles``
+    lists every profile taken (``{"cache": path, "hit": bool}``), for the ``capture`` command's
+    line saying where the costs came from.
     """
 
     device: str = "cpu"
@@ -156,9 +215,11 @@ class Measured(CostModel):
     repeats: int = 3
     cache_dir: str | None = None
     use_cache: bool = True
+    fresh: bool = False
     kind: str = "gpu"
     threads: int | None = 1
     last_profile: dict = field(default_factory=dict, repr=False)
+    profiles: list = field(default_factory=list, repr=False)
 
     def _threads(self) -> int | None:
         """The thread count the CPU timing runs under (``None`` on a GPU)."""
@@ -174,15 +235,15 @@ class Measured(CostModel):
         torch = require_torch()
         if self.device.startswith("cuda"):
             return torch.cuda.get_device_name(torch.device(self.device))
-        import platform
-        return f"cpu:{platform.processor() or platform.machine()}"
+        return f"cpu:{cpu_model()}"
 
     def profile(self, cap: Captured, key: str = "model") -> dict:
         """``{fx node name: median ms}`` plus ``apply:<param>`` entries; from the cache when present."""
         path = cache_path(key, cap, self._cache_device(), self.cache_dir)
-        if self.use_cache and path.exists():
+        if self.use_cache and not self.fresh and path.exists():
             doc = json.loads(path.read_text())
             self.last_profile = {"cache": str(path), "hit": True}
+            self.profiles.append(self.last_profile)
             return doc["ms"]
         torch = require_torch()
         before = torch.get_num_threads()
@@ -196,6 +257,7 @@ class Measured(CostModel):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({"key": key, "device": self._cache_device(), "ms": ms}))
         self.last_profile = {"cache": str(path) if self.use_cache else None, "hit": False}
+        self.profiles.append(self.last_profile)
         return ms
 
     def _run(self, cap: Captured) -> dict:
@@ -336,7 +398,7 @@ def cost_models(spec: Any) -> list[CostModel]:
     """
     if isinstance(spec, CostModel):
         return [spec]
-    out = [cost_model(part) for part in str(spec).split("+")]
+    out = list(spec) if isinstance(spec, (list, tuple)) else [cost_model(part) for part in str(spec).split("+")]
     kinds = [m.kind for m in out]
     dup = next((k for i, k in enumerate(kinds) if k in kinds[:i]), None)
     if dup is not None:

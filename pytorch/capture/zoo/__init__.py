@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dnnplace.graphs.errors import InputError
-from dnnplace.pytorch.capture import require_torch
+from dnnplace.pytorch.capture.ops import require_torch
 
 __all__ = ["ZooEntry", "ZOO", "TILEABLE", "build", "block", "entry"]
 
