@@ -43,8 +43,7 @@ if TYPE_CHECKING:
     from dnnplace.pytorch.execution.launch import Measured
     from dnnplace.results import Result
 
-__all__ = ["load_graph", "load_cluster", "capture", "solve", "evaluate", "simulate", "execute", "list_methods",
-           "check_main_guard"]
+__all__ = ["load_graph", "load_cluster", "capture", "solve", "evaluate", "simulate", "execute", "list_methods"]
 
 
 def _is_path(x: Any) -> bool:
@@ -90,13 +89,13 @@ def load_cluster(cluster: Any, graph: Any = None) -> Cluster:
     dnnplace.graphs.errors.InputError: unknown cluster preset 'no-such-cluster'; use one of ...
     """
     from dnnplace.graphs.cluster import Cluster
-    from dnnplace.graphs.io import _preset  # the one reader of --cluster: preset name or cluster file
+    from dnnplace.graphs.io import read_cluster  # the one reader of --cluster: preset name or cluster file
 
     if isinstance(cluster, Cluster):
         return cluster
     if not _is_path(cluster):
         raise InputError(f"cluster: expected a preset name, a cluster file or a Cluster, got {type(cluster).__name__}")
-    return _preset(os.fspath(cluster), getattr(graph, "graph", graph))
+    return read_cluster(os.fspath(cluster), getattr(graph, "graph", graph))
 
 
 def load_graph(graph: Any, cluster: Any = None, *, check: bool = False) -> Instance:
@@ -215,7 +214,7 @@ def capture(model: Any, *, inputs: Sequence[Any] = (), loss: Any = None, batch: 
     ``cost="measured:cpu"`` times each operator on this host's CPU (compute kind ``cpu``,
     for ``cluster="local-cpu-2"``).
     """
-    from dnnplace.capture_commands import _capture_one
+    from dnnplace.capture_commands import capture_one
     from dnnplace.graphs.instance import Instance
     from dnnplace.pytorch.capture.ops import require_torch
 
@@ -239,7 +238,9 @@ def capture(model: Any, *, inputs: Sequence[Any] = (), loss: Any = None, batch: 
         args = argparse.Namespace(model=model, input=[inputs] if isinstance(inputs, str) else list(inputs),
                                   loss=loss, seq=seq, tiled=False, inference=inference, cost=cost,
                                   optimizer=optimizer)
-        inst, _ = _capture_one(args, batch, dict(params or {}))  # as `dnnplace capture` names and records it
+        from dnnplace.pytorch.capture.costs import cost_models
+
+        inst, _ = capture_one(args, batch, dict(params or {}), cost_models(cost))  # as `dnnplace capture` does
         if not is_user_spec(model):
             inst.graph.meta["batch"] = batch if batch is not None else zoo.entry(model).defaults.get("batch")
         if name:
@@ -547,75 +548,6 @@ def simulate(graph: Any, placement: Any = None, *, cluster: Any = None, policy: 
 
 
 # ---------------------------------------------------------------------------- execute
-def _guarded_lines(tree: Any) -> list[tuple[int, int]]:
-    """Line ranges of the bodies of ``if __name__ == "__main__":`` blocks."""
-    import ast
-
-    def is_guard(test: Any) -> bool:
-        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
-            return False
-        sides = [test.left, test.comparators[0]]
-        names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
-        consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
-        return len(names) == 1 and len(consts) == 1
-
-    return [(node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno)
-            for node in ast.walk(tree) if isinstance(node, ast.If) and is_guard(node.test)]
-
-
-def check_main_guard(what: str = "execute()") -> None:
-    """Refuse to start worker processes from a script's top level outside an ``if __name__ ==
-    "__main__":`` block.
-
-    The workers are started with the ``spawn`` method, which runs the main script again
-    in every worker: unguarded, each worker would start the run again, and the run ends
-    in ``a worker exited: ... exit code 1`` far from the cause. This looks, before anything
-    is started, for the main script's frame among the callers (a script run as ``python
-    script.py`` or ``python -m module``; an interactive session, a notebook or ``python -c``
-    is not run again and passes) and checks, in the script's source, that the line it runs
-    lies inside such a block; inside a worker that re-runs an unguarded script, it raises
-    as well rather than start workers of its own.
-
-    Raises
-    ------
-    InputError
-        ``<script>:<line>: this line at the top level of the script calls execute() ...``:
-        the line to move under ``if __name__ == "__main__":``.
-
-    Examples
-    --------
-    >>> check_main_guard()  # a doctest runs no script's top level: nothing to say
-    """
-    import multiprocessing
-    import sys
-
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    frame = sys._getframe(1)
-    while frame is not None:  # the main script's own top-level frame, if it is running
-        g = frame.f_globals
-        if frame.f_code.co_name == "<module>" and g.get("__name__") in ("__main__", "__mp_main__"):
-            path = g.get("__file__", path)
-            break
-        frame = frame.f_back
-    if frame is None or not path or not str(path).endswith(".py"):
-        return
-    line = frame.f_lineno
-    fix = (f"this line at the top level of the script calls {what}, and every worker process runs the script "
-           "again (the 'spawn' start method): put it under 'if __name__ == \"__main__\":'")
-    if multiprocessing.current_process().name != "MainProcess" or frame.f_globals.get("__name__") == "__mp_main__":
-        raise InputError(f"{path}:{line}: {fix}")
-    import ast
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            tree = ast.parse(fh.read(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
-        return  # no source to read: nothing to check
-    if not any(lo <= line <= hi for lo, hi in _guarded_lines(tree)):
-        raise InputError(f"{path}:{line}: {fix}")
-
-
 def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, inputs: Sequence[str] = (),
             loss: str | None = None, batch: int | None = None, seq: int | None = None,
             params: Mapping[str, Any] | None = None, optimizer: str = "adam", lr: float = 1e-3, steps: int = 5,
@@ -624,7 +556,7 @@ def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, in
     ``dnnplace execute`` does (needs the ``torch`` extra; docs/execution.md).
 
     Call it from a script under ``if __name__ == "__main__":``: the workers are spawned
-    processes, which run the main script again (:func:`check_main_guard` says so before
+    processes, which run the main script again (:func:`dnnplace.main_guard.check_main_guard` says so before
     anything starts).
 
     Parameters
@@ -676,6 +608,8 @@ def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, in
             run = execute("tests/exec_models.py:mlp", solve(inst, "heft"), graph=inst, inputs=["32x64"])
             print(run.matches_reference)   # True
     """
+    from dnnplace.main_guard import check_main_guard
+
     check_main_guard()
     import math
 

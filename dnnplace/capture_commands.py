@@ -25,7 +25,7 @@ def model_params(pairs: list[str]) -> dict:
     return out
 
 
-def _capture_one(args: argparse.Namespace, batch: int | None, over: dict, cost):
+def capture_one(args: argparse.Namespace, batch: int | None, over: dict, cost):
     """One capture (direct or ``--tiled``) at ``batch`` with the cost model(s) ``cost``: the
     instance and its name."""
     from dnnplace.graphs.instance import Instance
@@ -157,7 +157,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     over.update({k: v for k, v in (("layers", args.layers), ("cells", args.cells)) if v is not None})
     made_graphs = {}
     for batch in batches:
-        inst, name = _capture_one(args, batch, over, cost)
+        inst, name = capture_one(args, batch, over, cost)
         if args.cluster:
             inst = Instance(inst.graph, cluster_preset(args.cluster, inst.graph), inst.source)
         g = inst.graph

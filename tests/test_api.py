@@ -155,6 +155,19 @@ def test_capture_takes_a_preset_name():
         capture(net, inputs=(torch.randn(4, 8),), cluster="local-cpu-two")
 
 
+def test_capture_takes_a_zoo_name_and_a_model_file():
+    """A zoo name and a ``FILE.py:FACTORY`` go through the command's own capture path (its
+    cost models built as ``dnnplace capture`` builds them)."""
+    pytest.importorskip("torch")
+    from dnnplace import capture
+
+    inst = capture("lenet-5", batch=4)
+    assert inst.graph.meta["batch"] == 4 and inst.graph.n > 0
+    towers = capture(f"{Path(__file__).parent / 'exec_models.py'}:two_towers", inputs=["16x512"],
+                     loss="cross_entropy", cluster="local-cpu-2")
+    assert towers.cluster.names == ("cpu0", "cpu1") and towers.graph.n > 0
+
+
 @pytest.mark.parametrize("method, cluster, flags", [
     ("dp", PRESET, []),
     ("heft", "single-host-2-nvlink", []),

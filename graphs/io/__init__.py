@@ -36,7 +36,7 @@ from dnnplace.graphs.presets import cluster_preset
 __all__ = ["jsonable", "read_text", "read_json", "write_json", "write_atomic", "write_figure",
            "load_instance", "save_instance", "load_placement",
            "placement_from_doc", "placement_to_split", "result_cluster", "instance_for_placement", "graph_fingerprint",
-           "check_result_doc", "check_same_graph", "result_priorities"]
+           "check_result_doc", "check_same_graph", "result_priorities", "read_cluster"]
 
 
 _COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip -c"), b"BZh": ("bzip2", "bunzip2 -c"), b"\xfd7zXZ\x00": ("xz", "unxz -c"),
@@ -178,11 +178,11 @@ def load_instance(path: str | os.PathLike, cluster: str | None = None) -> Instan
         raise InputError(f"{path}: neither a native graph (no 'format' field) nor a Tarnawski input "
                          "(no 'maxSizePerFPGA'/'maxFPGAs'/'maxCPUs' field, no 'cpuLatency' in its nodes)")
     if cluster:
-        inst = Instance(inst.graph, _preset(cluster, inst.graph), inst.source)
+        inst = Instance(inst.graph, read_cluster(cluster, inst.graph), inst.source)
     return inst
 
 
-def _preset(name: str, graph) -> Any:
+def read_cluster(name: str, graph) -> Any:
     """:func:`cluster_preset`, noting the preset's name in ``meta["preset"]`` (a result
     records the name instead of the whole cluster); a JSON file (``dnnplace profile-links
     --out``, or a graph file with a ``cluster`` section) is read as a cluster."""
@@ -211,7 +211,7 @@ def result_cluster(doc: Any, graph, source: str = "result") -> Any:
     if rec is None:
         return None
     if isinstance(rec, str):
-        return _preset(rec, graph)
+        return read_cluster(rec, graph)
     if isinstance(rec, dict):
         try:
             return cluster_from_dict(rec)
