@@ -57,13 +57,36 @@ def _on(schedule: Schedule, i: int) -> str:
     return f"{pl.graph._node(i)} on {pl.cluster.names[pl.device[i]]}"
 
 
-def _node_violations(schedule: Schedule, start: np.ndarray, fin: np.ndarray, eps: float) -> list[str]:
-    """Unsupported device kinds, wrong durations, negative starts, overlaps on a device."""
+def _message_time(schedule: Schedule, ce: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Per node, the device time of its messages (docs/semantics.md 2.1, per-message costs):
+    the cross edges ``ce`` fall in messages ``group`` (one id per edge, >= 0); each message
+    costs its source node the sender's ``send_overhead`` and the first of its destination
+    nodes in topological position the receiver's ``recv_overhead``."""
+    pl = schedule.placement
+    g, cl, dev = pl.graph, pl.cluster, pl.device
+    out = np.zeros(g.n)
+    if not cl.has_message_costs or ce.size == 0:
+        return out
+    ids, group = np.unique(group, return_inverse=True)
+    first = np.full(ids.shape[0], g.n, dtype=np.int64)
+    np.minimum.at(first, group, g.topo_position[g.dst[ce]])
+    source = np.zeros(ids.shape[0], dtype=np.int64)
+    source[group] = g.src[ce]
+    np.add.at(out, source, cl.send_overhead[dev[source]])
+    receiver = g.topo_order[first]
+    np.add.at(out, receiver, cl.recv_overhead[dev[receiver]])
+    return out
+
+
+def _node_violations(schedule: Schedule, start: np.ndarray, fin: np.ndarray, eps: float,
+                     messages: np.ndarray) -> list[str]:
+    """Unsupported device kinds, wrong durations (compute plus ``messages``), negative
+    starts, overlaps on a device."""
     pl = schedule.placement
     g, cl, dev = pl.graph, pl.cluster, pl.device
     names = cl.names
     msgs: list[str] = []
-    dur = cl.compute_matrix(g)[np.arange(g.n), dev]
+    dur = cl.compute_matrix(g)[np.arange(g.n), dev] + messages
     for i in np.flatnonzero(np.isnan(dur)):
         msgs.append(f"{_on(schedule, i)}: device kind {cl.kinds[dev[i]]!r} is not supported by this node")
     ok = ~np.isnan(dur)
@@ -159,7 +182,9 @@ def validate_schedule(schedule: Schedule, *, congestion: bool = True, transfers:
     """Check a schedule against docs/semantics.md 2.1, independently of how it was produced.
 
     Checks: start/finish are finite, ``start >= 0`` and ``finish = start + duration`` on
-    a device that supports the node; no two nodes overlap on a device; every edge's
+    a device that supports the node (the duration counts the node's per-message costs:
+    of the given ``transfers``, or without them one message per (source node, output,
+    destination device)); no two nodes overlap on a device; every edge's
     precedence including its transfer time. With ``transfers`` (a
     :class:`~dnnplace.evaluation.sim_result.SimResult` or a mapping with arrays ``edge``,
     ``start``, ``finish``), every cross-device edge must be carried by a transfer of
@@ -201,15 +226,25 @@ def validate_schedule(schedule: Schedule, *, congestion: bool = True, transfers:
         return [f"{g._node(i)}: start/finish not finite ({start[i]}, {fin[i]})"]
     span = float(fin.max()) if n else 0.0
     eps = tol * max(1.0, abs(span))
-    msgs = _node_violations(schedule, start, fin, eps)
-
     src, dst = g.src, g.dst
     same = dev[src] == dev[dst]
+    ce = np.flatnonzero(~same)
+    xe = xs = xf = None
+    if transfers is not None:
+        xe, xs, xf = _transfer_arrays(transfers)
+        if xe.size and (xe.min() < 0 or xe.max() >= g.m):
+            return ["transfers: edge id out of range"]
+        carrier = _carriers(schedule, ce, xe)
+        group = np.where(carrier >= 0, carrier, xe.shape[0] + np.arange(ce.shape[0]))
+    else:   # one message per (source node, output, destination device), the default transfer mode
+        outs = np.unique(g.edge_output, return_inverse=True)[1].astype(np.int64) if g.m else g.edge_output
+        group = (src[ce] * (int(outs.max(initial=0)) + 1) + outs[ce]) * cl.size + dev[dst[ce]]
+    msgs = _node_violations(schedule, start, fin, eps, _message_time(schedule, ce, group))
+
     for e in np.flatnonzero(same & (start[dst] < fin[src] - eps)):
         u, v = src[e], dst[e]
         msgs.append(f"{g._edge(e)}: {_on(schedule, v)} starts at {start[v]:g} before its predecessor "
                     f"finishes at {fin[u]:g}")
-    ce = np.flatnonzero(~same)
     tt = cl.transfer_time(dev[src[ce]], dev[dst[ce]], g.edge_bytes[ce], g.edge_cost[ce])
     if transfers is None:
         late = start[dst[ce]] < fin[src[ce]] + tt - eps
@@ -218,9 +253,6 @@ def validate_schedule(schedule: Schedule, *, congestion: bool = True, transfers:
             msgs.append(f"{g._edge(e)}: {_on(schedule, v)} starts at {start[v]:g} before the transfer "
                         f"from {names[dev[u]]} can arrive ({fin[u]:g} + {t:g})")
     else:
-        xe, xs, xf = _transfer_arrays(transfers)
-        if xe.size and (xe.min() < 0 or xe.max() >= g.m):
-            return msgs + ["transfers: edge id out of range"]
         msgs += _transfer_violations(schedule, start, fin, ce, tt, xe, xs, xf, congestion, eps)
     if len(msgs) > limit:
         msgs = msgs[:limit] + [f"... and {len(msgs) - limit} more violation(s)"]

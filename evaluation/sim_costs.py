@@ -1,6 +1,10 @@
 """Time costs of a placement for the simulator: compute per node, transfer per edge and link.
 
 * :func:`node_durations` -- each node's compute time on its placed device.
+* :func:`message_overheads` -- the device time messages add to nodes (docs/semantics.md
+  2.1, per-message costs): ``send_overhead`` of the sender per transfer task a node sends, ``recv_overhead``
+  of the receiver per transfer task on the task's first consumer.
+* :func:`placed_durations` -- the two together: what a node occupies its device for.
 * :func:`edge_transfer_times` -- each edge's uncongested link time (0 on one device).
 * :func:`build_transfers` -- the *transfer tasks* the simulator schedules: by default
   (``dedup=True``, transfer mode ``"per_destination"``) one per (source node, output,
@@ -33,8 +37,8 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.placement import Placement
 
 __all__ = ["Transfers", "TRANSFER_MODES", "DEFAULT_TRANSFER_MODE", "check_transfer_mode", "transfer_semantics",
-           "current_transfer_mode", "node_durations", "edge_transfer_times", "tensor_keys", "build_transfers",
-           "link_totals", "uneven_outputs"]
+           "current_transfer_mode", "node_durations", "message_overheads", "placed_durations",
+           "edge_transfer_times", "tensor_keys", "build_transfers", "link_totals", "uneven_outputs"]
 
 #: What is sent (docs/semantics.md 2.1): ``"per_destination"`` -- a tensor once to each device that
 #: consumes it, one transfer per (source node, output, destination device), the default
@@ -116,6 +120,45 @@ def node_durations(placement: Placement) -> np.ndarray:
         raise InputError(f"{g._node(i)} cannot run on device {d.name!r} (kind {d.kind!r}): "
                          f"no compute time for that kind; {int(bad.sum())} node(s) placed unsupported")
     return dur
+
+
+def message_overheads(placement: Placement, tx: Transfers) -> np.ndarray:
+    """Device time the transfer tasks ``tx`` add to each node (docs/semantics.md 2.1,
+    per-message costs).
+
+    A task ``x`` of node ``u`` from device ``a`` to device ``b`` adds
+    ``send_overhead[a]`` to ``u`` (the executor posts a node's messages right after
+    computing it, on its device) and ``recv_overhead[b]`` to the first of the task's
+    destination nodes in topological position (the executor takes a message in just
+    before the first node that reads it runs; where a device's order puts another
+    consumer first, the same time lands on that node instead)::
+
+        extra[v] = send_overhead[dev v] * |{x : src(x) = v}|
+                 + recv_overhead[dev v] * |{x : v = argmin_{w in dst(x)} topo_position(w)}|
+
+    >>> from dnnplace.graphs import Cluster, Device, OpGraph, Placement
+    >>> g = OpGraph.from_ids("abc", [("a", "b"), ("a", "c")], kinds=["cpu"], compute=[[1.0]] * 3, memory=[0] * 3)
+    >>> c = Cluster.from_links([Device("p", "cpu", send_overhead=0.5), Device("q", "cpu", recv_overhead=0.25)])
+    >>> pl = Placement(g, c, [0, 1, 1])
+    >>> message_overheads(pl, build_transfers(pl, dedup=True)).tolist()
+    [0.5, 0.25, 0.0]
+    >>> message_overheads(pl, build_transfers(pl, dedup=False)).tolist()
+    [1.0, 0.25, 0.25]
+    """
+    g, cl = placement.graph, placement.cluster
+    extra = np.zeros(g.n, dtype=np.float64)
+    if not cl.has_message_costs or tx.edge.shape[0] == 0:
+        return extra
+    extra += np.bincount(tx.src_node, weights=cl.send_overhead[tx.src_dev], minlength=g.n)
+    first_pos = np.minimum.reduceat(g.topo_position[tx.dst_nodes], tx.dst_ptr[:-1])
+    extra += np.bincount(g.topo_order[first_pos], weights=cl.recv_overhead[tx.dst_dev], minlength=g.n)
+    return extra
+
+
+def placed_durations(placement: Placement, tx: Transfers) -> np.ndarray:
+    """What each node occupies its device for: :func:`node_durations` plus
+    :func:`message_overheads` of the transfer tasks ``tx``."""
+    return node_durations(placement) + message_overheads(placement, tx)
 
 
 def edge_transfer_times(placement: Placement) -> np.ndarray:

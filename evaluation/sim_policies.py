@@ -17,7 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from dnnplace.evaluation.sim_costs import Transfers, edge_transfer_times, node_durations, tensor_keys
+from dnnplace.evaluation.sim_costs import (
+    Transfers,
+    build_transfers,
+    current_transfer_mode,
+    edge_transfer_times,
+    placed_durations,
+    tensor_keys,
+)
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.placement import Placement
 
@@ -30,8 +37,9 @@ POLICIES = ("fifo", "critical_path", "priority", "order")
 def bottom_level(placement: Placement) -> np.ndarray:
     """Longest path from each node to a sink on its placed devices.
 
-    Counts every node's time on its device and the uncongested transfer time of every
-    cross-device edge; ``max(bottom_level)`` is the critical-path lower bound on the
+    Counts every node's time on its device (with its message overheads under the
+    current transfer mode) and the uncongested transfer time of every cross-device
+    edge; ``max(bottom_level)`` is the critical-path lower bound on the
     makespan of the placement.
 
     Examples
@@ -46,7 +54,8 @@ def bottom_level(placement: Placement) -> np.ndarray:
     [3.5, 2.0]
     """
     g = placement.graph
-    dur = node_durations(placement).tolist()
+    tx = build_transfers(placement, current_transfer_mode() == "per_destination")
+    dur = placed_durations(placement, tx).tolist()
     w = edge_transfer_times(placement)[g.out_eid].tolist()
     ptr, nbr = g.out_ptr.tolist(), g.out_nbr.tolist()
     bl = [0.0] * g.n

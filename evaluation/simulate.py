@@ -12,7 +12,10 @@ Execution model
 * A device runs one node at a time without preemption; node ``i`` takes
   ``cluster.compute_matrix(graph)[i, dev(i)]`` time units (``graph.unit``): its kind's
   compute time divided by the device's ``speed``, plus the device's ``op_overhead`` (a
-  per-operator launch cost, default 0, to be fitted from measured executions).
+  per-operator launch cost, default 0, to be fitted from measured executions), plus
+  the per-message costs of the transfers it sends and takes in (the devices'
+  ``send_overhead`` and ``recv_overhead``, docs/semantics.md 2.1, per-message costs;
+  :func:`~dnnplace.evaluation.sim_costs.message_overheads`).
 * What is sent (docs/semantics.md 2.1, ``transfer_mode``). By default (``"per_destination"``) a
   tensor goes once to each device that consumes it, as frameworks run it: the edges
   ``(u, v)`` with ``dev(u) = a`` and ``dev(v) = b != a`` that carry the same output of
@@ -129,7 +132,7 @@ from dnnplace.evaluation.sim_costs import (
     check_transfer_mode,
     current_transfer_mode,
     link_totals,
-    node_durations,
+    placed_durations,
     transfer_semantics,
 )
 from dnnplace.evaluation.sim_events import run_events
@@ -251,8 +254,8 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
     dedup = mode == "per_destination"
     prio = check_policy(policy, priorities, g.n)
     lprio = check_link_priorities(placement, policy, link_priorities)
-    dur = node_durations(placement)
     tx = build_transfers(placement, dedup)
+    dur = placed_durations(placement, tx)
     by_rank = dispatch_order(placement, policy, prio)
     lseq = link_sequences(placement, tx, lprio, dedup) if lprio is not None and congestion else None
     start, fin, xs, xf = run_events(placement, dur, tx, by_rank, policy=policy, congestion=congestion,

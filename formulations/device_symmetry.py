@@ -37,6 +37,7 @@ def identical_devices(cl: Any) -> list[list[int]]:
     for d in range(cl.size):
         others = [e for e in range(cl.size) if e != d]
         key = (cl.kinds[d], float(cl.memory[d]), float(cl.speed[d]), float(cl.op_overhead[d]),
+               float(cl.send_overhead[d]), float(cl.recv_overhead[d]),
                tuple(sorted(zip(cl.beta0[d, others], cl.beta0[others, d], cl.beta1[d, others],
                                 cl.beta1[others, d], cl.cost_factor[d, others], cl.cost_factor[others, d]))))
         classes.setdefault(key, []).append(d)
@@ -82,7 +83,8 @@ def identical_device_classes(cluster: Cluster) -> list[list[int]]:
     D = cluster.size
     key: dict[tuple, list[int]] = {}
     for d, dev in enumerate(cluster.devices):
-        key.setdefault((dev.kind, dev.memory, dev.speed, dev.op_overhead), []).append(d)
+        key.setdefault((dev.kind, dev.memory, dev.speed, dev.op_overhead, dev.send_overhead, dev.recv_overhead),
+                       []).append(d)
     out = []
     for members in key.values():
         if len(members) < 2:

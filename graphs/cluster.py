@@ -11,6 +11,12 @@ with an explicit ``cost`` (Tarnawski's inputs) overrides the model and takes
 ``cost_factor[a, c] * cost``: the factor is 1 for a direct hop, 2 for accelerator to
 accelerator through host memory, and 0 between devices that share memory (CPUs of one
 host), where a transfer takes no time.
+
+Each message also costs its two ends device time (docs/semantics.md 2.1, per-message
+costs): the sending device's ``send_overhead`` (posting it: packing, handing it to the transport) and the
+receiving device's ``recv_overhead`` (taking it: waking, unpacking), both in the graph's
+time unit, default 0, fitted from measured executions (``dnnplace calibrate``).
+:meth:`Cluster.message_time` is their sum on a device pair.
 """
 
 from __future__ import annotations
@@ -60,13 +66,17 @@ class Device:
     """One device: ``kind`` selects the compute column, ``memory`` is its capacity in
     bytes (``inf`` = unbounded), ``speed`` divides compute times and ``op_overhead`` (in
     the graph's time unit, default 0) is added to every node it runs (a per-operator
-    launch cost)."""
+    launch cost). ``send_overhead`` and ``recv_overhead`` (graph time unit, default 0)
+    are the device time one message costs its sender and its receiver
+    (docs/semantics.md 2.1, per-message costs)."""
 
     name: str
     kind: str
     memory: float = math.inf
     speed: float = 1.0
     op_overhead: float = 0.0
+    send_overhead: float = 0.0
+    recv_overhead: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -75,9 +85,10 @@ class Device:
             raise InputError(f"device {self.name!r}: memory must be >= 0, got {self.memory}")
         if not (self.speed > 0) or math.isinf(self.speed):
             raise InputError(f"device {self.name!r}: speed must be a positive number, got {self.speed}")
-        if not (self.op_overhead >= 0) or math.isinf(self.op_overhead):
-            raise InputError(f"device {self.name!r}: op_overhead must be a finite number >= 0, "
-                             f"got {self.op_overhead}")
+        for key in ("op_overhead", "send_overhead", "recv_overhead"):
+            value = getattr(self, key)
+            if not (value >= 0) or math.isinf(value):
+                raise InputError(f"device {self.name!r}: {key} must be a finite number >= 0, got {value}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,6 +175,34 @@ class Cluster:
     def op_overhead(self) -> np.ndarray:
         """Per-operator launch overhead per device (graph time unit)."""
         return np.array([d.op_overhead for d in self.devices], dtype=np.float64)
+
+    @cached_property
+    def send_overhead(self) -> np.ndarray:
+        """Device time a message costs its sender, per device (graph time unit)."""
+        return np.array([d.send_overhead for d in self.devices], dtype=np.float64)
+
+    @cached_property
+    def recv_overhead(self) -> np.ndarray:
+        """Device time a message costs its receiver, per device (graph time unit)."""
+        return np.array([d.recv_overhead for d in self.devices], dtype=np.float64)
+
+    @cached_property
+    def has_message_costs(self) -> bool:
+        """Whether any device has a non-zero ``send_overhead`` or ``recv_overhead``."""
+        return bool(self.send_overhead.any() or self.recv_overhead.any())
+
+    def message_time(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Device time of one message from ``a`` to ``b`` on its two ends,
+        ``send_overhead[a] + recv_overhead[b]`` (0 where ``a == b``); a method that
+        estimates a transfer's delay adds it to :meth:`transfer_time` (docs/semantics.md 2.1,
+        per-message costs).
+
+        >>> c = Cluster.from_links([Device("a", "cpu", send_overhead=0.1), Device("b", "cpu", recv_overhead=0.25)])
+        >>> c.message_time(np.array([0, 1, 0]), np.array([1, 0, 0])).tolist()
+        [0.35, 0.0, 0.0]
+        """
+        a, b = np.asarray(a), np.asarray(b)
+        return np.where(a == b, 0.0, self.send_overhead[a] + self.recv_overhead[b])
 
     def devices_of_kind(self, kind: str) -> np.ndarray:
         """Indices of the devices of one kind."""

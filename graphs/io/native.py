@@ -9,7 +9,8 @@ Column-oriented so that a 200k-node graph loads in a fraction of a second::
                "name": [...], "op_type": [...], "layer": [...], "role": [...]},
      "edges": {"src": [id, ...], "dst": [id, ...], "bytes": [...], "cost": [num or null],
                "batch_scaled": [bool, ...], "output": [int, ...]},
-     "cluster": {"name": ..., "devices": [{"name", "kind", "memory", "speed", "op_overhead"}],
+     "cluster": {"name": ..., "devices": [{"name", "kind", "memory", "speed", "op_overhead",
+                                     "send_overhead", "recv_overhead"}],
                  "beta0": [[...]], "beta1": [[...]], "cost_factor": [[...]], "meta": {},
                  "ports": "per_link" or "shared"},
      "meta": {}}
@@ -148,6 +149,11 @@ def _records_to_columns(nodes: list, edges: list) -> tuple[dict, dict]:
     return cols, ecols
 
 
+_OVERHEADS = ("op_overhead", "send_overhead", "recv_overhead")
+"""A device's per-operator and per-message costs: each a device field, or one value for
+every device at the cluster's top level (a device's own value wins)."""
+
+
 def cluster_from_dict(doc: dict) -> Cluster:
     """A cluster from its JSON form (``links`` records or full ``beta0``/``beta1`` matrices)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("devices"), list):
@@ -162,7 +168,8 @@ def cluster_from_dict(doc: dict) -> Cluster:
             raise InputError(f"cluster.devices[{j}]: needs 'name' and 'kind'")
         mem = d.get("memory")
         devs.append(Device(str(d["name"]), str(d["kind"]), math.inf if mem is None else float(mem),
-                           float(d.get("speed", 1.0)), float(d.get("op_overhead", doc.get("op_overhead", 0.0)))))
+                           float(d.get("speed", 1.0)),
+                           *(float(d.get(k, doc.get(k, 0.0))) for k in _OVERHEADS)))
     meta = dict(doc.get("meta", {}))
     name = doc.get("name", "cluster")
     ports = str(doc.get("ports", "per_link"))
@@ -180,7 +187,7 @@ def cluster_to_dict(cl: Cluster) -> dict:
     return {
         "name": cl.name,
         "devices": [{"name": d.name, "kind": d.kind, "memory": None if math.isinf(d.memory) else d.memory,
-                     "speed": d.speed, **({"op_overhead": d.op_overhead} if d.op_overhead else {})}
+                     "speed": d.speed, **{k: getattr(d, k) for k in _OVERHEADS if getattr(d, k)}}
                     for d in cl.devices],
         "beta0": cl.beta0.tolist(), "beta1": cl.beta1.tolist(), "cost_factor": cl.cost_factor.tolist(),
         "meta": cl.meta, **({"ports": cl.ports} if cl.ports != "per_link" else {}),

@@ -59,11 +59,12 @@ def check_cluster_numbers(doc: dict) -> None:
         names.append(str(d.get("name", f"#{j}")))
         if d.get("memory") is not None:
             user_number(d["memory"], f"{who}: memory", " of bytes (e.g. 16e9; null for unbounded)")
-        for key in ("speed", "op_overhead"):
+        for key in ("speed", "op_overhead", "send_overhead", "recv_overhead"):
             if key in d:
                 user_number(d[key], f"{who}: {key}")
-    if "op_overhead" in doc:
-        user_number(doc["op_overhead"], "cluster: op_overhead")
+    for key in ("op_overhead", "send_overhead", "recv_overhead"):
+        if key in doc:
+            user_number(doc[key], f"cluster: {key}")
     for key in _LINK_KEYS:  # matrices: one row per device
         rows = doc.get(key)
         if rows is None:
