@@ -15,6 +15,7 @@ shapes)::
     dnnplace compare RESULTS... [--out DIR] [--no-plots]
     dnnplace capture MODEL [--batch B] [--seq S] [--inference] [--cost roofline:v100|measured|calibrated:v100] --out G
     dnnplace profile-links [--sizes ...] --out CLUSTER.json
+    dnnplace calibrate RUN.json [RUN.json ...] --out CLUSTER.json
 
 Exit codes: 0 success; 2 bad input (one ``dnnplace: error: ...`` line on stderr naming
 the culprit, nothing on stdout, no output file): unreadable or inconsistent files,
@@ -285,6 +286,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         add_capture_parsers(sub)  # capture MODEL ..., profile-links ...
         from dnnplace.execute_command import add_parser as add_execute_parser
         add_execute_parser(sub)  # execute MODEL RESULT.json
+        from dnnplace.calibrate_command import add_parser as add_calibrate_parser
+        add_calibrate_parser(sub)  # calibrate RUN.json ... --out CLUSTER.json
     return parser
 
 

@@ -65,6 +65,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     check_flags(args)
     from dnnplace.command_args import check_out, cluster_file
     from dnnplace.graphs.io import check_result_doc, graph_fingerprint, instance_for_placement, read_json, write_json
+    from dnnplace.graphs.io.native import cluster_to_dict
     from dnnplace.graphs.presets import cluster_preset
     from dnnplace.pytorch.execution.launch import Plan, captured_meta, execute
     model_file = args.model.rpartition(":")[0]  # mymodel.py:Net reads mymodel.py
@@ -103,7 +104,10 @@ def cmd_execute(args: argparse.Namespace) -> int:
     gpus = gpu_map(names, kinds) if args.cuda else {}
     m = execute(spec, [Plan(placement, order)], names, steps=args.steps, warmup=args.warmup,
                 timeout_s=args.timeout, torch_devices=gpus, captured=captured_meta(inst))[0]
-    out = {"model": args.model, "result": args.result, **m.to_dict()}
+    out = {"model": args.model, "result": args.result, **m.to_dict(),
+           "graph": str(graph_path) if inst is not None else None,   # what `dnnplace calibrate` reads
+           "cluster": cluster_to_dict(inst.cluster) if inst is not None and inst.cluster is not None else None,
+           "plan": {"placement": placement, "start": order}}
     out["graph_fingerprint"] = graph_fingerprint(inst.graph) if inst is not None else doc.get("graph_fingerprint")
     out["predicted_step_ms"] = float(sim.makespan) if sim is not None else None
     out["prediction"] = note or ("simulator, each device in the plan's order" if start else

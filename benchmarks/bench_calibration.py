@@ -1,0 +1,211 @@
+"""The simulator calibrated from execution traces: replay, then predict (docs/execution.md, Calibration).
+
+Per model of the execution benchmark (``benchmarks/bench_execution.py``, ``measured:cpu``
+costs, ``local-cpu-2``): the one-device plan, two random placements (seeded, each device in
+the simulated FIFO order) and the plans of HEFT, DPOS, Celeritas and Pesto, all executed
+interleaved (A, B, C, A, B, C, ...) by ``dnnplace execute``'s engine, each step's operator
+and message timeline recorded. Then:
+
+* **replay** -- every run's own placement and order simulated on its measured operator
+  times and the messages and links calibrated on all runs (``dnnplace calibrate``);
+* **predict** -- calibrated on the one-device and random plans of every model, the
+  simulator predicts the methods' plans from the profiled costs; and held out: calibrated
+  on the other models' plans only;
+* per model, Kendall's tau between the predicted and the measured order of the plans and
+  whether the predicted best is the measured best (or not separated from it by the 95 %
+  intervals of the median step).
+
+    .venv/bin/python -m benchmarks calibration [--models mlp,cnn,...] [--steps 15] [--fresh]
+        [--analyse-only]
+
+Rows (with their timelines) go to ``OUT/runs.jsonl.gz`` as each model finishes (a rerun
+resumes); ``OUT/README.md`` is the table, rewritten from all rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.bench_execution import METHODS, MODELS, model_graph, one_device_plan, plans_for
+from benchmarks.options import add_shared
+from benchmarks.paths import REPO as ROOT
+
+TRAIN = ("one device", "random-1", "random-2")
+FIGURES = ("send_overhead_ms", "recv_overhead_ms", "op_gap_ms", "op_scale")
+CLUSTER = "local-cpu-2"
+
+
+def random_plan(inst, seed: int):
+    """A seeded random placement over the cluster's devices (a colocation group on one
+    device: a parameter's update runs where it lives), each in the simulated FIFO order."""
+    from dnnplace.execute_command import predict
+    from dnnplace.pytorch.execution.launch import Plan
+    rng = np.random.default_rng(seed)
+    names = inst.cluster.names
+    g = inst.graph
+    dev = rng.integers(0, len(names), g.n)
+    if g.colocation is not None:
+        group = rng.integers(0, len(names), int(g.colocation.max(initial=-1)) + 1)
+        dev = np.where(g.colocation >= 0, group[np.maximum(g.colocation, 0)], dev)
+    placement = {v: names[int(d)] for v, d in zip(g.ids, dev)}
+    sim = predict(inst, placement, None)
+    return f"random-{seed}", Plan(placement, dict(zip(inst.graph.ids, sim.schedule.start.tolist()))), sim, 0.0
+
+
+def run_model(name: str, steps: int, warmup: int, time_limit: float) -> list[dict]:
+    """The rows of one model: every plan executed interleaved, with its timeline."""
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.presets import cluster_preset
+    from dnnplace.pytorch.execution.launch import execute
+    spec, graph = model_graph(name)
+    inst = Instance(graph, cluster_preset(CLUSTER, graph), f"bench:{name}")
+    plans = [one_device_plan(inst, "cpu0"), random_plan(inst, 1), random_plan(inst, 2),
+             *plans_for(inst, METHODS, time_limit)]
+    measured = execute(spec, [p for _, p, _, _ in plans], list(inst.cluster.names), steps=steps, warmup=warmup,
+                       timeout_s=600, interleave=True)
+    rows = []
+    for (method, plan, sim, _), m in zip(plans, measured):
+        d = m.to_dict()
+        rows.append({"model": name, "method": method, "nodes": graph.n, "preset_predicted_ms": float(sim.makespan),
+                     "plan": {"placement": dict(plan.placement), "start": dict(plan.start)},
+                     **{k: d[k] for k in ("measured_step_ms", "measured_steps_ms", "eager_step_ms", "matches_reference",
+                                          "transfers", "ops", "messages", "op_median_ms")}})
+    return rows
+
+
+def _tau(a: list[float], b: list[float]) -> float:
+    """Kendall's tau-a of two rankings of the same items (ties count neither way)."""
+    n, s = len(a), 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s += int(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]))
+    return s / (n * (n - 1) / 2) if n > 1 else 1.0
+
+
+def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
+    """Per row its replayed and predicted steps (calibrated on all training plans and on
+    the other models' only); per model tau and the best plan; the summary figures."""
+    from dnnplace.graphs.presets import cluster_preset
+    from dnnplace.pytorch.execution.calibration import calibrated_cluster, fit, read_run, replay, simulate_run
+    from dnnplace.tune_command import median_ci
+    graphs = {m: model_graph(m)[1] for m in sorted({r["model"] for r in rows})}
+    runs = [read_run(r, f"{r['model']}/{r['method']}") for r in rows]
+    costs = [dict(zip(graphs[r["model"]].ids, graphs[r["model"]].compute[:, 0].tolist())) for r in rows]
+
+    def fitted(keep):
+        idx = [i for i, r in enumerate(rows) if keep(r)]
+        return fit([runs[i] for i in idx], [costs[i] for i in idx])
+
+    every, train = fitted(lambda r: True), fitted(lambda r: r["method"] in TRAIN)
+    held = {m: fitted(lambda r, m=m: r["method"] in TRAIN and r["model"] != m) for m in graphs}
+    out = []
+    for r, run in zip(rows, runs):
+        g = graphs[r["model"]]
+        base = cluster_preset(CLUSTER, g)
+        predicted = {k: float(simulate_run(g, calibrated_cluster(base, cal), run).makespan)
+                     for k, cal in (("train", train), ("held", held[r["model"]]))}
+        med, lo, hi = median_ci(r["measured_steps_ms"])
+        out.append({"model": r["model"], "method": r["method"], "transfers": r["transfers"], "measured_ms": med,
+                    "ci": (lo, hi), "steps": len(r["measured_steps_ms"]), "preset_ms": r["preset_predicted_ms"],
+                    "replayed_ms": float(replay(g, calibrated_cluster(base, every, replay=True), run).makespan),
+                    "predicted_ms": predicted["train"], "held_out_ms": predicted["held"],
+                    "matches_reference": r["matches_reference"]})
+    err = {k: [abs(x[k] / x["measured_ms"] - 1) for x in out if x["method"] not in TRAIN or k == "replayed_ms"]
+           for k in ("replayed_ms", "predicted_ms", "held_out_ms", "preset_ms")}
+    per_model = {}
+    for m in graphs:
+        mine = [x for x in out if x["model"] == m and not x["method"].startswith("random")]
+        best_p = min(mine, key=lambda x: x["predicted_ms"])
+        best_m = min(mine, key=lambda x: x["measured_ms"])
+        separated = best_p["ci"][0] > best_m["ci"][1]
+        per_model[m] = {"tau": _tau([x["predicted_ms"] for x in mine], [x["measured_ms"] for x in mine]),
+                        "tau_preset": _tau([x["preset_ms"] for x in mine], [x["measured_ms"] for x in mine]),
+                        "best_predicted": best_p["method"], "best_measured": best_m["method"],
+                        "same_best": best_p is best_m, "not_separated": not separated}
+    summary = {"median": {k: statistics.median(v) for k, v in err.items() if v},
+               "worst": {k: max(v) for k, v in err.items() if v}, "per_model": per_model,
+               "calibration": train.to_dict(), "every": every.to_dict()}
+    return out, summary
+
+
+def markdown(out: list[dict], s: dict, meta: dict) -> str:
+    pct = lambda a, b: f"{100 * (a / b - 1):+.1f} %"  # noqa: E731
+    lines = ["# The simulator calibrated from execution traces (two CPU worker processes on this host)", "",
+             f"Command: `{meta['command']}`. Machine: {meta['machine']}. Every plan of a model executed "
+             "interleaved; measured: the median step with its 95 % interval (order statistics). Replayed: the "
+             "run's own plan on its measured operator times and the messages and links calibrated on all runs. "
+             "Predicted: profiled costs, calibrated on the one-device and random plans of every model; held out: "
+             "calibrated on the other models' plans only. Preset: the uncalibrated `local-cpu-2` prediction.", "",
+             "| model | plan | transfers | measured ms (95 % CI) | replayed | predicted | held out | preset |",
+             "|---|---|---:|---|---:|---:|---:|---:|"]
+    for x in out:
+        m = x["measured_ms"]
+        cells = " | ".join(f"{x[k]:.2f} ({pct(x[k], m)})" for k in ("replayed_ms", "predicted_ms", "held_out_ms",
+                                                                        "preset_ms"))
+        lines.append(f"| {x['model']} | {x['method']} | {x['transfers']} | {m:.2f} "
+                     f"({x['ci'][0]:.2f}-{x['ci'][1]:.2f}) | {cells} |")
+    med, worst = s["median"], s["worst"]
+    lines += ["", "## Summary", "",
+              "| figure | replay (all plans) | predicted (methods' plans) | held-out models | preset |",
+              "|---|---:|---:|---:|---:|",
+              "| median \\|error\\| | " + " | ".join(f"{100 * med[k]:.1f} %" for k in
+                                                  ("replayed_ms", "predicted_ms", "held_out_ms", "preset_ms")) + " |",
+              "| worst \\|error\\| | " + " | ".join(f"{100 * worst[k]:.1f} %" for k in
+                                                 ("replayed_ms", "predicted_ms", "held_out_ms", "preset_ms")) + " |",
+              "", "| model | tau (calibrated) | tau (preset) | best predicted | best measured | same best | "
+                  "within the intervals |", "|---|---:|---:|---|---|---|---|"]
+    for m, p in s["per_model"].items():
+        lines.append(f"| {m} | {p['tau']:+.2f} | {p['tau_preset']:+.2f} | {p['best_predicted']} | "
+                     f"{p['best_measured']} | {'yes' if p['same_best'] else 'no'} | "
+                     f"{'yes' if p['not_separated'] else 'no'} |")
+    taus = [p["tau"] for p in s["per_model"].values()]
+    same = sum(p["same_best"] for p in s["per_model"].values())
+    near = sum(p["not_separated"] for p in s["per_model"].values())
+    lines += ["", f"Median tau {statistics.median(taus):+.2f} over {len(taus)} models; the same best plan on "
+                  f"{same}/{len(taus)} models ({near}/{len(taus)} within the measured intervals).", "",
+              "Calibrated figures (one-device and random plans): "
+              f"`{json.dumps({k: s['calibration'][k] for k in FIGURES}, sort_keys=True)}`",
+              ""]
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_shared(parser, models=list(MODELS), steps=15, time_limit=20.0,
+               out=ROOT / "results" / "execution" / "calibration", fresh=False,
+               help={"out": "folder of runs.jsonl.gz and README.md",
+                     "fresh": "start over instead of resuming from OUT/runs.jsonl.gz"})
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--analyse-only", action="store_true", help="no execution: the table from the stored rows")
+
+
+def run(args) -> None:
+    import platform
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "runs.jsonl.gz"
+    rows = []
+    if path.exists() and not args.fresh:
+        with gzip.open(path, "rt") as fh:
+            rows = [json.loads(x) for x in fh if x.strip()]
+    meta = {"command": args.command_line, "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    if not args.analyse_only:
+        done = {r["model"] for r in rows}
+        for name in args.models:
+            if name in done:
+                continue
+            new = run_model(name, args.steps, args.warmup, args.time_limit)
+            rows += new
+            with gzip.open(path, "wt") as fh:   # small enough to rewrite whole
+                fh.write("".join(json.dumps(r) + "\n" for r in rows))
+            print(f"{name}: {len(new)} plans measured", file=sys.stderr, flush=True)
+    table, summary = analyse(rows)
+    (out / "README.md").write_text(markdown(table, summary, meta))
+    print(markdown(table, summary, meta))

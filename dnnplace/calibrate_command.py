@@ -1,0 +1,128 @@
+"""``dnnplace calibrate RUN.json [RUN.json ...] --out CLUSTER.json``: the cost model fitted to executed runs.
+
+Each RUN.json is what ``dnnplace execute --out`` wrote: the plan, the measured step and its
+timeline (operators and messages). The fit (:mod:`dnnplace.pytorch.execution.calibration`,
+docs/execution.md, Calibration) gives every device its per-message costs, per-operator
+overhead and speed and every link its latency and bandwidth, written as a cluster file that
+``solve``, ``simulate``, ``evaluate`` and ``execute`` take with ``--cluster``. For each run
+whose graph is at hand the command prints the replay (the run's own plan simulated on its
+measured operator times and the calibrated messages and links) and the prediction (on the
+graph's profiled costs and the calibrated cluster) against the measured step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+from typing import Any
+
+from dnnplace.graphs.errors import InputError
+
+__all__ = ["cmd_calibrate", "add_parser", "calibrate_runs"]
+
+
+def _graph_of(run_doc: dict, args: argparse.Namespace, source: str) -> Any:
+    """The instance a run was made on: ``--graph``, else the run's own ``graph`` path;
+    the cluster ``--cluster``, else the run's (``None`` without a graph)."""
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.io import load_instance, read_cluster
+    from dnnplace.graphs.io.native import cluster_from_dict
+    path = args.graph or run_doc.get("graph")
+    if not path:
+        return None
+    if not Path(path).is_file():
+        raise InputError(f"{source}: its graph {path!r} is not a file: give --graph GRAPH.json")
+    inst = load_instance(path)
+    if args.cluster:
+        return Instance(inst.graph, read_cluster(args.cluster, inst.graph), inst.source)
+    if isinstance(run_doc.get("cluster"), dict):
+        return Instance(inst.graph, cluster_from_dict(run_doc["cluster"]), inst.source)
+    return inst
+
+
+def calibrate_runs(paths: list[str], args: argparse.Namespace) -> tuple[Any, list[dict]]:
+    """``(calibrated cluster, one row per run: measured, replayed and predicted step)``."""
+    import numpy as np
+
+    from dnnplace.graphs.io import read_json
+    from dnnplace.graphs.presets import cluster_preset
+    from dnnplace.pytorch.execution.calibration import calibrated_cluster, fit, read_run, replay, simulate_run
+    runs, insts, costs = [], [], []
+    for path in paths:
+        doc = read_json(path)
+        run = read_run(doc, path)
+        inst = _graph_of(doc, args, path)
+        runs.append(run)
+        insts.append(inst)
+        if inst is not None and inst.graph.unit != "ms":
+            raise InputError(f"{path}: its graph's times are in {inst.graph.unit!r}; calibration needs a graph in ms "
+                             "(as capture writes)")
+        costs.append(None if inst is None else
+                     dict(zip(map(str, inst.graph.ids), np.nanmin(inst.graph.compute, axis=1).tolist())))
+    cal = fit(runs, costs)
+    base = next((i.cluster for i in insts if i is not None and i.cluster is not None), None)
+    if base is None:
+        if not args.cluster:
+            raise InputError("no run names its graph and cluster: give --cluster (e.g. local-cpu-2) and --graph")
+        base = cluster_preset(args.cluster)
+    cluster = calibrated_cluster(base, cal)
+    rows = []
+    for path, run, inst in zip(paths, runs, insts):
+        row = {"run": path, "measured_ms": run.step_ms, "replayed_ms": None, "predicted_ms": None}
+        if inst is not None:
+            row["replayed_ms"] = replay(inst.graph, calibrated_cluster(inst.cluster, cal, replay=True), run).makespan
+            row["predicted_ms"] = simulate_run(inst.graph, calibrated_cluster(inst.cluster, cal), run).makespan
+        rows.append(row)
+    return cluster, rows
+
+
+def _pct(a: float | None, b: float) -> str:
+    return "-" if a is None else f"{100.0 * (a - b) / b:+.1f}%"
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Fit, print the figures and the per-run check, write the cluster file."""
+    from dnnplace.command_args import check_out, cluster_file
+    from dnnplace.graphs.io import write_json
+    from dnnplace.graphs.io.native import cluster_to_dict
+    check_out([("--out", args.out)], [*(("run", p) for p in args.runs), ("--graph", args.graph),
+                                      ("--cluster", cluster_file(args.cluster))])
+    cluster, rows = calibrate_runs(args.runs, args)
+    cal = cluster.meta["calibration"]
+    print(f"calibrated from {cal['samples']['runs']} run(s): {cal['samples']['operators']} operators, "
+          f"{cal['samples']['messages']} messages ({cal['samples']['blocked']} with a blocked receiver)")
+    print("| device | send ms/msg | recv ms/msg | op overhead ms | speed |")
+    print("|---|---:|---:|---:|---:|")
+    for d in cluster.devices:
+        print(f"| {d.name} | {d.send_overhead:.4f} | {d.recv_overhead:.4f} | {d.op_overhead:.4f} | {d.speed:.3f} |")
+    for link in cal["links"]:
+        print(f"link {link['src']}->{link['dst']}: {link['beta0_ms']:.4f} ms + {link['beta1_ms_per_byte'] * 1e6:.4f} "
+              "ms/MB")
+    print("| run | measured ms | replayed ms | error | predicted ms | error |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        rep, pre = r["replayed_ms"], r["predicted_ms"]
+        shown = [f"{'-' if x is None else f'{x:.2f}'} | {_pct(x, r['measured_ms'])}" for x in (rep, pre)]
+        print(f"| {r['run']} | {r['measured_ms']:.2f} | {shown[0]} | {shown[1]} |")
+    errs = [abs(r["replayed_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows if r["replayed_ms"] is not None]
+    if errs:
+        print(f"replay |error|: median {100 * statistics.median(errs):.1f}%, worst {100 * max(errs):.1f}%")
+    doc = cluster_to_dict(cluster)
+    doc["meta"]["calibration"]["runs"] = rows
+    write_json(args.out, doc)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """The ``calibrate`` subcommand, added by :func:`dnnplace.cli.build_parser`."""
+    p = sub.add_parser("calibrate", help="fit per-message costs, links and per-operator overhead from executed runs",
+                       description="Reads runs written by `dnnplace execute --out` (their operator and message "
+                                   "timelines) and writes a cluster file with the fitted figures "
+                                   "(docs/execution.md, Calibration).")
+    p.add_argument("runs", nargs="+", metavar="RUN.json", help="executed runs (dnnplace execute --out)")
+    p.add_argument("--out", required=True, metavar="CLUSTER.json", help="the calibrated cluster file to write")
+    p.add_argument("--graph", help="the graph every run was made on (default: each run's own 'graph')")
+    p.add_argument("--cluster", help="the cluster to calibrate (default: each run's own)")
+    p.set_defaults(func=cmd_calibrate)

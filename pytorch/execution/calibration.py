@@ -1,0 +1,286 @@
+"""Fit the simulator's cost model from executed steps' timelines (docs/execution.md, Calibration).
+
+An executed run (``dnnplace execute --out RUN.json``, :class:`~dnnplace.pytorch.execution.launch.Measured`)
+records, for its median step, every operator's interval on its device (``ops``: the
+operator alone, between ``run_node``'s start and end), every operator's median duration
+over the measured steps (``op_median_ms``) and every message (``messages``): when its
+sender began preparing it and when ``isend`` returned (``send_start_ms``,
+``send_end_ms``), when its receiver began waiting for it, stopped waiting and had it
+unpacked (``wait_start_ms``, ``wait_end_ms``, ``ready_ms``). From these :func:`fit` measures,
+per device and per directed link, the parameters of docs/semantics.md 2.1:
+
+* ``send_overhead[a]`` -- the mean of ``send_end - send_start`` over the messages ``a`` sent
+  (means, not medians: the costs add up over a step, rare long posts included);
+* ``recv_overhead[b]`` -- the mean over the messages ``b`` received of the unpacking
+  ``ready - wait_end`` plus, for a message that had arrived before the wait (not blocked),
+  the wait itself;
+* the link ``(a, b)``: a receiver blocked in ``wait`` (longer than :data:`BLOCKED_MS`) stops
+  waiting when the message arrives, so ``wait_end - departure`` samples the link's time,
+  where a message departs when its producer has posted all its messages (the simulator
+  releases a node's transfers at its end, which includes the posting);
+  ``beta0 + beta1 * bytes`` is fitted to those samples by least squares (``beta0, beta1 >= 0``);
+  a blocked receiver's wake-up is part of ``beta0``, as it delays only a receiver that waits;
+* the per-operator overhead: what a device's step spends outside operators, messages and
+  waits, ``gap_d = span_d - sum(ops) - sum(send costs) - sum(recv costs) - sum(blocked waits)``,
+  per operator (the executor's loop, the interpreter), where ``end_d`` is the device's last
+  operator or message end since the step's start;
+* with the graph's profiled compute times ``c_v`` (``measured:cpu``): ``m_v = s_d c_v + i_d``
+  fitted to the measured operator times ``m_v`` by least squares (``s_d > 0``, ``i_d >= 0``),
+  which sets the device's ``speed = 1 / s_d`` and adds ``i_d`` to its ``op_overhead``.
+
+Devices and links without samples take the median of those of the same kind that have
+them (a one-device run calibrates every device of that kind's operators). :func:`replay`
+simulates a run's own placement and order on its measured operator times and the
+calibrated messages and links: the check that the model explains the measurement
+(docs/execution.md, Calibration).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dnnplace.graphs.cluster import Cluster, Device
+from dnnplace.graphs.errors import InputError
+
+__all__ = ["BLOCKED_MS", "RunTrace", "Calibration", "read_run", "fit", "calibrated_cluster", "replay",
+           "simulate_run", "link_fit"]
+
+BLOCKED_MS = 0.05
+"""A receiver that waited longer than this (ms) for a message was blocked: the message
+arrived during the wait."""
+
+
+@dataclass(frozen=True)
+class RunTrace:
+    """The parts of one executed run that calibration reads (times in ms since the step's start)."""
+
+    ops: list[dict]
+    messages: list[dict]
+    op_ms: dict[str, float]
+    step_ms: float
+    placement: dict[str, str]
+    start: dict[str, float] | None
+    source: str = "run"
+
+
+def read_run(doc: Mapping[str, Any], source: str = "run") -> RunTrace:
+    """A :class:`RunTrace` from an executed run's record (``dnnplace execute --out``), or an
+    :class:`InputError` naming the missing field."""
+    if not isinstance(doc, Mapping):
+        raise InputError(f"{source}: expected an executed run's JSON object (dnnplace execute --out)")
+    for key in ("ops", "messages", "measured_step_ms"):
+        if key not in doc:
+            hint = " (runs recorded before message timelines: execute the plan again)" if key == "messages" else ""
+            raise InputError(f"{source}: no {key!r} field: not an executed run's record{hint}")
+    plan = doc.get("plan") if isinstance(doc.get("plan"), Mapping) else {}
+    placement = {str(k): v for k, v in (plan.get("placement") or {o["node"]: o["device"] for o in doc["ops"]}).items()}
+    op_ms = {str(k): float(v) for k, v in (doc.get("op_median_ms") or {}).items()}
+    if not op_ms:
+        op_ms = {o["node"]: float(o["end_ms"]) - float(o["start_ms"]) for o in doc["ops"]}
+    start = plan.get("start")
+    return RunTrace(ops=[{**o, "node": str(o["node"])} for o in doc["ops"]], messages=list(doc["messages"]),
+                    op_ms=op_ms, step_ms=float(doc["measured_step_ms"]), placement=placement,
+                    start={str(k): float(v) for k, v in start.items()} if isinstance(start, Mapping) else None,
+                    source=source)
+
+
+def link_fit(nbytes: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
+    """``(beta0, beta1)`` of ``time = beta0 + beta1 * bytes`` by least squares with both
+    coefficients >= 0 (one size: ``beta1 = 0`` and ``beta0`` the median time).
+
+    >>> link_fit([0, 1000, 2000], [1.0, 2.0, 3.0])
+    (1.0, 0.001)
+    """
+    x = np.asarray(nbytes, dtype=np.float64)
+    y = np.asarray(times, dtype=np.float64)
+    if x.size == 0:
+        raise InputError("link_fit: no samples")
+    if np.ptp(x) == 0:
+        return max(float(np.median(y)), 0.0), 0.0
+    b1, b0 = np.polyfit(x, y, 1)
+    if b1 < 0:
+        return max(float(np.median(y)), 0.0), 0.0
+    if b0 < 0:
+        b1 = float(max(np.dot(x, y) / np.dot(x, x), 0.0))
+        return 0.0, round(b1, 15)
+    return round(float(b0), 12), round(float(b1), 15)
+
+
+def _op_fit(costs: Sequence[float], measured: Sequence[float]) -> tuple[float, float]:
+    """``(s, i)`` of ``measured = s * cost + i`` by least squares, ``s > 0`` and ``i >= 0``."""
+    c = np.asarray(costs, dtype=np.float64)
+    m = np.asarray(measured, dtype=np.float64)
+    if c.size >= 3 and np.ptp(c) > 0:
+        s, i = np.polyfit(c, m, 1)
+        if s > 0 and i >= 0:
+            return float(s), float(i)
+    s = float(m.sum() / c.sum()) if c.sum() > 0 else 1.0
+    return (s if s > 0 else 1.0), 0.0
+
+
+@dataclass
+class Calibration:
+    """What :func:`fit` measured: per device and per directed link (ms, bytes), with the
+    sample counts behind each figure."""
+
+    send_overhead: dict[str, float] = field(default_factory=dict)
+    recv_overhead: dict[str, float] = field(default_factory=dict)
+    op_gap: dict[str, float] = field(default_factory=dict)
+    op_scale: dict[str, float] = field(default_factory=dict)
+    op_intercept: dict[str, float] = field(default_factory=dict)
+    links: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    samples: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"send_overhead_ms": self.send_overhead, "recv_overhead_ms": self.recv_overhead,
+                "op_gap_ms": self.op_gap, "op_scale": self.op_scale, "op_intercept_ms": self.op_intercept,
+                "links": [{"src": a, "dst": b, "beta0_ms": b0, "beta1_ms_per_byte": b1}
+                          for (a, b), (b0, b1) in sorted(self.links.items())],
+                "samples": self.samples}
+
+
+def _producers(run: RunTrace) -> list[str | None]:
+    """The node that sent each message: the last operator on its source device that ended
+    before the message's preparation began."""
+    by_dev: dict[str, list[tuple[float, str]]] = {}
+    for o in run.ops:
+        by_dev.setdefault(o["device"], []).append((float(o["end_ms"]), o["node"]))
+    for v in by_dev.values():
+        v.sort()
+    out = []
+    for msg in run.messages:
+        ends = by_dev.get(msg["src"], [])
+        k = int(np.searchsorted([e for e, _ in ends], float(msg["send_start_ms"]) + 1e-9, side="right")) - 1
+        out.append(ends[k][1] if k >= 0 else None)
+    return out
+
+
+def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = ()) -> Calibration:
+    """Fit the per-device and per-link figures (see the module docstring) over ``runs``;
+    ``costs[k]`` (optional) are run ``k``'s graph's profiled compute times by node id."""
+    send: dict[str, list[float]] = {}
+    recv: dict[str, list[float]] = {}
+    transit: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    gap: dict[str, list[float]] = {}   # [gap time, operators]
+    pairs: dict[str, tuple[list[float], list[float]]] = {}
+    for k, run in enumerate(runs):
+        producer = _producers(run)
+        departs: dict[tuple[str, str | None], float] = {}
+        for msg, p in zip(run.messages, producer):
+            key = (msg["src"], p)
+            departs[key] = max(departs.get(key, -np.inf), float(msg["send_end_ms"]))
+        spent: dict[str, float] = {}
+        last: dict[str, float] = {}
+        for msg, p in zip(run.messages, producer):
+            a, b = msg["src"], msg["dst"]
+            s = float(msg["send_end_ms"]) - float(msg["send_start_ms"])
+            wait = float(msg["wait_end_ms"]) - float(msg["wait_start_ms"])
+            blocked = wait > BLOCKED_MS
+            r = float(msg["ready_ms"]) - float(msg["wait_end_ms"]) + (0.0 if blocked else wait)
+            send.setdefault(a, []).append(s)
+            recv.setdefault(b, []).append(r)
+            spent[a] = spent.get(a, 0.0) + s
+            spent[b] = spent.get(b, 0.0) + r + (wait if blocked else 0.0)
+            last[a] = max(last.get(a, -np.inf), float(msg["send_end_ms"]))
+            if blocked:
+                xs, ys = transit.setdefault((a, b), ([], []))
+                xs.append(float(msg["bytes"]))
+                ys.append(float(msg["wait_end_ms"]) - departs[(a, p)])
+        by_dev: dict[str, list[dict]] = {}
+        for o in run.ops:
+            by_dev.setdefault(o["device"], []).append(o)
+        for d, ops in by_dev.items():
+            end = max(max(float(o["end_ms"]) for o in ops), last.get(d, -np.inf))
+            busy = sum(float(o["end_ms"]) - float(o["start_ms"]) for o in ops)
+            g = gap.setdefault(d, [0.0, 0.0])
+            g[0] += max(end - busy - spent.get(d, 0.0), 0.0)   # every device starts with the step (0)
+            g[1] += len(ops)
+        cost = costs[k] if k < len(costs) else None
+        if cost:
+            for v, m in run.op_ms.items():
+                c = cost.get(v)
+                if c is not None and np.isfinite(c):
+                    cs, ms = pairs.setdefault(run.placement.get(v, ""), ([], []))
+                    cs.append(float(c))
+                    ms.append(float(m))
+    cal = Calibration()
+    cal.send_overhead = {d: statistics.fmean(v) for d, v in sorted(send.items())}
+    cal.recv_overhead = {d: statistics.fmean(v) for d, v in sorted(recv.items())}
+    cal.op_gap = {d: g / n for d, (g, n) in sorted(gap.items()) if n}
+    for d, (cs, ms) in sorted(pairs.items()):
+        cal.op_scale[d], cal.op_intercept[d] = _op_fit(cs, ms)
+    cal.links = {ab: link_fit(xs, ys) for ab, (xs, ys) in sorted(transit.items())}
+    cal.samples = {"runs": len(runs), "messages": sum(len(r.messages) for r in runs),
+                   "blocked": sum(len(xs) for xs, _ in transit.values()),
+                   "operators": sum(len(r.ops) for r in runs)}
+    return cal
+
+
+def _pooled(values: Mapping[str, float], name: str, kind: str, kinds: Mapping[str, str], default: float) -> float:
+    """The device's own figure, else the median over devices of its kind that have one."""
+    if name in values:
+        return float(values[name])
+    same = [v for d, v in values.items() if kinds.get(d) == kind]
+    return float(statistics.median(same)) if same else default
+
+
+def calibrated_cluster(base: Cluster, cal: Calibration, *, replay: bool = False) -> Cluster:
+    """``base`` with the calibrated figures (devices and links the runs did not reach take
+    those of their kind): per-message costs and link times always; ``speed`` and
+    ``op_overhead`` from the operator fit for predictions on profiled costs, or
+    (``replay``) ``speed = 1`` and only the measured gap as ``op_overhead``, for a graph
+    whose compute times are the run's measured ones (:func:`replay`)."""
+    kinds = dict(zip(base.names, base.kinds))
+    devs = []
+    for d in base.devices:
+        scale = 1.0 if replay else _pooled(cal.op_scale, d.name, d.kind, kinds, 1.0)
+        over = _pooled(cal.op_gap, d.name, d.kind, kinds, d.op_overhead)
+        if not replay:
+            over += _pooled(cal.op_intercept, d.name, d.kind, kinds, 0.0)
+        devs.append(Device(d.name, d.kind, d.memory, speed=1.0 / scale, op_overhead=over,
+                           send_overhead=_pooled(cal.send_overhead, d.name, d.kind, kinds, d.send_overhead),
+                           recv_overhead=_pooled(cal.recv_overhead, d.name, d.kind, kinds, d.recv_overhead)))
+    b0, b1 = base.beta0.copy(), base.beta1.copy()
+    if cal.links:
+        pool0 = statistics.median(v[0] for v in cal.links.values())
+        pool1 = statistics.median(v[1] for v in cal.links.values())
+        for a in range(base.size):
+            for b in range(base.size):
+                if a != b:
+                    b0[a, b], b1[a, b] = cal.links.get((base.names[a], base.names[b]), (pool0, pool1))
+    meta = {**base.meta, "calibration": cal.to_dict()}
+    return Cluster(tuple(devs), b0, b1, base.cost_factor.copy(), name=f"{base.name}-calibrated", meta=meta,
+                   ports=base.ports)
+
+
+def simulate_run(graph: Any, cluster: Cluster, run: RunTrace, *, congestion: bool = True) -> Any:
+    """The simulator's step of ``run``'s own placement and device order on ``graph``'s
+    compute times and ``cluster`` (a :class:`~dnnplace.evaluation.simulate.SimResult`):
+    the prediction of a run. ``congestion``: one message at a time per link (gloo sends a
+    pair of processes' messages over one connection)."""
+    from dnnplace.evaluation.simulate import simulate
+    from dnnplace.graphs.placement import Placement
+    ids = [str(v) for v in graph.ids]   # node ids as a JSON record keys them
+    missing = next((v for v in ids if v not in run.placement), None)
+    if missing is not None:
+        raise InputError(f"{run.source}: its plan does not place node {missing!r} of the graph (another model's run?)")
+    pl = Placement(graph, cluster, [cluster.index_of(run.placement[v]) for v in ids])
+    order = run.start or {o["node"]: float(o["start_ms"]) for o in run.ops}
+    return simulate(pl, policy="order", priorities=np.array([float(order[v]) for v in ids]), congestion=congestion)
+
+
+def replay(graph: Any, cluster: Cluster, run: RunTrace, *, congestion: bool = True) -> Any:
+    """:func:`simulate_run` on the run's measured operator times (``op_median_ms``) as
+    compute; ``cluster`` as ``calibrated_cluster(..., replay=True)`` makes it."""
+    ids = [str(v) for v in graph.ids]
+    missing = next((v for v in ids if v not in run.op_ms), None)
+    if missing is not None:
+        raise InputError(f"{run.source}: no measured time for node {missing!r} of the graph (another model's run?)")
+    measured = np.array([run.op_ms[v] for v in ids], dtype=np.float64)
+    g = graph.with_(compute=np.repeat(measured[:, None], len(graph.kinds), axis=1))
+    return simulate_run(g, cluster, run, congestion=congestion)
