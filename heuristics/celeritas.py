@@ -38,8 +38,14 @@ different devices, so after the coarse placement is mapped back a repair pass
 device the group was pinned to (where its whole memory was reserved when its first
 member was placed), and counts the nodes moved.
 
+With per-message costs (docs/semantics.md 2.1) the planner counts them as
+:mod:`~dnnplace.heuristics.message_costs` estimates: a new message from device ``a`` leaves
+``send_overhead[a]`` after ``Fin(p)``, a tensor already sent to ``d`` is no new message, and
+``v`` on ``d`` takes ``w(v, d) + recv_overhead[d]`` per new message, in ``EST`` and ``Fin``;
+``back`` (Eq. 8) includes the mean message cost through the nominal costs.
+
 The planner is congestion-free (decision C10) and charges every cross-device edge its
-own transfer: its makespan estimate equals the simulation of the coarse graph replaying
+own transfer: without per-message costs its makespan estimate equals the simulation of the coarse graph replaying
 its per-device order with congestion off and one transfer per edge
 (``transfer_mode="per_edge"``; a test). The result is scored by the simulator on the original graph under ``fifo`` with
 congestion on, as TensorFlow's executor would run it (Sec. 6.1).
@@ -67,6 +73,7 @@ from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.transforms.replay import Transformed
 from dnnplace.heuristics.fusion import fuse
 from dnnplace.heuristics.memory import best_effort_device, repair_colocation
+from dnnplace.heuristics.message_costs import Messages
 from dnnplace.heuristics.nominal import nominal_costs
 from dnnplace.heuristics.timeline import Timeline
 from dnnplace.heuristics.topo_orders import topo_order_by
@@ -172,17 +179,21 @@ def adjust_placement(graph: OpGraph, cluster: Cluster, *, adjust: bool = True, o
     devices = range(D)
     best_effort = kept = forced = 0
     dk = 0
+    msg = Messages(graph, cluster)
     for v in seq.tolist():
         wv = comp[v]
         pre = [0.0] * D
-        for j in range(in_ptr[v], in_ptr[v + 1]):
-            p, e = in_nbr[j], in_eid[j]
-            a, fp = dev[p], fin[p]
-            cost, nb = ecost[e], ebytes[e]
-            for d in devices:
-                t = fp if a == d else fp + (b0[a][d] + b1[a][d] * nb if cost != cost else cf[a][d] * cost)
-                if t > pre[d]:
-                    pre[d] = t
+        if msg.on:
+            wv, pre, new = _message_inputs(msg, v, wv, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf)
+        else:
+            for j in range(in_ptr[v], in_ptr[v + 1]):
+                p, e = in_nbr[j], in_eid[j]
+                a, fp = dev[p], fin[p]
+                cost, nb = ecost[e], ebytes[e]
+                for d in devices:
+                    t = fp if a == d else fp + (b0[a][d] + b1[a][d] * nb if cost != cost else cf[a][d] * cost)
+                    if t > pre[d]:
+                        pre[d] = t
         # a group's whole memory is reserved on the device its first member goes to
         need = mem[v] + sum(gm[x] for x in groups[v] if x not in gdev)
         tol = need - 1e-9 * max(1.0, abs(need))
@@ -212,11 +223,32 @@ def adjust_placement(graph: OpGraph, cluster: Cluster, *, adjust: bool = True, o
         for x in groups[v]:
             gdev.setdefault(x, d)
         dk = d
+        if msg.on:
+            msg.commit(new[d])
     anchor = np.full(len(gm), -1, dtype=np.int64)
     for x, d in gdev.items():
         anchor[x] = d
     return CoarsePlacement(np.asarray(dev, dtype=np.int64), np.asarray(start), np.asarray(fin), seq, best_effort,
                            anchor, kept, forced)
+
+
+def _message_inputs(msg: Messages, v: int, wv: list, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1,
+                    cf) -> tuple[list, list, list]:
+    """With per-message costs: ``v``'s time on every device with the messages it takes
+    in there, its data-ready time there and its new messages there
+    (:meth:`~dnnplace.heuristics.message_costs.Messages.inputs`)."""
+    ins = [(in_nbr[j], in_eid[j]) for j in range(in_ptr[v], in_ptr[v + 1])]
+    pre, new, dur = [], [], []
+    for d in range(len(wv)):
+        def link(a: int, e: int, post: float, d: int = d) -> float:
+            cost = ecost[e]
+            return post + (b0[a][d] + b1[a][d] * ebytes[e] if cost != cost else cf[a][d] * cost)
+
+        r, nd = msg.inputs(ins, d, dev, fin, link)
+        pre.append(r)
+        new.append(nd)
+        dur.append(wv[d] + msg.extra(d, nd) if wv[d] < _INF else wv[d])
+    return dur, pre, new
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,8 +296,9 @@ def one_device_reason(run: CeleritasRun, *, adjust: bool, R: int) -> str | None:
     rule = "Adjusting Placement (Eq. 9) moves a coarse node off the current device only where it starts earlier " \
            "elsewhere by more than its largest outgoing transfer"
     if cp.kept == 0:
+        waits = "its inputs' transfers" + (" and their message costs" if p.cluster.has_message_costs else "")
         return (f"{head}; each of the {fz.graph.n} coarse nodes starts earliest on {name} (elsewhere it would wait "
-                f"for its inputs' transfers), and {rule}")
+                f"for {waits}), and {rule}")
     return (f"{head}; {rule}: {cp.kept} of the {fz.graph.n} coarse nodes would start earlier elsewhere, but by no "
             f"more than that, and the others start earliest on {name}")
 

@@ -79,13 +79,16 @@ def _allowed_matrix(graph: OpGraph, cluster: Cluster | None) -> tuple[np.ndarray
 
 
 def _edge_priority(graph: OpGraph, cluster: Cluster | None) -> np.ndarray:
-    """Estimated communication time of every edge (mean over the cluster's links), or
-    its bytes when no cluster is given."""
+    """Estimated communication time of every edge (mean over the cluster's links, with
+    the mean per-message cost where the cluster has one, docs/semantics.md 2.1), or its
+    bytes when no cluster is given."""
     if cluster is None or cluster.size < 2:
         c = np.nan_to_num(graph.edge_cost, nan=0.0)
         return np.where(np.isnan(graph.edge_cost), graph.edge_bytes, c)
     from dnnplace.graphs.levels import edge_weights
-    return edge_weights(graph, cluster)
+    from dnnplace.heuristics.message_costs import mean_message_time
+    c = edge_weights(graph, cluster)
+    return c + mean_message_time(cluster) if cluster.has_message_costs else c
 
 
 def mergeable_matching(graph: OpGraph, priority: np.ndarray, ok: np.ndarray, *,

@@ -89,20 +89,21 @@ class EtfQueues:
         self.group_ready: dict[int, set] = {}
 
     # -- keys -----------------------------------------------------------------------------
-    def _file(self, queue: list, v: int, d: int, ep: int, r: float | None = None) -> None:
+    def _file(self, queue: list, v: int, d: int, ep: int, r: float | None = None, p: float | None = None) -> None:
         """Compute the pair's key and push it to the queue's E or S heap (with its
-        data-ready time ``r``, valid while no link into ``d`` changes)."""
+        data-ready time ``r``, valid while no link into ``d`` changes, and its duration
+        ``p``, valid until the node is re-filed)."""
         st = self.st
         if r is None:
-            r = st.ready_time(v, d)[0]
-        p = st.p[v][d]
+            r, xf = st.ready_time(v, d)
+            p = st.duration(v, d, xf)
         s = st.timeline.earliest_slot(d, r, p)
         tail = st.timeline.finish(d)
         queue[2] = None
         if p > 0.0 and r <= tail and s == tail:
             heapq.heappush(queue[1], (self.nbl[v], p, self.tp[v], v, ep, r, self.links[d]))
         else:
-            heapq.heappush(queue[0], (s, self.nbl[v], s + p, self.tp[v], v, ep, r, self.links[d]))
+            heapq.heappush(queue[0], (s, self.nbl[v], s + p, self.tp[v], v, ep, r, self.links[d], p))
 
     def _ready(self, v: int, d: int, r: float, links: int) -> float:
         """The pair's data-ready time: ``r`` if no link into ``d`` changed since."""
@@ -118,16 +119,16 @@ class EtfQueues:
         E = queue[0]
         st = self.st
         while E:
-            s0, nbl, _f, tp, v, ep, r, links = top = E[0]
+            s0, nbl, _f, tp, v, ep, r, links, p = top = E[0]
             if not self._live(v, ep, d, main):
                 heapq.heappop(E)
                 continue
             r = self._ready(v, d, r, links)
-            s = st.timeline.earliest_slot(d, r, st.p[v][d])
+            s = st.timeline.earliest_slot(d, r, p)
             if s == s0:
                 return top[:4] + (d, v)
             heapq.heappop(E)
-            self._file(queue, v, d, ep, r)
+            self._file(queue, v, d, ep, r, p)
         return None
 
     def _best_s(self, queue: list, d: int, main: bool) -> tuple | None:
@@ -143,7 +144,7 @@ class EtfQueues:
             if r <= tail and st.timeline.earliest_slot(d, r, p) == tail:
                 break
             heapq.heappop(S)
-            self._file(queue, v, d, ep, r)
+            self._file(queue, v, d, ep, r, p)
         else:
             return None
         # S is ordered by duration, the key by tail + duration: where rounding makes two
@@ -261,8 +262,10 @@ class EtfQueues:
                 if d in queues:
                     E, S = queues[d][0], queues[d][1]
                     for nbl, p, tp, x, ep, r, links in S:
-                        heapq.heappush(E, (tail, nbl, tail + p, tp, x, ep, r, links))
+                        heapq.heappush(E, (tail, nbl, tail + p, tp, x, ep, r, links, p))
                     S.clear()
+        if st.msg.on:
+            self._refile_readers(v, xf)
         grp = st.coloc[v]
         if grp >= 0:
             for x in self.group_ready.pop(grp, ()):
@@ -273,6 +276,21 @@ class EtfQueues:
             for entry in self.full.values():
                 entry[0] = self._most_room(list(entry[1]))
         return v
+
+    def _refile_readers(self, v: int, xf: list) -> None:
+        """With message costs: the ready nodes that read a tensor ``v``'s placement just
+        brought to a device now get it with that message (earlier data, no new message
+        to take in), so their keys may drop; re-file them with fresh keys."""
+        st = self.st
+        g = st.g
+        if st.msg.per_edge:
+            return  # a message per edge: no other node reads it
+        for *_x, key in xf:
+            u, out, _d = key
+            for k in range(int(g.out_ptr[u]), int(g.out_ptr[u + 1])):
+                x = int(g.out_nbr[k])
+                if x != v and not self.placed[x] and self.epoch[x] > 0 and st.msg.out[int(g.out_eid[k])] == out:
+                    self.activate(x)
 
     def _lost_room(self, d: int) -> None:
         """Re-file the nodes whose phase changes now that ``d`` has less room."""

@@ -31,7 +31,8 @@ terminals (:func:`~dnnplace.graphs.terminals.with_terminals`):
 
 The result is a placement, a per-device order (ops by start time) and the planner's own
 makespan ``planner_estimate``. The planner ignores link congestion and charges every
-cross-device edge its own transfer, so ``planner_estimate`` equals the simulator
+cross-device edge its own transfer, so (without per-message costs, which the planner
+estimates as :mod:`~dnnplace.heuristics.fastt_placer` says) ``planner_estimate`` equals the simulator
 replaying the order strictly without congestion, one transfer per edge
 (``simulate(policy="order", congestion=False, transfer_mode="per_edge")``; tested on 200+
 random DAGs); the simulator's default sends a tensor once per consuming device, which

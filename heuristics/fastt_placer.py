@@ -21,6 +21,7 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.terminals import Terminals
 from dnnplace.heuristics.memory import best_effort_device
+from dnnplace.heuristics.message_costs import Messages
 from dnnplace.heuristics.timeline import Timeline
 
 __all__ = ["place"]
@@ -37,9 +38,17 @@ def place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[int
     and the destination's ingress port; with ``transfer_mode="per_destination"`` a tensor
     (source, output) already sent to a device is not sent again. ``extra["link_order"]``
     is that order (one value per edge, ``NaN`` for none; an edge served by an earlier
-    transfer of its tensor carries that transfer's value)."""
+    transfer of its tensor carries that transfer's value).
+
+    With per-message costs (docs/semantics.md 2.1) EFT counts them as
+    :mod:`~dnnplace.heuristics.message_costs` estimates: a new message from device ``a``
+    leaves at ``FT(u) + send_overhead[a]``, and ``o`` on ``d`` takes
+    ``w(o, d) + recv_overhead[d]`` per new message it needs there, so
+    ``EFT(o, d) = earliest_slot(d, ready(o, d), dur(o, d)) + dur(o, d)``; a tensor already
+    sent to ``d`` (per destination) is no new message."""
     g = t.graph
     D = cluster.size
+    msg = Messages(g, cluster, transfer_mode)
     comp = cluster.compute_matrix(g)
     p = comp.tolist()
     allowed = [[d for d in range(D) if not math.isnan(row[d])] for row in p]
@@ -88,21 +97,34 @@ def place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[int
                 devs = [best_effort_device(np.asarray(free), np.asarray(allowed[o]), on_oom=on_oom,
                                            what=f"{name}: {g._node(o)}", need=need[o])]
                 oom += 1
+        dur = p[o]
         if congestion:
             ready, xfers = _queued_ready(o, devs, t.n, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf,
-                                         link_free, ports, eout, sent)
+                                         link_free, ports, eout, sent, msg.send if msg.on else None)
+            if msg.on:
+                dur = list(dur)
+                for d in devs:
+                    dur[d] += msg.extra(d, [x for x in xfers[d] if x[0] >= 0])
+        elif msg.on:
+            ready, new = _message_ready(msg, o, devs, t.n, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1,
+                                        cf)
+            dur = list(dur)
+            for d in devs:
+                dur[d] += msg.extra(d, new[d])
         else:
             ready = dict.fromkeys(devs, 0.0)
             _free_links_ready(ready, o, devs, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf)
         best_d, best_s, best_f = -1, 0.0, math.inf
         for d in devs:
-            s = slot(d, ready[d], p[o][d])
-            f = s + p[o][d]
+            s = slot(d, ready[d], dur[d])
+            f = s + dur[d]
             if f < best_f:
                 best_d, best_s, best_f = d, s, f
         dev[o], start[o], fin[o] = best_d, best_s, best_f
         if congestion:
             seq = _commit_transfers(xfers[best_d], best_d, seq, link_order, link_free, ports, sent)
+        elif msg.on:
+            msg.commit(new[best_d])
         if best_f > best_s:
             tl.reserve(best_d, best_s, best_f)
         else:
@@ -118,7 +140,7 @@ def place(t: Terminals, cluster: Cluster, order: Iterable[int], cp_dev: dict[int
 
 
 def _queued_ready(o, devs, n_real, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1, cf, link_free,
-                  ports=None, eout=None, sent=None):
+                  ports=None, eout=None, sent=None, send=None):
     """Data-ready time of ``o`` on each candidate device when its inbound transfers queue
     behind the committed ones (one at a time, in the order of their sources' finish) on
     their link, or with ``ports`` (egress and ingress free times) on the source's egress
@@ -126,7 +148,9 @@ def _queued_ready(o, devs, n_real, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebyt
     -> ``(end, seq)`` of the committed transfers) a tensor already sent to ``d`` arrives
     with that transfer and an in-edge of ``o`` carrying a tensor another in-edge already
     brings joins it. Per device, the transfers ``(link source, edge, tensor key, end)``
-    in commit order; a joining edge has link source ``-1``."""
+    in commit order; a joining edge has link source ``-1``. With ``send`` (per-message
+    costs: each device's ``send_overhead``) a new transfer from ``a`` is posted
+    ``send[a]`` after its source finishes."""
     ready = dict.fromkeys(devs, 0.0)
     xfers: dict[int, list] = {d: [] for d in devs}
     ks = sorted(range(in_ptr[o], in_ptr[o + 1]), key=lambda k: fin[in_nbr[k]])
@@ -150,6 +174,8 @@ def _queued_ready(o, devs, n_real, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebyt
                 else:
                     cost = ecost[e]
                     dur = b0[a][d] + b1[a][d] * ebytes[e] if cost != cost else cf[a][d] * cost
+                    if send is not None:
+                        fu += send[a]
                     if ports is None:
                         s0 = max(fu, local.get(a, link_free[a][d]))
                         local[a] = s0 + dur
@@ -226,6 +252,33 @@ def _free_links_ready(ready, o, devs, dev, fin, in_ptr, in_nbr, in_eid, ecost, e
                 x = fu if d == a else fu + rf[d] * cost
                 if x > ready[d]:
                     ready[d] = x
+
+
+def _message_ready(msg: Messages, o, devs, n_real, dev, fin, in_ptr, in_nbr, in_eid, ecost, ebytes, b0, b1,
+                   cf) -> tuple[dict, dict]:
+    """Without congestion, with per-message costs: the data-ready time of ``o`` on each
+    candidate device and the new messages it needs there
+    (:meth:`~dnnplace.heuristics.message_costs.Messages.inputs`; a virtual terminal's
+    edges are free)."""
+    ready: dict = {}
+    new: dict = {}
+    ks = range(in_ptr[o], in_ptr[o + 1])
+    free = 0.0
+    real = []
+    for k in ks:
+        u = in_nbr[k]
+        if u >= n_real or o >= n_real:
+            free = max(free, fin[u])
+        else:
+            real.append((u, in_eid[k]))
+    for d in devs:
+        def link(a: int, e: int, post: float, d: int = d) -> float:
+            cost = ecost[e]
+            return post + (b0[a][d] + b1[a][d] * ebytes[e] if cost != cost else cf[a][d] * cost)
+
+        r, new[d] = msg.inputs(real, d, dev, fin, link)
+        ready[d] = max(r, free)
+    return ready, new
 
 
 def _commit_transfers(xfers: list, d: int, seq: int, link_order: list, link_free: list, ports, sent) -> int:

@@ -12,7 +12,9 @@ depend on a placement (``docs/heuristics.md`` 0):
 where ``D(v)`` are the devices whose kind can run ``v`` (affinity), ``w(v, d)`` is the
 compute time of ``v`` on ``d`` and ``comm`` the transfer time of the edge on the directed
 link ``a -> b`` (its explicit ``cost`` times the link's ``cost_factor``, else
-``beta0 + beta1 * bytes``). ``agg`` is ``max`` (FastT's rank, Yi et al. Sec. 5.1), ``mean``
+``beta0 + beta1 * bytes``) plus the message's own cost ``send_overhead[a] + recv_overhead[b]``
+(:meth:`~dnnplace.graphs.cluster.Cluster.message_time`, docs/semantics.md 2.1; 0 unless set).
+``agg`` is ``max`` (FastT's rank, Yi et al. Sec. 5.1), ``mean``
 (HEFT, Topcuoglu et al.; Celeritas and PARDNN on homogeneous clusters, where all three
 coincide) or ``min``. ``c_bar = 0`` when no ordered pair of distinct devices can host the
 two ends (they must share a device).
@@ -81,6 +83,7 @@ def _nominal_edges(graph: OpGraph, cluster: Cluster, ok: np.ndarray, how: str) -
     if m == 0 or D < 2:
         return np.zeros(m)
     src, dst = graph.src, graph.dst
+    msg = cluster.has_message_costs
     acc = np.zeros(m) if how == "mean" else np.full(m, -np.inf if how == "max" else np.inf)
     count = np.zeros(m)
     for a in range(D):
@@ -88,6 +91,8 @@ def _nominal_edges(graph: OpGraph, cluster: Cluster, ok: np.ndarray, how: str) -
             if a == b:
                 continue
             t = cluster.transfer_time(np.full(m, a), np.full(m, b), graph.edge_bytes, graph.edge_cost)
+            if msg:
+                t = t + float(cluster.message_time(np.array([a]), np.array([b]))[0])
             mask = ok[src, a] & ok[dst, b]
             if how == "mean":
                 acc += np.where(mask, t, 0.0)

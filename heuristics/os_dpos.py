@@ -67,12 +67,17 @@ class OSDPOSResult:
 
 
 def placed_critical_path(s: FastTSchedule) -> np.ndarray:
-    """The longest path under the placed costs: ``w(v, S(v))`` per node and
-    ``comm(u, v, S(u), S(v))`` per edge (Alg. 2 line 4, A5)."""
+    """The longest path under the placed costs: ``w(v, S(v))`` per node (the planner's,
+    with the messages it takes in) and ``comm(u, v, S(u), S(v))`` per edge (Alg. 2 line 4,
+    A5), with the message's own cost ``send_overhead + recv_overhead`` where the cluster
+    has per-message costs (docs/semantics.md 2.1)."""
     g, p = s.graph, s.placement
     w = s.finish - s.start
     cl = p.cluster
-    c = cl.transfer_time(p.device[g.src], p.device[g.dst], g.edge_bytes, g.edge_cost)
+    a, b = p.device[g.src], p.device[g.dst]
+    c = cl.transfer_time(a, b, g.edge_bytes, g.edge_cost)
+    if cl.has_message_costs:
+        c = c + cl.message_time(a, b)
     return critical_path(g, kind=w, comm=c)[1]
 
 

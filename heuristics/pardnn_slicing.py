@@ -54,6 +54,7 @@ from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.levels import blevel, edge_weights, tlevel
+from dnnplace.heuristics.message_costs import mean_message_time
 
 __all__ = ["Slicing", "slice_graph", "linear_clusters", "clustered_levels", "target_devices", "target_costs"]
 
@@ -92,7 +93,10 @@ def target_costs(graph: OpGraph, cluster: Cluster, targets: np.ndarray) -> tuple
     """Nominal node and edge times on the target devices (``nominal=mean``, PARDNN's
     homogeneous GPUs): ``w_bar`` the mean time over the targets (over all devices for a
     node no target runs; it goes to the host), ``c_bar`` the mean transfer time over
-    ordered pairs of distinct targets (0 with one target)."""
+    ordered pairs of distinct targets (0 with one target), plus the mean message cost
+    ``send_overhead[a] + recv_overhead[b]`` over those pairs where the cluster has
+    per-message costs (docs/semantics.md 2.1,
+    :func:`~dnnplace.heuristics.message_costs.mean_message_time`)."""
     comp = cluster.compute_matrix(graph)
     on_t = comp[:, targets]
     ok = ~np.isnan(on_t)
@@ -101,7 +105,10 @@ def target_costs(graph: OpGraph, cluster: Cluster, targets: np.ndarray) -> tuple
     sub = Cluster(tuple(cluster.devices[i] for i in targets), cluster.beta0[np.ix_(targets, targets)],
                   cluster.beta1[np.ix_(targets, targets)], cluster.cost_factor[np.ix_(targets, targets)],
                   name=cluster.name)
-    return w, edge_weights(graph, sub)
+    c = edge_weights(graph, sub)
+    if cluster.has_message_costs and graph.m:
+        c = c + mean_message_time(cluster, targets)
+    return w, c
 
 
 # ---------------------------------------------------------------------------- levels

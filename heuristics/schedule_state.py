@@ -16,6 +16,7 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.memory import repair_static_memory
+from dnnplace.heuristics.message_costs import Messages
 from dnnplace.heuristics.timeline import Timeline
 
 __all__ = ["ListSchedule", "ScheduleState"]
@@ -46,10 +47,20 @@ class ListSchedule:
 
 
 class ScheduleState:
-    """Mutable scheduling state on plain Python lists (fast scalar access)."""
+    """Mutable scheduling state on plain Python lists (fast scalar access).
 
-    def __init__(self, graph: OpGraph, cluster: Cluster, congestion: bool, insertion: bool):
+    With per-message costs (``cluster.has_message_costs``) inputs arrive and nodes take
+    the time :mod:`~dnnplace.heuristics.message_costs` estimates: a new message of the
+    tensor ``u`` sends to ``d`` is posted at ``FT(u) + send_overhead[dev u]`` and queues
+    on its link as any transfer; a tensor already sent to ``d`` arrives with that
+    message; the node runs ``w(v, d) + recv_overhead[d]`` per new message
+    (:meth:`duration`). ``transfer_mode`` (default: the current one) says what a message
+    is. Without message costs the state is the one it always was."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, congestion: bool, insertion: bool,
+                 transfer_mode: str | None = None):
         self.g, self.cl = graph, cluster
+        self.msg = Messages(graph, cluster, transfer_mode)
         self.n, self.D = graph.n, cluster.size
         comp = cluster.compute_matrix(graph)
         if np.any(np.all(np.isnan(comp), axis=1)):
@@ -114,7 +125,8 @@ class ScheduleState:
     def ready_time(self, v: int, d: int) -> tuple[float, list[tuple[int, int, float, float]]]:
         """Data-ready time of ``v`` on ``d`` and the transfers it needs (tentative): the
         in-edges in order of their producers' finish times, each transfer queued behind
-        the link's (with ``congestion``)."""
+        the link's (with ``congestion``). A transfer is ``(a, d, start, end, message key)``;
+        with message costs only new messages are transfers (class docstring)."""
         lo, hi = self.in_ptr[v], self.in_ptr[v + 1]
         ready = 0.0
         xfers = []
@@ -123,6 +135,8 @@ class ScheduleState:
         fin, dev, nbr = self.fin, self.dev, self.in_nbr
         ins = range(lo, hi) if hi - lo == 1 else sorted(range(lo, hi), key=lambda k: fin[nbr[k]])
         local_free: dict[int, float] = {}
+        if self.msg.on:
+            return self._message_ready(ins, d, local_free)
         for k in ins:
             u = nbr[k]
             a = dev[u]
@@ -135,18 +149,43 @@ class ScheduleState:
                     s = max(s, lf)
                     local_free[a] = s + dur
                 t = s + dur
-                xfers.append((a, d, s, t))
+                xfers.append((a, d, s, t, None))
             if t > ready:
                 ready = t
         return ready, xfers
 
+    def _message_ready(self, ins, d: int, local_free: dict) -> tuple[float, list]:
+        """:meth:`ready_time` with message costs (:meth:`Messages.inputs
+        <dnnplace.heuristics.message_costs.Messages.inputs>`)."""
+        xfers: list = []
+
+        def link(a: int, e: int, post: float) -> float:
+            dur = self.tt(e, a, d)
+            s = post
+            if self.congestion:
+                s = max(s, local_free.get(a, self.link_free[a][d]))
+                local_free[a] = s + dur
+            xfers.append((a, d, s, s + dur))
+            return s + dur
+
+        nbr, eid = self.in_nbr, self.in_eid
+        ready, new = self.msg.inputs(((nbr[k], eid[k]) for k in ins), d, self.dev, self.fin, link)
+        return ready, [x + (k,) for x, (k, _t) in zip(xfers, new)]
+
+    def duration(self, v: int, d: int, xfers: list) -> float:
+        """How long ``v`` occupies ``d`` given its transfers there (:meth:`ready_time`):
+        its compute time, plus ``recv_overhead[d]`` per new message with message costs."""
+        p = self.p[v][d]
+        return p + self.msg.recv[d] * len(xfers) if self.msg.on and xfers else p
+
     def evaluate(self, v: int, d: int) -> tuple[float, float, list]:
         ready, xf = self.ready_time(v, d)
-        s = self.timeline.earliest_slot(d, ready, self.p[v][d])
-        return s, s + self.p[v][d], xf
+        p = self.duration(v, d, xf)
+        s = self.timeline.earliest_slot(d, ready, p)
+        return s, s + p, xf
 
     def commit(self, v: int, d: int, s: float, xfers: list) -> None:
-        f = s + self.p[v][d]
+        f = s + self.duration(v, d, xfers)
         self.dev[v], self.start[v], self.fin[v] = d, s, f
         self.timeline.reserve(d, s, f)
         grp = self.coloc[v]
@@ -155,9 +194,11 @@ class ScheduleState:
         elif grp not in self.group_dev:
             self.group_dev[grp] = d
             self.used[d] += self.need[v]
-        for a, b, _s, t in xfers:
+        for a, b, _s, t, key in xfers:
             if t > self.link_free[a][b]:
                 self.link_free[a][b] = t
+            if key is not None:
+                self.msg.arrived[key] = t
 
     def result(self, name: str, memory: bool = True, **extra: Any) -> ListSchedule:
         """The schedule; with ``memory``, units on overflowing devices are moved where they
