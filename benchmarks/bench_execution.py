@@ -30,7 +30,6 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from benchmarks.options import add_shared
@@ -52,25 +51,10 @@ METHODS = {"heft": {}, "dpos": {}, "celeritas": {}, "pesto": {"coarsen_to": 40}}
 
 
 def plans_for(inst, methods: dict, time_limit: float):
-    """``[(method, Plan, predicted SimResult, solve seconds)]`` on ``inst``."""
-    from dnnplace.execute_command import predict
-    from dnnplace.formulations.solvers.options import SolverOptions
-    from dnnplace.methods.base import SolveRequest
-    from dnnplace.pytorch.execution.launch import Plan
-    from dnnplace.registry import solve
-    out = []
-    for method, params in methods.items():
-        t0 = time.perf_counter()
-        res = solve(inst, method, SolveRequest("makespan", solver=SolverOptions(time_limit=time_limit),
-                                               params=dict(params)))
-        took = time.perf_counter() - t0
-        if res.placement is None:
-            print(f"  {method}: no placement ({res.status}: {res.message})", file=sys.stderr)
-            continue
-        sim = predict(inst, res.placement, res.start)
-        order = res.start or dict(zip(inst.graph.ids, sim.schedule.start.tolist()))
-        out.append((method, Plan(res.placement, order), sim, took))
-    return out
+    """``[(method, Plan, predicted SimResult, solve seconds)]`` on ``inst``
+    (:func:`dnnplace.tune_command.method_plans`)."""
+    from dnnplace.tune_command import method_plans
+    return method_plans(inst, methods, time_limit)
 
 
 def gpu_cluster():
@@ -129,12 +113,9 @@ def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: 
 
 def one_device_plan(inst, device: str):
     """``(method, Plan, predicted SimResult, 0)`` of the whole step on ``device``, in the
-    simulator's FIFO order."""
-    from dnnplace.execute_command import predict
-    from dnnplace.pytorch.execution.launch import Plan
-    placement = {v: device for v in inst.graph.ids}
-    sim = predict(inst, placement, None)
-    return "one device", Plan(placement, dict(zip(inst.graph.ids, sim.schedule.start.tolist()))), sim, 0.0
+    simulator's FIFO order (:func:`dnnplace.tune_command.one_device_plan`)."""
+    from dnnplace.tune_command import one_device_plan as whole_step
+    return whole_step(inst, device)
 
 
 def model_graph(name: str, cuda: bool = False):

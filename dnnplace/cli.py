@@ -11,11 +11,12 @@ shapes)::
     dnnplace solve GRAPH --problem P --method M [solver and method options] [--out RESULT.json]
     dnnplace methods
     dnnplace run CONFIG.toml [--fresh] [--jobs N] [--executor local|ray [--ray-address A]]
-    dnnplace reproduce NAME [--quick] [--out DIR]
+    dnnplace reproduce NAME [--quick] [--out DIR] [--check]
     dnnplace compare RESULTS... [--out DIR] [--no-plots]
     dnnplace capture MODEL [--batch B] [--seq S] [--inference] [--cost roofline:v100|measured|calibrated:v100] --out G
     dnnplace profile-links [--sizes ...] --out CLUSTER.json
     dnnplace calibrate RUN.json [RUN.json ...] --out CLUSTER.json
+    dnnplace tune MODEL --cluster C [--methods M1,M2] [--top K] [--max-steps N] --out TUNED.json
 
 Exit codes: 0 success; 2 bad input (one ``dnnplace: error: ...`` line on stderr naming
 the culprit, nothing on stdout, no output file): unreadable or inconsistent files,
@@ -192,6 +193,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="MIP backend (default highs; gurobi needs gurobipy, scip pyscipopt; docs/backends.md)")
     g.add_argument("--time-limit", type=float, metavar="S",
                    help="seconds, > 0 (leave it out for no limit; 0 or negative is an error)")
+    g.add_argument("--memory-limit", metavar="SIZE",
+                   help="memory of the whole run, e.g. 4GB or 512MB (default: 75%% of this machine's memory less "
+                        "what the process holds); past it the method returns its best answer, termination "
+                        "memory_limit (docs/guide.md, 'Time and memory limits')")
     g.add_argument("--rel-gap", "--mip-gap", dest="rel_gap", type=float, metavar="G", action=_Spelled,
                    help="relative gap to stop at, >= 0 and < 1 (e.g. 0.01); --mip-gap is its old, deprecated name")
     g.add_argument("--threads", type=int, metavar="T", help=">= 1 (leave it out for the solver's default)")
@@ -279,6 +284,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="start over (the old runs.jsonl is kept as a timestamped runs.jsonl.<UTC time>.bak)")
     p.add_argument("--out", metavar="DIR", help="output folder (default results/; the papers' experiments: "
                    "results/pesto/, results/fastt/, results/celeritas/, results/pardnn/)")
+    p.add_argument("--check", action="store_true",
+                   help="run nothing: re-render the tables from the records in the tree (or in --out) in a temporary "
+                        "folder and compare them with the tables there (.md, .csv); exit 1 at any difference")
     p.set_defaults(func=commands.cmd_reproduce)
 
     if not lean:
@@ -286,6 +294,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         add_capture_parsers(sub)  # capture MODEL ..., profile-links ...
         from dnnplace.execute_command import add_parser as add_execute_parser
         add_execute_parser(sub)  # execute MODEL RESULT.json
+        from dnnplace.tune_command import add_parser as add_tune_parser
+        add_tune_parser(sub)  # tune MODEL --cluster C --out TUNED.json
         from dnnplace.calibrate_command import add_parser as add_calibrate_parser
         add_calibrate_parser(sub)  # calibrate RUN.json ... --out CLUSTER.json
     return parser

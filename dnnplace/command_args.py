@@ -12,7 +12,7 @@ from typing import Any
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["load", "graph_path", "placement_instance", "parse_param", "check_out", "SOLVER_FLAGS",
-           "solver_flag_error", "positive_seconds",
+           "solver_flag_error", "positive_seconds", "memory_bytes",
            "cluster_file", "param_files", "transfer_mode", "warn_uneven_outputs"]
 
 
@@ -66,6 +66,34 @@ def positive_seconds(flag: str, value: float | None, absent: str) -> None:
 
     if value is not None and not (math.isfinite(value) and value > 0):
         raise InputError(f"{flag} {value:g}: must be a positive number of seconds (leave it out for {absent})")
+
+
+def memory_bytes(text: str | None) -> float | None:
+    """``--memory-limit SIZE`` in bytes (``4GB``, ``512MB``, ``2GiB``; :func:`dnnplace.graphs.presets.parse_bytes`);
+    left out: ``None`` (the default share, :func:`dnnplace.runtime.memory.default_limit`). A size that
+    is not a positive finite byte count is one line naming the flag.
+
+    >>> memory_bytes("4GB"), memory_bytes(None)
+    (4000000000.0, None)
+    >>> memory_bytes("0MB")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dnnplace.graphs.errors.InputError: --memory-limit 0MB: must be a positive size such as 4GB or 512MB ...
+    """
+    import math
+
+    from dnnplace.graphs.presets import parse_bytes
+
+    if text is None:
+        return None
+    try:
+        value = parse_bytes(text)
+    except InputError:
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(f"--memory-limit {text}: must be a positive size such as 4GB or 512MB (leave it out for "
+                         "the default share of this machine's memory)")
+    return value
 
 
 def check_out(outputs: list[tuple[str, str | None]], inputs: list[tuple[str, str | None]] = (),
@@ -126,7 +154,7 @@ def warn_uneven_outputs(graph, mode: str) -> None:
 
 
 SOLVER_FLAGS = {"solver": "--solver", "time_limit": "--time-limit", "rel_gap": "--rel-gap", "threads": "--threads",
-                "seed": "--seed", "tee": "--tee", "solver_options": "--solver-option"}
+                "seed": "--seed", "tee": "--tee", "solver_options": "--solver-option", "memory_limit": "--memory-limit"}
 """The ``dnnplace solve`` flag of each :class:`~dnnplace.registry.SolverOptions` field
 (the layers below name the fields; this layer names its flags)."""
 

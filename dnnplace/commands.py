@@ -335,11 +335,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_reproduction(args: argparse.Namespace) -> int:
+    """``reproduce NAME --check`` (:func:`dnnplace.reproduce.check`): 0 when every table matches, else 1."""
+    from dnnplace.reproduce import check
+
+    for flag in ("quick", "fresh"):
+        if getattr(args, flag):
+            raise InputError(f"--check re-renders the tables in the tree from their records and runs nothing; it "
+                             f"takes no --{flag}")
+    if args.out is not None and not Path(args.out).is_dir():
+        raise InputError(f"--out {args.out}: no such folder (with --check it names the folder whose tables and "
+                         "records are compared)")
+    same, diffs = check(args.name, args.out)
+    if diffs:
+        for line in diffs:
+            print(f"{args.name}: {line}", file=sys.stderr)
+        print(f"{args.name}: {len(diffs)} file(s) differ, {len(same)} match", file=sys.stderr)
+        return 1
+    say(f"{args.name}: {len(same)} files match")
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from dnnplace.reproduce import reproduce, reproductions
 
     if args.name not in reproductions():
         raise InputError(f"unknown reproduction {args.name!r}; known: {sorted(reproductions()) or 'none'}")
+    if args.check:
+        return _check_reproduction(args)
     check_out([("--out", args.out)], folders=True)
     out = reproduce(args.name, quick=args.quick, out_dir=args.out, fresh=args.fresh, progress=not args.quiet)
     say(out.read_text())

@@ -20,6 +20,7 @@ Example
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import glob
 import hashlib
@@ -38,7 +39,7 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.presets import cluster_preset
 from dnnplace.registry import SolveRequest, SolverOptions
 
-__all__ = ["REPO_ROOT", "WORKLOADS_DIR", "RunSpec", "ExperimentConfig", "graph_label_of", "load_config",
+__all__ = ["REPO_ROOT", "WORKLOADS_DIR", "RECORDS_ONLY", "RunSpec", "ExperimentConfig", "graph_label_of", "load_config",
            "parse_config", "check_param_strings"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout (git provenance); a wheel has none
@@ -161,15 +162,26 @@ def _check_keys(table: Any, allowed: set[str], where: str) -> dict:
     return table
 
 
+RECORDS_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("RECORDS_ONLY", default=False)
+"""True while a table is re-rendered from its records (``dnnplace reproduce NAME --check``):
+:func:`dnnplace.runner.execute` then refuses (``InputError``) to run a spec that has no record."""
+
+LABEL_ROOT: contextvars.ContextVar[Path | None] = contextvars.ContextVar("LABEL_ROOT", default=None)
+"""A folder that stands for the checkout in graph labels (first, where set): ``dnnplace
+reproduce NAME --check`` re-renders a copy of ``results/...`` under a temporary folder and
+sets it, so the copy's instance files keep the run keys they were recorded under."""
+
+
 def graph_label_of(path: Path) -> str:
-    """How a graph file is named in run keys and tables: relative to the checkout or to
-    the bundled workloads where it lies there, else its absolute path."""
-    for root in (REPO_ROOT, WORKLOADS_DIR):
+    """How a graph file is named in run keys and tables: relative to the checkout (or
+    :data:`LABEL_ROOT`) or to the bundled workloads where it lies there, else its absolute path."""
+    roots = (REPO_ROOT, WORKLOADS_DIR) if LABEL_ROOT.get() is None else (LABEL_ROOT.get(), REPO_ROOT, WORKLOADS_DIR)
+    for root in roots:
         try:
             rel = path.resolve().relative_to(root.resolve())
         except ValueError:
             continue
-        return rel.as_posix() if root == REPO_ROOT else f"graphs/workloads/{rel.as_posix()}"
+        return rel.as_posix() if root != WORKLOADS_DIR else f"graphs/workloads/{rel.as_posix()}"
     return str(path.resolve())
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["cmd_execute", "add_parser", "predict", "model_spec", "gpu_map", "check_flags"]
+__all__ = ["cmd_execute", "add_parser", "predict", "model_spec", "gpu_map", "check_flags", "check_torchrun",
+           "torchrun_rank"]
 
 
 def model_spec(args: argparse.Namespace):
@@ -58,6 +60,38 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.pipeline and args.gantt:
         raise InputError("--gantt draws each operator's measured interval of a placed step; --pipeline records "
                          "whole steps only: leave out --gantt or --pipeline")
+    check_torchrun(args)
+
+
+def check_torchrun(args: argparse.Namespace) -> None:
+    """``--torchrun`` only where torchrun started the process, and only with flags it runs;
+    a process that torchrun started without ``--torchrun`` would run the whole plan itself."""
+    from dnnplace.pytorch.execution.launch import torchrun_env
+    if not getattr(args, "torchrun", False):
+        if os.environ.get("TORCHELASTIC_RUN_ID") is not None:
+            raise InputError(f"this process was started by torchrun (RANK {os.environ.get('RANK')}, WORLD_SIZE "
+                             f"{os.environ.get('WORLD_SIZE')}): pass --torchrun, so that each process runs one "
+                             "device of the plan")
+        return
+    for flag in ("pipeline", "cuda"):
+        if getattr(args, flag):
+            raise InputError(f"--torchrun runs a placed step on CPU processes: leave out --{flag}")
+    torchrun_env()
+
+
+def torchrun_rank(args: argparse.Namespace, placement: dict, result: str) -> int | None:
+    """Under ``--torchrun``: this process's rank, once WORLD_SIZE is checked against the
+    number of devices the plan uses (one process per device); otherwise ``None``."""
+    if not getattr(args, "torchrun", False):
+        return None
+    from dnnplace.pytorch.execution.launch import torchrun_env
+    rank, world = torchrun_env()
+    used = sorted(set(placement.values()))
+    if world != len(used):
+        raise InputError(f"--torchrun: torchrun started {world} process(es) (WORLD_SIZE {world}), but the plan in "
+                         f"{result} uses {len(used)} device(s) ({', '.join(used)}): start one process per device "
+                         f"(--nnodes x --nproc-per-node = {len(used)})")
+    return rank
 
 
 def cmd_execute(args: argparse.Namespace) -> int:
@@ -69,7 +103,8 @@ def cmd_execute(args: argparse.Namespace) -> int:
     from dnnplace.graphs.presets import cluster_preset
     from dnnplace.pytorch.execution.launch import Plan, captured_meta, execute
     model_file = args.model.rpartition(":")[0]  # mymodel.py:Net reads mymodel.py
-    check_out([("--out", args.out), ("--gantt", args.gantt)],
+    rank0 = os.environ.get("RANK", "0") == "0" or not args.torchrun   # under torchrun, rank 0 alone writes
+    check_out([("--out", args.out), ("--gantt", args.gantt)] if rank0 else [],
               [("model", model_file or None), ("result", args.result), ("--graph", args.graph),
                ("--cluster", cluster_file(args.cluster))])  # before any work
     doc = read_json(args.result)
@@ -79,6 +114,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     start = doc.get("start") if isinstance(doc.get("start"), dict) else None
     if not all(isinstance(v, str) for v in placement.values()):
         raise InputError(f"{args.result}: 'placement' must map node ids to device names")
+    rank = torchrun_rank(args, placement, args.result)
     graph_path = args.graph or (doc.get("instance") if isinstance(doc.get("instance"), str) else None)
     inst = None
     if graph_path and Path(graph_path).is_file():
@@ -102,8 +138,11 @@ def cmd_execute(args: argparse.Namespace) -> int:
     sim = predict(inst, placement, start) if note is None else None
     order = start or (dict(zip(inst.graph.ids, sim.schedule.start.tolist())) if sim is not None else None)
     gpus = gpu_map(names, kinds) if args.cuda else {}
-    m = execute(spec, [Plan(placement, order)], names, steps=args.steps, warmup=args.warmup,
-                timeout_s=args.timeout, torch_devices=gpus, captured=captured_meta(inst))[0]
+    runs = execute(spec, [Plan(placement, order)], names, steps=args.steps, warmup=args.warmup,
+                   timeout_s=args.timeout, torch_devices=gpus, captured=captured_meta(inst), torchrun=rank is not None)
+    if not runs:   # a torchrun process other than rank 0: it ran its device, rank 0 reports
+        return 0
+    m = runs[0]
     out = {"model": args.model, "result": args.result, **m.to_dict(),
            "graph": str(graph_path) if inst is not None else None,   # what `dnnplace calibrate` reads
            "cluster": cluster_to_dict(inst.cluster) if inst is not None and inst.cluster is not None else None,
@@ -125,10 +164,10 @@ def cmd_execute(args: argparse.Namespace) -> int:
     say(f"eager single-process step: {m.eager_step_ms:.3f} ms")
     say(f"matches the eager step: {'yes' if m.matches_reference else 'NO'} (loss {m.loss:.6g} vs "
         f"{m.reference_loss:.6g}, {m.n_grads_checked} gradients, max |diff| {m.max_abs_grad_diff:.3g})")
-    say(f"transfers: {m.transfers} per step ({m.transfer_bytes:,} bytes)")
+    say(f"transfers: {m.transfers} per step ({m.transfer_bytes:,} bytes) in {m.n_messages} messages")
     if args.gantt:
         from dnnplace.pytorch.execution.timeline import plot_measured
-        plot_measured(m.ops, sim, args.gantt, title=f"{args.model}: measured vs simulated")
+        plot_measured(m.ops, sim, args.gantt, title=f"{args.model}: measured vs simulated", messages=m.messages)
         say(f"wrote {args.gantt}")
     if args.out:
         write_json(args.out, out, indent=None)
@@ -167,6 +206,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--pipeline", action="store_true",
                    help="run a contiguous max-load split of a forward model as a pipeline (torch.distributed."
                         "pipelining)")
+    p.add_argument("--torchrun", action="store_true",
+                   help="this process is one that torchrun started: rank r runs the plan's r-th device (cluster "
+                        "order), gloo over torchrun's rendezvous; rank 0 checks against the eager step and reports "
+                        "(docs/execution.md, 'Past one host')")
     p.add_argument("--microbatches", type=int, default=4, help="micro-batches per step with --pipeline")
     p.add_argument("--schedule", choices=["gpipe", "1f1b"], default="gpipe", help="pipeline schedule (--pipeline)")
     p.add_argument("--gantt", metavar="PNG", help="measured timeline above the simulated one")

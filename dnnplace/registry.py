@@ -193,6 +193,31 @@ def with_limits(request: SolveRequest, method: Method | None = None) -> SolveReq
     return request
 
 
+def memory_watch(request: SolveRequest):
+    """The run's :class:`~dnnplace.runtime.memory.MemoryWatch`: ``solver.memory_limit`` bytes, else
+    the default share of the machine's memory (:func:`~dnnplace.runtime.memory.default_limit`)."""
+    from dnnplace.runtime.memory import MemoryWatch, default_limit
+
+    limit = request.solver.memory_limit
+    return MemoryWatch(default_limit() if limit is None else limit)
+
+
+def _memory_stopped(out: MethodOutput, watch) -> MethodOutput:
+    """A method stopped by the memory watchdog (its deadlines read as reached) reports
+    termination ``memory_limit`` where it says ``time_limit``; the message says how much was
+    resident (a method that ran on to its end keeps its termination)."""
+    from dnnplace.runtime.termination import Termination
+
+    if not watch.tripped:
+        return out
+    note = f"memory limit: {watch.at / 1e6:,.0f} MB resident, over the limit of {watch.limit / 1e6:,.0f} MB"
+    if out.message and note in out.message:
+        return out
+    stopped = out.termination in (Termination.TIME_LIMIT, Termination.MEMORY_LIMIT)
+    return dataclasses.replace(out, termination=Termination.MEMORY_LIMIT if stopped else out.termination,
+                               message="; ".join(filter(None, [note, out.message])))
+
+
 def method_limits(request: SolveRequest, method: Method) -> SolveRequest:
     """The request as ``method`` runs it: where the request sets no ``time_limit``, the
     method's :attr:`~dnnplace.methods.base.Method.default_limits` fill the settings it
@@ -218,8 +243,10 @@ def _run_method(instance: Instance, method: str | Method, request: SolveRequest)
 
         check_same_graph(request.warm.placement.graph, instance.graph, f"warm start {request.warm.source}")
     t0 = time.perf_counter()
-    out = m.run(instance, method_limits(request, m), opts)  # the record keeps `request`, as asked
+    with memory_watch(request) as watch:  # the run's memory limit (docs/guide.md, "Time and memory limits")
+        out = m.run(instance, method_limits(request, m), opts)  # the record keeps `request`, as asked
     wall = time.perf_counter() - t0
+    out = _memory_stopped(out, watch)
     scored = _check_shape(out, instance, m.name)
     contiguity = out.contiguity or request.contiguity or m.default_contiguity
     res = Result(problem=request.problem, method=m.name, instance=instance.source or instance.name,
@@ -230,6 +257,7 @@ def _run_method(instance: Instance, method: str | Method, request: SolveRequest)
                  wall_seconds=wall, trace=list(out.trace), unit=instance.graph.unit, extra=dict(out.extra),
                  memory_model=out.memory_model if request.problem == "makespan" else "static")
     res.answer_from = (out.answer_from or m.name) if out.placement is not None else None
+    res.extra["memory"] = watch.record()
     res.cluster = cluster_record(instance.cluster)
     from dnnplace.graphs.io import graph_fingerprint  # read back by dnnplace.graphs.io.check_result_doc
 
@@ -382,5 +410,6 @@ def _request_dict(r: SolveRequest, contiguity: str) -> dict[str, Any]:
     return {"objective": r.objective, "contiguity": contiguity, "warm_start": r.warm_start, "seed": r.seed,
             "congestion": r.congestion, "policy": r.policy, "transfer_mode": r.transfer_mode,
             "solver": {"name": r.solver.solver, "time_limit": r.solver.time_limit, "rel_gap": r.solver.rel_gap,
-                       "threads": r.solver.threads, "seed": r.solver.seed, "solver_options": r.solver.solver_options},
+                       "threads": r.solver.threads, "seed": r.solver.seed, "solver_options": r.solver.solver_options,
+                       "memory_limit": r.solver.memory_limit},
             "params": r.params}

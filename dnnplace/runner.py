@@ -43,14 +43,14 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
-import subprocess
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
-from dnnplace.config import REPO_ROOT, ExperimentConfig, RunSpec, load_config
+from dnnplace.config import RECORDS_ONLY, ExperimentConfig, RunSpec, load_config
 from dnnplace.graphs.io import jsonable
+from dnnplace.provenance import git_revision
 from dnnplace.results import answer_from_of
 from dnnplace.runs_file import (
     append_record,
@@ -69,16 +69,6 @@ __all__ = ["execute", "run_config", "read_runs", "sweep_lock", "git_revision", "
            "progress_enabled"]
 
 # ---------------------------------------------------------------------------- provenance
-def git_revision(path: str | os.PathLike = REPO_ROOT) -> str | None:
-    """``git rev-parse HEAD`` of the checkout holding ``path``, or ``None``."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, timeout=10,
-                             stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
 
 
 def _pkg_version(name: str) -> str | None:
@@ -179,8 +169,16 @@ def _execute_locked(specs: list[RunSpec], runs_path: Path, *, name: str, fresh: 
     done = {r["run_key"]: r for r in found}
     unique = list({s.key: s for s in specs}.values())
     todo = [s for s in unique if s.key not in done or (retry_errors and done[s.key].get("status") == "error")]
+    if todo and RECORDS_ONLY.get():
+        from dnnplace.graphs.errors import InputError
+
+        raise InputError(f"{name}: {len(todo)} of {len(unique)} runs have no record in {runs_path} (first: "
+                         f"{todo[0].key}); re-rendering runs nothing")
     rev = git_revision()
     env = environment()
+    from dnnplace.provenance import provenance
+
+    prov = provenance() if todo else None  # once per sweep: its load is the load at the start
     from tqdm import tqdm
 
     total = len(unique)
@@ -219,7 +217,7 @@ def _execute_locked(specs: list[RunSpec], runs_path: Path, *, name: str, fresh: 
             rec = {"run_key": spec.key, "config": name, "run": spec.identity(), **jsonable(rec),
                    "git_revision": rev, "solver_package": pkg, "solver_package_version": _pkg_version(pkg) if pkg
                    else None, "environment": env, "host": fin.host, "executor": where,
-                   "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+                   "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "provenance": prov}
             if spec.key in done:  # a retried error: the new record replaces its line
                 replace_record(runs_path, rec)
             else:

@@ -31,6 +31,7 @@ def read_runs(path: str | os.PathLike, *, repair: bool = False) -> list[dict]:
     newline is kept (``repair`` adds the newline).
     """
     p = Path(path)
+    unpack(p)
     if not p.exists():
         return []
     data = p.read_bytes()
@@ -71,6 +72,23 @@ def read_runs(path: str | os.PathLike, *, repair: bool = False) -> list[dict]:
         if isinstance(rec, dict) and "run_key" in rec:
             out.append(rec)
     return out
+
+
+def unpack(path: Path) -> None:
+    """A committed ``runs.jsonl.gz`` beside ``path`` (results/README.md: records over about 1 MB
+    are committed compressed) becomes ``path`` where ``path`` is missing or older than it, so
+    that resuming and re-rendering read, and appending extends, every record."""
+    gz = path.with_name(path.name + ".gz")
+    if not gz.exists() or (path.exists() and path.stat().st_mtime >= gz.stat().st_mtime):
+        return
+    import gzip
+
+    with gzip.open(gz, "rb") as fh:
+        text = fh.read()
+    if not path.exists() or path.read_bytes() != text:
+        rewrite(path, text.decode())
+    st = gz.stat()
+    os.utime(path, (st.st_atime, st.st_mtime))  # in step with the compressed file
 
 
 def dumps(record: dict) -> str:

@@ -15,6 +15,7 @@ from dnnplace.command_args import (
     check_out,
     cluster_file,
     graph_path,
+    memory_bytes,
     param_files,
     parse_param,
     positive_seconds,
@@ -59,7 +60,8 @@ def build_request(args: argparse.Namespace):
         raise InputError(f"{flag} applies to problem 'makespan' only, not {args.problem!r}")
     solver_opts = dict(parse_param(t, "--solver-option") for t in args.solver_option)
     fields = dict(solver=args.solver, time_limit=args.time_limit, rel_gap=args.rel_gap, threads=args.threads,
-                  seed=args.seed, tee=args.tee, solver_options=solver_opts)
+                  seed=args.seed, tee=args.tee, solver_options=solver_opts,
+                  memory_limit=memory_bytes(getattr(args, "memory_limit", None)))
     try:
         check_values(fields)  # --time-limit -5, --rel-gap -0.1, --threads 0 ... -> one line, exit 2
     except SettingError as exc:
@@ -151,6 +153,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
         + (f" [{res.termination}]" if res.termination else ""))
     if res.message:
         say(f"message: {res.message}")
+    if res.extra.get("auto_choice"):  # --method auto: which exact method answered, and which proved it
+        proved = res.extra.get("proved_by")
+        say(f"auto: {res.extra['auto_choice']} ({res.extra.get('auto_reason')}); "
+            + (f"proved optimal by {proved}" if proved else "not proved optimal"))
     say(f"objective: {fmt_num(res.objective)} {unit}   bound: {fmt_num(res.lower_bound)}   "
         f"gap: {'-' if res.certified_gap is None else f'{100 * res.certified_gap:.2f}%'}"
         f"   ({_bound_source(res)})")

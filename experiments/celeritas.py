@@ -61,7 +61,12 @@ from dnnplace.graphs.io import load_instance, placement_from_doc, save_instance
 from dnnplace.runner import execute
 from dnnplace.tables import Column, csv_cell, write_table
 
-__all__ = ["NAMES", "Model", "Config", "SCHEMA", "model_graph", "reproduce"]
+__all__ = ["NAMES", "Model", "Config", "SCHEMA", "model_graph", "reproduce", "DROP_FROM_RECORDS"]
+
+DROP_FROM_RECORDS = ("start", "link_priorities")
+"""What the committed records leave out (:func:`dnnplace.reproduce.strip_records`): no table reads
+them (Table 3 re-simulates a list scheduler's placement, kept, under fifo); the start times are most
+of the bytes (results/celeritas/README.md, "Records in the tree")."""
 
 NAMES = ("celeritas-table2", "celeritas-table3", "celeritas-table4", "celeritas-fig6")
 QUICK_MAX_NODES = 7000
@@ -268,6 +273,14 @@ _SIM = ("Ours are simulations (fifo policy, link congestion) of the graphs named
         "measurements in seconds, so compare rankings and ratios, not values.")
 
 
+def _stamp(recs: dict) -> str:
+    """The table's ``run <date> at <revision>`` line (:func:`dnnplace.provenance.stamp`) of
+    ``{model: {column: record}}`` (runs not made are left out)."""
+    from dnnplace.provenance import stamp
+
+    return stamp(r for cols in recs.values() for r in cols.values() if r)
+
+
 def _source_note(variants: dict) -> list[str]:
     return [f"- {m}: {src}" for m, (_, src) in variants.items()]
 
@@ -296,7 +309,7 @@ def _table2(out: Path, variants, recs, models) -> Path:
                      "reduction": v.n / ex["coarse_nodes"] if ex.get("coarse_nodes") else None,
                      "paper_ccr_drop": p["ccr"] / p["ccr_after"],
                      "ccr_drop": ex["ccr_before"] / ex["ccr_after"] if ex.get("ccr_after") else None})
-    return _table2_md(out, rows, _source_note(variants))
+    return _table2_md(out, rows, _source_note(variants), (_stamp(recs),))
 
 
 def _table2_md(out: Path, rows: list[dict], sources: list[str], pre_extra: tuple[str, ...] = ()) -> Path:
@@ -350,7 +363,7 @@ def _table3(out: Path, variants, recs, models) -> Path:
         rows.append({"model": m, "method": "ranking (feasible)", "ours": " < ".join(rank),
                      "paper": " < ".join(sorted((k for k, x in p.items() if isinstance(x, float)), key=p.get))})
         plot[m] = {k: (None if _oom(recs[m][k]) else x) for k, x in ours.items()}
-    return _table3_md(out, rows, _source_note(variants), plot)
+    return _table3_md(out, rows, _source_note(variants), plot, (_stamp(recs),))
 
 
 def _table3_md(out: Path, rows: list[dict], sources: list[str], plot: dict | None,
@@ -379,7 +392,7 @@ def _table4(out: Path, variants, recs, models) -> Path:
             if "fusion_seconds" in ex:
                 note = f"fusion {ex['fusion_seconds']:.2f} s + placement {ex['placement_seconds']:.2f} s"
             rows.append({"model": m, "nodes": v.n, "method": col, "paper": p.get(col), "ours": ours, "note": note})
-    return _table4_md(out, rows, _source_note(variants), models)
+    return _table4_md(out, rows, _source_note(variants), models, (_stamp(recs),))
 
 
 def _table4_md(out: Path, rows: list[dict], sources: list[str], models: dict,
@@ -416,7 +429,7 @@ def _fig6(out: Path, variants, recs, models) -> Path:
             paper = p.get(FIG6_PAPER.get(col, ""), "")
             rows.append({"model": m, "placement": col if col == "Celeritas" else f"sequential fill, {col}",
                          "paper": paper, "ours": _cell(rec, ms), "cut_edges": _cut(rec, v)})
-    return _fig6_md(out, rows, _source_note(variants), plot)
+    return _fig6_md(out, rows, _source_note(variants), plot, (_stamp(recs),))
 
 
 def _fig6_md(out: Path, rows: list[dict], sources: list[str], plot: dict | None,

@@ -67,10 +67,15 @@ from dnnplace.experiments.instance_files import Variant, write_variants
 from dnnplace.experiments.makespan_runs import run_spec
 from dnnplace.graphs import Cluster, OpGraph
 from dnnplace.graphs.errors import InputError
+from dnnplace.provenance import stamp
 from dnnplace.runner import execute
 
 __all__ = ["model_graph", "family_graph", "largest_batch", "reproduce", "rerender", "FAMILIES", "EXPERIMENTS",
-           "SCHEMA"]
+           "SCHEMA", "DROP_FROM_RECORDS"]
+
+DROP_FROM_RECORDS = ("placement", "start", "link_priorities")
+"""What the committed records leave out (:func:`dnnplace.reproduce.strip_records`): no table reads
+them, and they are nearly all of the bytes (results/fastt/README.md, "Records in the tree")."""
 
 EXPERIMENTS = ("fastt-scaling", "fastt-splits", "fastt-memory")
 
@@ -143,6 +148,12 @@ def _execute(specs: dict, out: Path, name: str, fresh: bool, progress: bool) -> 
     return {cell: {col: _checked(done[s.key], runs) for col, s in cols.items()} for cell, cols in specs.items()}
 
 
+def _stamp(recs: dict) -> str:
+    """The table's ``run <date> at <revision>`` line (:func:`dnnplace.provenance.stamp`) of
+    ``{cell: {column: record}}``."""
+    return stamp(r for cols in recs.values() for r in cols.values())
+
+
 def _oom(rec: dict) -> bool:
     """OOM: the evaluator's static-memory violation, or the runner's check before the solve
     proved that no placement fits (an ``InfeasibleError`` record: the graph's static memory
@@ -197,7 +208,7 @@ def _scaling(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) ->
     scaling_plot(rows, out / "scaling.png")
     passed = {(mode, fam, k): why for (mode, fam, k), r in recs.items() if k != 1
               if (why := V.vacuous_cause(r["ft"]))}
-    return _scaling_table_md(cfg, out, rows, passed=passed)
+    return _scaling_table_md(cfg, out, rows, (_stamp(recs),), passed=passed)
 
 
 def _scaling_table_md(cfg: dict, out: Path, rows: list[list], extra: tuple[str, ...] = (),
@@ -281,7 +292,7 @@ def _splits(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) -> 
           "speed-up of splitting (%)", "FastT Table 6: OS-DPOS over DPOS, 2 GPUs (ours: simulation)")
     bar_chart(out / "fig2.png", list(f2), list(f2.values()), [float("nan")] * len(f2),
           "priority order over fifo (%)", "FastT Fig. 2: FastT's order vs TF fifo, 2 GPUs (paper: up to 26.9 %)")
-    return _splits_table_md(cfg, out, rows, t6, f2)
+    return _splits_table_md(cfg, out, rows, t6, f2, (_stamp(recs),))
 
 
 def _splits_table_md(cfg: dict, out: Path, rows: list[list], t6: dict, f2: dict, extra: tuple[str, ...] = ()) -> Path:
@@ -313,10 +324,13 @@ def _memory(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) -> 
     batches = [int(x) for x in cfg["batches"]]
     done = execute([s for b in batches for s in specs_at(b)[0]], runs, name=name, fresh=fresh, progress=progress)
 
+    used: dict[str, dict] = {}  # the records the table reads (its provenance line)
+
     def record(b: int, i: int) -> dict:
         s = specs_at(b)[0][i]
         if s.key not in done:  # a probe of the bisection: run (or find) it now
             done.update(execute([s], runs, name=name, progress=progress))
+        used[s.key] = done[s.key]
         return _checked(done[s.key], runs, oom_ok=True)
 
     rows = []
@@ -333,7 +347,7 @@ def _memory(cfg: dict, out: Path, *, name: str, fresh: bool, progress: bool) -> 
     largest = [largest_batch(lambda b, i=i: not _oom(record(b, i)), top) for i in range(3)]
     rows.append(["largest batch that fits"] + largest + [16, 32, 48])
     source = specs_at(batches[-1])[1].split(", scaled")[0]
-    return _memory_table_md(cfg, out, rows, source, top)
+    return _memory_table_md(cfg, out, rows, source, top, (stamp(used.values()),))
 
 
 def _memory_table_md(cfg: dict, out: Path, rows: list[list], source: str, top: int,

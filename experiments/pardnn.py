@@ -44,6 +44,7 @@ from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.io import jsonable
 from dnnplace.graphs.io.native import instance_to_native
 from dnnplace.graphs.stats import average_parallelism
+from dnnplace.provenance import stamp
 from dnnplace.registry import SolveRequest, SolverOptions, solve
 from dnnplace.runtime.termination import Termination
 from dnnplace.tables import Column, fixed, percent, write_table
@@ -80,7 +81,8 @@ class _Records:
             print(f"{name}: {path} holds records without run keys (made before runs resumed); kept as {dest.name}, "
                   "its runs are made again", file=sys.stderr, flush=True)
         self.done = {r["run_key"]: r for r in read_runs(path, repair=True)}
-        self.rev, self.env = git_revision(), environment()
+        self.rev, self.env, self.prov = git_revision(), environment(), None
+        self.used: dict[str, dict] = {}  # the records read back or made by this invocation (the table's)
 
 
 def _legacy(path: Path) -> bool:
@@ -113,7 +115,18 @@ def _run(inst: Instance, method: str, runs: _Records, cell: dict, *, time_limit:
                    solver={} if time_limit is None else {"time_limit": time_limit}, params=dict(params or {}))
     if spec.key in runs.done:
         runs.read += 1
+        runs.used[spec.key] = runs.done[spec.key]
         return runs.done[spec.key]
+    from dnnplace.config import RECORDS_ONLY
+
+    if RECORDS_ONLY.get():
+        from dnnplace.graphs.errors import InputError
+
+        raise InputError(f"{runs.name}: run {spec.key} has no record in {runs.path}; re-rendering runs nothing")
+    if runs.prov is None:  # taken once, when the first run of this invocation starts
+        from dnnplace.provenance import provenance
+
+        runs.prov = provenance()
     req = SolveRequest(problem="makespan", params=params or {}, solver=SolverOptions(time_limit=time_limit))
     rec = solve(inst, method, req).to_dict()
     for key in ("placement", "start", "link_priorities"):
@@ -122,11 +135,11 @@ def _run(inst: Instance, method: str, runs: _Records, cell: dict, *, time_limit:
     ev.pop("nodes", None)
     rec = {"run_key": spec.key, "config": runs.name, "run": spec.identity(), **jsonable(rec), "cell": cell,
            "git_revision": runs.rev, "environment": runs.env,
-           "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+           "timestamp": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "provenance": runs.prov}
     from dnnplace.runs_file import append_record
 
     append_record(runs.path, rec)
-    runs.done[spec.key] = rec
+    runs.done[spec.key] = runs.used[spec.key] = rec
     runs.executed += 1
     return rec
 
@@ -188,7 +201,7 @@ def _speedup(cfg: Reproduction, out: Path, quick: bool, progress: bool, runs: _R
                     row[f"{label} moved"] = rec["extra"].get("moved_share")
                 row[f"{label} over"] = dynamic_overflow(rec)
             rows.append(row)
-    return _speedup_md(cfg, out, rows)
+    return _speedup_md(cfg, out, rows, (stamp(runs.used.values()),))
 
 
 def dynamic_overflow(rec: dict) -> float | None:
@@ -343,7 +356,8 @@ def _memory(cfg: Reproduction, out: Path, quick: bool, progress: bool, runs: _Re
             "Batches scale the captured graph linearly (BatchModel: 5 us kernel floor, parameters fixed); the paper's "
             "superlinear batch scaling also came from TensorFlow outputs that do not grow with the batch, which a "
             "linear model cannot show."),
-           V.tolerance_note(abs_tol=0.05) + " Judged per row: ours x DP against the paper's (neutral 1)."]
+           V.tolerance_note(abs_tol=0.05) + " Judged per row: ours x DP against the paper's (neutral 1).",
+           stamp(runs.used.values())]
     return write_table(out / "table", "PARDNN Table 4 (simulation): largest batch within GPU memory", cols, rows,
                        preamble=pre)
 
@@ -377,9 +391,10 @@ def rerender(name: str, out_dir: str | Path | None = None) -> Path:
         raise InputError(f"rerender: {name} is a {cfg.kind} table; only speedup tables are re-judged")
     recs: dict[tuple, dict] = {}
     runs = out / "runs.jsonl"
-    if runs.exists():
-        for line in runs.read_text().splitlines():
-            rec = json.loads(line)
+    if runs.exists() or runs.with_name("runs.jsonl.gz").exists():
+        from dnnplace.runs_file import read_runs
+
+        for rec in read_runs(runs):
             cell = rec.get("cell") or {}
             recs[cell.get("model"), cell.get("gpus"), cell.get("label")] = rec
     with open(out / "table.csv", newline="") as f:

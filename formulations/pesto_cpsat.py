@@ -18,6 +18,12 @@ CP-SAT's scheduling constraints instead of big-M disjunctions:
   :math:`y_{eab}` on the directed link :math:`(a, b)`, whose intervals are in one
   ``NoOverlap`` (7); a zero-length transfer therefore never waits for its link here
   (the MIP orders it like any other);
+- per-message costs (docs/semantics.md 2.1; only where ``cluster.has_message_costs``,
+  else the model is exactly the one without them): the MIP's (2'),
+  :math:`C_i = S_i + \sum_d p_{id} x_{id} + \mu_i` with :math:`\mu_i` the sender's
+  overhead times :math:`y_{eab}` for :math:`a \ne b` over the crossing out-edges and the
+  receiver's over the crossing in-edges (the literals above: no new ones), and the
+  device intervals :math:`[S_i, C_i)` of variable length; the load cut counts them too;
 - memory (8) :math:`\sum_i m_i x_{id} \le M_d` (fractional bytes rounded up, capacities
   down, so every solution fits; the bound is then dropped as below), colocation
   :math:`x_{id} = x_{rd}`, the optional load cut :math:`C_{\max} \ge \sum_i p_{id} x_{id}`,
@@ -71,7 +77,8 @@ import numpy as np
 from dnnplace.evaluation.bounds import makespan_lower_bound
 from dnnplace.formulations.device_symmetry import identical_device_classes
 from dnnplace.formulations.pesto_cpsat_solve import CpsatTimes, solve_cpsat_model
-from dnnplace.formulations.pesto_precompute import PestoOptions, heads_tails, prepare
+from dnnplace.formulations.pesto_precompute import PestoOptions, edge_messages, heads_tails, message_time, prepare
+from dnnplace.formulations.pesto_solution import replay_orders
 from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.formulations.solvers.outcome import SolveOutcome, Termination
 from dnnplace.graphs.cluster import Cluster
@@ -113,7 +120,8 @@ def time_scale(values: np.ndarray, horizon: float, *, max_power: int = 6,
 def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: PestoOptions | None = None,
                       solver: SolverOptions | None = None,
                       warm_start: tuple[np.ndarray, np.ndarray, dict] | None = None,
-                      deadline: Deadline | None = None) -> tuple[SolveOutcome, CpsatTimes | None]:
+                      deadline: Deadline | None = None,
+                      messages: np.ndarray | None = None) -> tuple[SolveOutcome, CpsatTimes | None]:
     """Build and solve the CP-SAT model (module docstring; parameters as
     :func:`_build_cpsat`); return the outcome and, when there is a solution, its
     schedule. Past ``deadline`` during the build the outcome is ``no_solution`` with
@@ -123,7 +131,7 @@ def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, optio
     try:
         with deadline.guard("the CP-SAT model build"):
             args = _build_cpsat(graph, cluster, horizon=horizon, options=options, solver=solver,
-                                warm_start=warm_start)
+                                warm_start=warm_start, messages=messages)
     except TimeLimitReached as exc:
         return SolveOutcome("no_solution", Termination.TIME_LIMIT, solver="cpsat", message=str(exc),
                             build_seconds=time.perf_counter() - t0), None
@@ -134,7 +142,8 @@ def solve_pesto_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, optio
 
 def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: PestoOptions | None = None,
                  solver: SolverOptions | None = None,
-                 warm_start: tuple[np.ndarray, np.ndarray, dict] | None = None) -> tuple:
+                 warm_start: tuple[np.ndarray, np.ndarray, dict] | None = None,
+                 messages: np.ndarray | None = None) -> tuple:
     """Build the CP-SAT model: the arguments of :func:`_solve`.
 
     Parameters
@@ -154,6 +163,9 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
         the MIP backends').
     warm_start : (device, start, {edge: transfer start}), optional
         A feasible schedule, given to CP-SAT as a solution hint.
+    messages : array of float, optional
+        Per edge, the messages it stands for when it crosses devices (as for the MIP,
+        :func:`~dnnplace.formulations.pesto_precompute.edge_messages`).
     """
     from ortools.sat.python import cp_model
 
@@ -162,7 +174,7 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
     if not (horizon > 0 and math.isfinite(horizon)):
         raise InputError(f"horizon must be a positive finite makespan, got {horizon}")
     t0 = time.perf_counter()
-    data = prepare(graph, cluster, options, horizon * (1 + 1e-9) + 1e-9)
+    data = prepare(graph, cluster, options, horizon * (1 + 1e-9) + 1e-9, messages)
     g, cl, n, D = graph, cluster, graph.n, cluster.size
     src, dst = g.src.tolist(), g.dst.tolist()
     tt = np.full((g.m, D, D), np.nan)
@@ -170,10 +182,15 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
         for b in range(D):
             if a != b:
                 tt[:, a, b] = cl.transfer_time(np.full(g.m, a), np.full(g.m, b), g.edge_bytes, g.edge_cost)
-    scale, exact = time_scale(np.concatenate([data.p.ravel(), tt.ravel()]), horizon, inexact_power=8)
+    msg = cl.has_message_costs and g.m > 0
+    w = edge_messages(g, messages)
+    sw, rw = w[:, None] * cl.send_overhead[None, :], w[:, None] * cl.recv_overhead[None, :]  # (m, D)
+    times = [data.p.ravel(), tt.ravel()] + ([sw.ravel(), rw.ravel()] if msg else [])
+    scale, exact = time_scale(np.concatenate(times), horizon, inexact_power=8)
     rnd = np.round if exact else np.floor  # rounded down: a relaxation (module docstring)
     P = np.where(np.isnan(data.p), -1, rnd(data.p * scale)).astype(np.int64)
     TT = np.where(np.isnan(tt), 0, rnd(tt * scale)).astype(np.int64)
+    SW, RW = rnd(sw * scale).astype(np.int64), rnd(rw * scale).astype(np.int64)  # per message: send, receive
     U = int(math.ceil(horizon * scale - 1e-9)) + n + g.m  # slack: the hint always fits
     pmin_int = np.array([min(int(P[i, d]) for d in data.allowed[i]) for i in range(n)], dtype=np.float64)
     head, tail = heads_tails(g, pmin_int)
@@ -189,18 +206,27 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
     C = [m.NewIntVar(int(head[i] + pmin_int[i]), max(int(head[i] + pmin_int[i]), U - int(tail[i])), f"C_{i}")
          for i in range(n)]
     cmax = m.NewIntVar(lb, U, "cmax")
+    cross = set(data.cross_edges)
+    # ops whose messages may cost them time: their length C_i - S_i is a variable (2')
+    busy = _message_spans(g, data, SW, RW, P) if msg else {}
     on_device: list[list] = [[] for _ in range(D)]
     for i in range(n):
         m.AddExactlyOne(x[i, d] for d in data.allowed[i])
-        m.Add(C[i] == S[i] + sum(int(P[i, d]) * x[i, d] for d in data.allowed[i]))
+        if i in busy:
+            busy[i] = m.NewIntVar(int(pmin_int[i]), busy[i], f"L_{i}")
+            m.Add(C[i] == S[i] + busy[i])
+        else:
+            m.Add(C[i] == S[i] + sum(int(P[i, d]) * x[i, d] for d in data.allowed[i]))
         for d in data.allowed[i]:
-            on_device[d].append(m.NewOptionalFixedSizeIntervalVar(S[i], int(P[i, d]), x[i, d], f"run_{i}_{d}"))
+            if i in busy:
+                on_device[d].append(m.NewOptionalIntervalVar(S[i], busy[i], C[i], x[i, d], f"run_{i}_{d}"))
+            else:
+                on_device[d].append(m.NewOptionalFixedSizeIntervalVar(S[i], int(P[i, d]), x[i, d], f"run_{i}_{d}"))
         m.Add(cmax >= C[i] + int(tail[i]))
     for d in range(D):
         if len(on_device[d]) > 1:
             m.AddNoOverlap(on_device[d])
 
-    cross = set(data.cross_edges)
     on_link: dict[tuple[int, int], list] = {}
     T = {}
     y = {}
@@ -231,6 +257,9 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
     for ivs in on_link.values():
         if len(ivs) > 1:
             m.AddNoOverlap(ivs)
+    mu = _message_terms(g, y, SW, RW) if msg else {}
+    for i, length in busy.items():
+        m.Add(length == sum(int(P[i, d]) * x[i, d] for d in data.allowed[i]) + sum(mu.get(i, [])))
 
     bound_ok = True
     if options.memory:
@@ -253,6 +282,9 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
     if options.load_cuts:
         for d in range(D):
             terms = [int(P[i, d]) * x[i, d] for i in range(n) if d in data.allowed[i]]
+            if terms and msg:  # the device's messages (2')
+                terms += [int(SW[e, a]) * lit for (e, a, b), lit in y.items() if a == d and SW[e, a] > 0]
+                terms += [int(RW[e, b]) * lit for (e, a, b), lit in y.items() if b == d and RW[e, b] > 0]
             if terms:
                 m.Add(cmax >= sum(terms))
     if options.symmetry:
@@ -263,8 +295,12 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
 
     if warm_start is not None:
         dev = np.asarray(warm_start[0], dtype=np.int64)
-        S_h, T_h = _integer_hint(g, dev, np.asarray(warm_start[1], dtype=np.float64), warm_start[2], data.p, tt,
-                                 P, TT, options.congestion, head)
+        c = dev[g.src] != dev[g.dst]
+        MU = np.bincount(g.src[c], weights=SW[c, dev[g.src[c]]], minlength=n) \
+            + np.bincount(g.dst[c], weights=RW[c, dev[g.dst[c]]], minlength=n) if msg else np.zeros(n)
+        S_h, T_h = _integer_hint(g, dev, np.asarray(warm_start[1], dtype=np.float64), warm_start[2],
+                                 data.p + message_time(g, cl, dev, w)[:, None], tt, P + MU.astype(np.int64)[:, None],
+                                 TT, options.congestion, head)
         for (i, d), lit in x.items():
             m.AddHint(lit, int(dev[i] == d))
         for i in range(n):
@@ -275,66 +311,48 @@ def _build_cpsat(graph: OpGraph, cluster: Cluster, *, horizon: float, options: P
     return (m, cp_model, solver, scale, (exact, bound_ok), build, warm_start is not None, g, cl, x, S, C, T, TT)
 
 
+def _message_spans(g: OpGraph, data, SW: np.ndarray, RW: np.ndarray, P: np.ndarray) -> dict[int, int]:
+    """The ops whose messages may cost them time, each with the most its length can be
+    (its slowest device plus every crossing edge at its dearest send or receive)."""
+    hi = {}
+    for e in data.cross_edges:
+        i, j = int(g.src[e]), int(g.dst[e])
+        s_max = max(int(SW[e, a]) for a in data.allowed[i])
+        r_max = max(int(RW[e, b]) for b in data.allowed[j])
+        if s_max > 0:
+            hi[i] = hi.get(i, 0) + s_max
+        if r_max > 0:
+            hi[j] = hi.get(j, 0) + r_max
+    return {i: extra + max(int(P[i, d]) for d in data.allowed[i]) for i, extra in hi.items()}
+
+
+def _message_terms(g: OpGraph, y: dict, SW: np.ndarray, RW: np.ndarray) -> dict[int, list]:
+    r"""Per op, the terms of :math:`\mu_i` (2'): ``y[e, a, b]`` (``a != b``) weighted by the
+    send overhead of ``a`` on ``e``'s source, by the receive overhead of ``b`` on its target."""
+    mu: dict[int, list] = {}
+    for (e, a, b), lit in y.items():
+        if SW[e, a] > 0:
+            mu.setdefault(int(g.src[e]), []).append(int(SW[e, a]) * lit)
+        if RW[e, b] > 0:
+            mu.setdefault(int(g.dst[e]), []).append(int(RW[e, b]) * lit)
+    return mu
+
+
 def _integer_hint(g: OpGraph, dev: np.ndarray, st: np.ndarray, xs: dict, p: np.ndarray, tt: np.ndarray,
                   P: np.ndarray, TT: np.ndarray, congestion: bool,
                   head: np.ndarray) -> tuple[list[int], dict[int, int]]:
     """The warm start as a complete solution of the integer model: its device and link
-    orders (:func:`~dnnplace.evaluation.link_orders.orders_from_times`, which never
-    contradict each other) replayed with the integer durations, every task as early as
+    orders replayed with the integer durations ``P`` and ``TT``
+    (:func:`~dnnplace.formulations.pesto_solution.replay_orders`), every task as early as
     those orders, precedence and the node's integer ``head`` allow (so rounding never
     makes the hint infeasible and CP-SAT starts from it). Returns node starts and
     transfer starts (crossing edges)."""
-    from dnnplace.evaluation.link_orders import orders_from_times
-
-    n, src, dst = g.n, g.src, g.dst
-    a, b = dev[src], dev[dst]
+    n, a, b = g.n, dev[g.src], dev[g.dst]
     cross = a != b
-    fin = st + p[np.arange(n), dev]
-    xs_a = np.full(g.m, np.nan)
-    xf_a = np.full(g.m, np.nan)
-    if congestion:
-        for e in np.flatnonzero(cross).tolist():
-            xs_a[e] = xs.get(e, fin[src[e]])
-            xf_a[e] = xs_a[e] + tt[e, a[e], b[e]]
-    pr, lp = orders_from_times(g, st, fin, xs_a, xf_a)
-    dur = [int(P[i, dev[i]]) for i in range(n)]
-    arcs = []  # (task, task, lag): start(second) >= start(first) + lag
-    xid = {}
-    for e in range(g.m):
-        i, j = int(src[e]), int(dst[e])
-        t = int(TT[e, a[e], b[e]]) if cross[e] else 0
-        if cross[e] and congestion:
-            xid[e] = len(dur)
-            dur.append(t)
-            arcs += [(i, xid[e], dur[i]), (xid[e], j, t)]
-        else:
-            arcs.append((i, j, dur[i] + t))
-    for d in np.unique(dev).tolist():
-        on = np.flatnonzero(dev == d)
-        on = on[np.argsort(pr[on], kind="stable")].tolist()
-        arcs += [(u, v, dur[u]) for u, v in zip(on, on[1:])]
-    links: dict[tuple[int, int], list[int]] = {}
-    for e in xid:
-        links.setdefault((int(a[e]), int(b[e])), []).append(e)
-    for es in links.values():
-        es.sort(key=lambda e: lp[e])
-        arcs += [(xid[e], xid[f], dur[xid[e]]) for e, f in zip(es, es[1:])]
-    T = len(dur)
-    out = [[] for _ in range(T)]
-    indeg = [0] * T
-    for u, v, lag in arcs:
-        out[u].append((v, lag))
-        indeg[v] += 1
-    start = [int(h) for h in head.tolist()] + [0] * (T - n)
-    ready = [t for t in range(T) if indeg[t] == 0]
-    while ready:
-        u = ready.pop()
-        for v, lag in out[u]:
-            start[v] = max(start[v], start[u] + lag)
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                ready.append(v)
-    return start[:n], {e: start[k] for e, k in xid.items()}
+    e_all = np.arange(g.m)
+    return replay_orders(g, dev, st, st + p[np.arange(n), dev], xs, np.where(cross, tt[e_all, a, b], 0.0),
+                         P[np.arange(n), dev].astype(np.int64), np.where(cross, TT[e_all, a, b], 0).astype(np.int64),
+                         congestion, head.astype(np.int64))
 
 
 def _add_all_devices(m, S: list, pmin_int: np.ndarray, data) -> None:

@@ -25,6 +25,31 @@ with :math:`z_e = \sum_{a \ne b} y_{eab}`), duration
 :math:`\tau_e = \sum_{a \ne b} t_{eab} y_{eab}` (constraint (6): :math:`\tau_e = 0` when
 both ends share a device) and, with congestion, a transfer start :math:`T_e`.
 
+Per-message costs (docs/semantics.md 2.1; only where ``cluster.has_message_costs``, else
+none of this is built and the model is Pesto's): with Pesto's accounting, one message per
+crossing edge, op :math:`i` on device :math:`d` also spends the sender's
+:math:`\sigma_d` (``send_overhead``) per crossing out-edge and the receiver's
+:math:`\rho_d` (``recv_overhead``) per crossing in-edge, so (2) becomes
+
+.. math::  C_i = S_i + \sum_d p_{id} x_{id} + \mu_i, \qquad
+           \mu_i = \sum_{e = (i, j)} w_e \sum_d \sigma_d\, x_{id} z_e
+                  + \sum_{e = (h, i)} w_e \sum_d \rho_d\, x_{id} z_e.     \tag{2'}
+
+The products are linear in the communication vertex of (5): :math:`x_{ia} z_e =
+\sum_{b \ne a} y_{eab}` for :math:`e = (i, j)` and :math:`x_{jb} z_e = \sum_{a \ne b}
+y_{eab}` (row and column sums of (5) with the diagonal removed; exact for one-hot
+:math:`x`), so no product needs a column; where every device :math:`i` may use shares one
+:math:`\sigma` (:math:`\rho`), the term is the plain :math:`\sigma\, w_e z_e`. Each
+:math:`\mu_i` that can be non-zero is one continuous column
+:math:`\mu_i \in [0, \bar\mu_i]` defined by that sum (one row), so the sum is stored
+once, not in every row that reads :math:`C_i`. Edges whose
+ends are forced together never cross and add nothing. :math:`w_e = 1` is Pesto's
+accounting; a coarse edge stands for :math:`w_e` original ones
+(:func:`~dnnplace.formulations.multilevel.exact.coarse_messages`). The load cut counts
+each device's :math:`\mu` too. Heads, tails, windows and big-Ms below are derived from
+compute and transfer times alone: message costs only lengthen a schedule, so they stay
+valid (:math:`U` is a schedule's makespan *with* its message costs).
+
 Precedence (1): :math:`S_j \ge C_i + \tau_e` without congestion; with congestion
 :math:`T_e \ge C_i` and :math:`S_j \ge T_e + \tau_e`. Makespan (3):
 :math:`C_{\max} \ge C_i` for sinks, and the valid cut :math:`C_{\max} \ge \sum_i p_{id} x_{id}`
@@ -115,7 +140,7 @@ __all__ = ["PestoOptions", "build_pesto_model", "warm_start_values", "decode"]
 
 
 def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
-                      options: PestoOptions | None = None) -> pyo.ConcreteModel:
+                      options: PestoOptions | None = None, messages: np.ndarray | None = None) -> pyo.ConcreteModel:
     """Build the Pesto ILP (see the module docstring).
 
     Parameters
@@ -126,6 +151,9 @@ def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
         Makespan ``U`` of a feasible schedule of this graph (e.g. a re-simulated list
         schedule): every big-M is derived from it.
     options : PestoOptions
+    messages : array of float, optional
+        Per edge, the messages it stands for when it crosses devices (:math:`w_e` of (2'),
+        default 1: Pesto's accounting); read only when the cluster has message costs.
 
     Returns
     -------
@@ -137,7 +165,7 @@ def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
     if not (horizon > 0 and math.isfinite(horizon)):
         raise InputError(f"horizon must be a positive finite makespan, got {horizon}")
     U = float(horizon) * (1 + 1e-9) + 1e-9  # float slack: the heuristic schedule stays feasible
-    data = prepare(graph, cluster, options, U)
+    data = prepare(graph, cluster, options, U, messages)
     g, cl = graph, cluster
     n, D = g.n, cl.size
     src, dst = g.src.tolist(), g.dst.tolist()
@@ -187,13 +215,24 @@ def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
 
     # ---------------------------------------------------------------- expressions
     dev_of = {i: data.allowed[i] for i in range(n)}
-    m.finish = pyo.Expression(m.ops, rule=lambda _m, i: _m.start[i] + sum(
-        _m.compute_time[i, d] * _m.x[i, d] for d in dev_of[i]), doc="C_i = S_i + p_i (2)")
     m.xdur = pyo.Expression(m.cross_edges, rule=lambda _m, e: sum(
         _m.xfer_time[e, a, b] * _m.y[e, a, b] for a in dev_of[src[e]] for b in dev_of[dst[e]] if a != b),
         doc="tau_e: transfer duration (6)")
     m.crosses = pyo.Expression(m.cross_edges, rule=lambda _m, e: 1 - sum(
         _m.y[e, a, a] for a in dev_of[src[e]] if a in set(dev_of[dst[e]])), doc="z_e: ends on different devices (5)")
+    if cl.has_message_costs:
+        msg_terms, msg_max = _message_terms(m, data)
+        m.msg_ops = pyo.Set(initialize=[i for i in range(n) if msg_terms[i]], doc="ops whose messages may cost time")
+        m.msg = pyo.Var(m.msg_ops, bounds=lambda _m, i: (0.0, msg_max[i]),
+                        doc="mu_i: device time of op i's messages (2')")
+        m.msg_def = pyo.Constraint(m.msg_ops, rule=lambda _m, i: _m.msg[i] == sum(msg_terms[i]),
+                                   doc="mu_i as the y (or z) terms of (2')")
+        m.finish = pyo.Expression(m.ops, rule=lambda _m, i: _m.start[i] + sum(
+            _m.compute_time[i, d] * _m.x[i, d] for d in dev_of[i]) + (_m.msg[i] if i in _m.msg_ops else 0),
+            doc="C_i = S_i + p_i + mu_i (2')")
+    else:
+        m.finish = pyo.Expression(m.ops, rule=lambda _m, i: _m.start[i] + sum(
+            _m.compute_time[i, d] * _m.x[i, d] for d in dev_of[i]), doc="C_i = S_i + p_i (2)")
 
     # ---------------------------------------------------------------- constraints
     @m.Constraint(m.ops, doc="each op on exactly one allowed device")
@@ -260,6 +299,45 @@ def build_pesto_model(graph: OpGraph, cluster: Cluster, *, horizon: float,
     return m
 
 
+def _message_terms(m: pyo.ConcreteModel, data: PestoData) -> tuple[list[list], list[float]]:
+    r"""Per op, the terms of its :math:`\mu_i` in (2') (module docstring): per crossing edge
+    its source's send overhead and its target's receive overhead, through ``y``, or
+    through ``z_e`` where the end's allowed devices share one value; and the most
+    :math:`\mu_i` can be (every such edge at its dearest)."""
+    g, cl, dev_of, w = data.graph, data.cluster, data.allowed, data.messages
+    terms: list[list] = [[] for _ in range(g.n)]
+    most = [0.0] * g.n
+    for e in data.cross_edges:
+        if w[e] == 0:
+            continue
+        i, j = int(g.src[e]), int(g.dst[e])
+        for end, cost, mine in ((i, cl.send_overhead, 0), (j, cl.recv_overhead, 1)):
+            vals = {float(cost[d]) for d in dev_of[end]}
+            if vals == {0.0}:
+                continue
+            most[end] += float(w[e]) * max(vals)
+            if len(vals) == 1:
+                terms[end].append(float(w[e]) * vals.pop() * m.crosses[e])
+                continue
+            terms[end] += [float(w[e] * cost[(a, b)[mine]]) * m.y[e, a, b] for a in dev_of[i] for b in dev_of[j]
+                           if a != b and cost[(a, b)[mine]] > 0]
+    return terms, most
+
+
+def _device_messages(m: pyo.ConcreteModel, data: PestoData, d: int) -> list:
+    r"""The message terms of device ``d``'s busy time: :math:`\sigma_d w_e x_{id} z_e` and
+    :math:`\rho_d w_e x_{jd} z_e` of every crossing edge ``e = (i, j)``, through ``y``."""
+    g, cl, dev_of, w = data.graph, data.cluster, data.allowed, data.messages
+    out = []
+    for e in data.cross_edges:
+        i, j = int(g.src[e]), int(g.dst[e])
+        if cl.send_overhead[d] > 0 and d in dev_of[i]:
+            out += [float(w[e] * cl.send_overhead[d]) * m.y[e, d, b] for b in dev_of[j] if b != d]
+        if cl.recv_overhead[d] > 0 and d in dev_of[j]:
+            out += [float(w[e] * cl.recv_overhead[d]) * m.y[e, a, d] for a in dev_of[i] if a != d]
+    return out
+
+
 def _same(m: pyo.ConcreteModel, data: PestoData, i: int, k: int):
     """The same-device indicator of ``i`` and ``k`` (1 for ``i == k`` or a forced pair)."""
     if i == k:
@@ -269,12 +347,14 @@ def _same(m: pyo.ConcreteModel, data: PestoData, i: int, k: int):
 
 
 def _add_load_cuts(m: pyo.ConcreteModel, data: PestoData) -> None:
-    """Valid cut: the makespan is at least every device's busy time."""
+    """Valid cut: the makespan is at least every device's busy time (with its messages' (2'))."""
     n = data.graph.n
 
     @m.Constraint(m.devices, doc="valid cut: C_max >= busy time of each device")
     def load_cut(_m, d):
         terms = [_m.compute_time[i, d] * _m.x[i, d] for i in range(n) if d in data.allowed[i]]
+        if data.cluster.has_message_costs and terms:
+            terms += _device_messages(_m, data, d)
         if not terms:
             return pyo.Constraint.Skip
         return _m.cmax >= sum(terms)

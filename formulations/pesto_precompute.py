@@ -36,7 +36,8 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.reach import reachability
 
-__all__ = ["PestoOptions", "PestoData", "heads_tails", "strong_heads_tails", "prepare"]
+__all__ = ["PestoOptions", "PestoData", "heads_tails", "strong_heads_tails", "prepare", "edge_messages",
+           "message_time"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class PestoData:
     xfer_pairs: list         # (e, f) pairs with a link order variable
     group_leader: np.ndarray  # colocation leader per node (itself if none)
     same_set: frozenset = frozenset()
+    messages: np.ndarray | None = None  # per edge, the messages it stands for when it crosses (edge_messages)
 
 
 def heads_tails(graph: OpGraph, pmin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,12 +130,57 @@ def strong_heads_tails(graph: OpGraph, cluster: Cluster,
     return energy_heads_tails(graph, cluster, np.arange(graph.n), w, r, q, anc=reach.T, desc=reach)
 
 
-def prepare(graph: OpGraph, cluster: Cluster, options: PestoOptions, horizon: float) -> PestoData:
+def edge_messages(graph: OpGraph, messages: np.ndarray | None = None) -> np.ndarray:
+    """Per edge, how many messages it stands for when it crosses devices: ``messages``
+    checked (finite, ``>= 0``, one per edge), or 1 per edge (Pesto's accounting, the
+    simulator's ``transfer_mode="per_edge"``); a coarse edge may stand for several
+    (:func:`~dnnplace.formulations.multilevel.exact.coarse_messages`)."""
+    if messages is None:
+        return np.ones(graph.m)
+    w = np.asarray(messages, dtype=np.float64)
+    if w.shape != (graph.m,) or not np.all(np.isfinite(w) & (w >= 0)):
+        raise InputError(f"messages: expected {graph.m} finite counts >= 0, one per edge")
+    return w
+
+
+def message_time(graph: OpGraph, cluster: Cluster, device: np.ndarray,
+                 messages: np.ndarray | None = None) -> np.ndarray:
+    r"""Per node, the device time its messages add under the models' accounting
+    (docs/semantics.md 2.1, per-message costs, with one message per crossing edge, or
+    ``messages[e]``): node :math:`v` on device :math:`d` pays
+    :math:`\sigma_d \sum_{e=(v,w)} w_e z_e + \rho_d \sum_{e=(u,v)} w_e z_e` with
+    :math:`z_e = 1` iff ``e`` crosses devices, :math:`\sigma` the ``send_overhead`` and
+    :math:`\rho` the ``recv_overhead``. With one message per edge this is the simulator's
+    :func:`~dnnplace.evaluation.sim_costs.message_overheads` under ``"per_edge"``.
+
+    >>> from dnnplace.graphs.cluster import Device
+    >>> g = OpGraph.from_ids("abc", [("a", "b"), ("a", "c")], kinds=["cpu"], compute=[[1.0]] * 3, memory=[0] * 3)
+    >>> c = Cluster.from_links([Device("p", "cpu", send_overhead=0.5), Device("q", "cpu", recv_overhead=0.25)])
+    >>> message_time(g, c, np.array([0, 1, 1])).tolist()
+    [1.0, 0.25, 0.25]
+    """
+    dev = np.asarray(device, dtype=np.int64)
+    out = np.zeros(graph.n)
+    if not cluster.has_message_costs or graph.m == 0:
+        return out
+    w = edge_messages(graph, messages)
+    a, b = dev[graph.src], dev[graph.dst]
+    c = a != b
+    out += np.bincount(graph.src[c], weights=cluster.send_overhead[a[c]] * w[c], minlength=graph.n)
+    out += np.bincount(graph.dst[c], weights=cluster.recv_overhead[b[c]] * w[c], minlength=graph.n)
+    return out
+
+
+def prepare(graph: OpGraph, cluster: Cluster, options: PestoOptions, horizon: float,
+            messages: np.ndarray | None = None) -> PestoData:
     """Everything the builder needs from the instance: allowed devices (affinity, memory,
     colocation), heads and tails, reachability, the edges that may cross devices, and the
     node and transfer pairs left unordered by precedence and by the time windows of a
-    schedule of makespan ``<= horizon`` (the pairs that get order variables)."""
+    schedule of makespan ``<= horizon`` (the pairs that get order variables);
+    ``messages``: :func:`edge_messages`. Heads, tails and windows use compute and
+    transfer times alone: message costs only lengthen a schedule, so they stay valid."""
     n = graph.n
+    messages = edge_messages(graph, messages)
     p = cluster.compute_matrix(graph)
     allowed = [np.flatnonzero(~np.isnan(p[i])).tolist() for i in range(n)]
     if options.memory:
@@ -201,4 +248,4 @@ def prepare(graph: OpGraph, cluster: Cluster, options: PestoOptions, horizon: fl
                     if u != w and not forced_same(u, w):
                         same.add((min(u, w), max(u, w)))
     return PestoData(graph, cluster, options, float(horizon), p, allowed, head, tail, pmin, reach, cross,
-                     node_pairs, sorted(same), xfer_pairs, leader, frozenset(same))
+                     node_pairs, sorted(same), xfer_pairs, leader, frozenset(same), messages)

@@ -6,9 +6,11 @@ times, per-device priorities and transfer starts of a solved model, and
 solver round-off, from which :func:`dnnplace.evaluation.link_orders.orders_from_times` reads
 the ILP's device orders and link orders (constraint (7)) at once; :func:`ilp_orders`
 expands a (coarse) solved schedule to the original graph's placement and orders, with
-:func:`coarse_edge_of` mapping original edges to coarse ones.
+:func:`coarse_edge_of` mapping original edges to coarse ones; :func:`replay_orders` re-times a
+schedule's device and link orders with other durations (a model's own).
 
-The completion: ``x`` one-hot from the placement; ``y_{eab} = x_{ia} x_{jb}`` (5);
+The completion: ``x`` one-hot from the placement (completions with the per-message costs
+of (2')); ``y_{eab} = x_{ia} x_{jb}`` (5);
 ``s_{ik} = 1`` iff ``i`` and ``k`` share a device; ``o_{ik} = 1`` iff ``i`` comes first (by start,
 completion, topological position), which satisfies (4)/(10); ``T_e`` the simulated transfer
 start, or the source's completion where the edge does not cross (1); ``o_{ef}`` by transfer
@@ -23,11 +25,11 @@ import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
 from dnnplace.evaluation.link_orders import orders_from_times
-from dnnplace.formulations.pesto_precompute import PestoData
+from dnnplace.formulations.pesto_precompute import PestoData, message_time
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.placement import Placement
 
-__all__ = ["warm_start_values", "decode", "decode_times", "ilp_orders", "coarse_edge_of"]
+__all__ = ["warm_start_values", "decode", "decode_times", "ilp_orders", "coarse_edge_of", "replay_orders"]
 
 
 def warm_start_values(model: pyo.ConcreteModel, device: np.ndarray, start: np.ndarray,
@@ -42,7 +44,7 @@ def warm_start_values(model: pyo.ConcreteModel, device: np.ndarray, start: np.nd
     g = data.graph
     dev = np.asarray(device, dtype=np.int64)
     st = np.asarray(start, dtype=np.float64)
-    fin = st + data.p[np.arange(g.n), dev]
+    fin = st + data.p[np.arange(g.n), dev] + message_time(g, data.cluster, dev, data.messages)  # (2')
     vals = ComponentMap()
     for (i, d) in model.allowed:
         vals[model.x[i, d]] = 1.0 if dev[i] == d else 0.0
@@ -65,6 +67,10 @@ def warm_start_values(model: pyo.ConcreteModel, device: np.ndarray, start: np.nd
             vals[model.xstart[e]] = xs[e]
         for (e, f) in model.xfer_pairs:
             vals[model.xorder[e, f]] = 1.0 if (xs[e], e) <= (xs[f], f) else 0.0
+    if hasattr(model, "msg"):
+        mu = message_time(g, data.cluster, dev, data.messages)
+        for i in model.msg_ops:
+            vals[model.msg[i]] = float(mu[i])
     vals[model.cmax] = float(fin.max()) if g.n else 0.0
     return vals
 
@@ -100,14 +106,14 @@ def decode_times(model: pyo.ConcreteModel) -> tuple[Placement, np.ndarray, np.nd
     model has no congestion family: its transfers have no start of their own). The
     solver's values are repaired against round-off in one pass in topological order,
     exactly as the constraints read: ``T_e >= C_i`` (1), ``S_j >= T_e + tau_e`` or
-    ``S_j >= C_i`` (1), ``C_i = S_i + p_i`` (2), with ``p`` and ``tau`` recomputed from the
-    placement, so that every edge's times are consistent to the last bit (which
+    ``S_j >= C_i`` (1), ``C_i = S_i + p_i + mu_i`` (2'), with ``p``, ``mu`` and ``tau``
+    recomputed from the placement, so that every edge's times are consistent to the last bit (which
     :func:`~dnnplace.evaluation.link_orders.orders_from_times` relies on).
     """
     pl, start, _, xs = decode(model)
     g, cl = pl.graph, pl.cluster
     dev = pl.device
-    p = cl.compute_matrix(g)[np.arange(g.n), dev].tolist()
+    p = (cl.compute_matrix(g)[np.arange(g.n), dev] + message_time(g, cl, dev, model.pesto.messages)).tolist()
     cross = dev[g.src] != dev[g.dst]
     tt = np.where(cross, cl.transfer_time(dev[g.src], dev[g.dst], g.edge_bytes, g.edge_cost), 0.0).tolist()
     has_x = bool(xs)
@@ -182,3 +188,67 @@ def ilp_orders(times: tuple, graph: OpGraph, labels: np.ndarray,
     if not crossing.any() or not np.all(np.isfinite(lp[crossing])):
         lp = None
     return cpl, pr, lp, cs
+
+
+def replay_orders(g: OpGraph, dev: np.ndarray, st: np.ndarray, fin: np.ndarray, xs: dict, tt: np.ndarray,
+                  dur: np.ndarray, xdur: np.ndarray, congestion: bool,
+                  head: np.ndarray | None = None) -> tuple[list, dict]:
+    """The earliest schedule, with durations ``dur`` (per node) and ``xdur`` (per edge,
+    where it crosses devices), that keeps the device and link orders of the schedule
+    ``(st, fin, xs)`` (node times, transfer starts of crossing edges; ``tt`` its per-edge
+    transfer times): the orders are read at once by
+    :func:`~dnnplace.evaluation.link_orders.orders_from_times` (they never contradict each
+    other), every task then starts as early as those orders, precedence and its ``head``
+    (node lower bounds, default 0) allow; links queue only with ``congestion``. Returns
+    node starts and transfer starts (crossing edges), in ``dur``'s number type (the
+    integer CP-SAT hint, or a model's horizon and start with its own message costs)."""
+    n, src, dst = g.n, g.src, g.dst
+    a, b = dev[src], dev[dst]
+    cross = a != b
+    xs_a = np.full(g.m, np.nan)
+    xf_a = np.full(g.m, np.nan)
+    if congestion:
+        for e in np.flatnonzero(cross).tolist():
+            xs_a[e] = xs.get(e, fin[src[e]])
+            xf_a[e] = xs_a[e] + tt[e]
+    pr, lp = orders_from_times(g, st, fin, xs_a, xf_a)
+    dur_l = np.asarray(dur).tolist()
+    xdur_l = np.asarray(xdur).tolist()
+    arcs = []  # (task, task, lag): start(second) >= start(first) + lag
+    xid = {}
+    for e in range(g.m):
+        i, j = int(src[e]), int(dst[e])
+        t = xdur_l[e] if cross[e] else 0
+        if cross[e] and congestion:
+            xid[e] = len(dur_l)
+            dur_l.append(t)
+            arcs += [(i, xid[e], dur_l[i]), (xid[e], j, t)]
+        else:
+            arcs.append((i, j, dur_l[i] + t))
+    for d in np.unique(dev).tolist():
+        on = np.flatnonzero(dev == d)
+        on = on[np.argsort(pr[on], kind="stable")].tolist()
+        arcs += [(u, v, dur_l[u]) for u, v in zip(on, on[1:])]
+    links: dict[tuple[int, int], list[int]] = {}
+    for e in xid:
+        links.setdefault((int(a[e]), int(b[e])), []).append(e)
+    for es in links.values():
+        es.sort(key=lambda e: lp[e])
+        arcs += [(xid[e], xid[f], dur_l[xid[e]]) for e, f in zip(es, es[1:])]
+    T = len(dur_l)
+    out = [[] for _ in range(T)]
+    indeg = [0] * T
+    for u, v, lag in arcs:
+        out[u].append((v, lag))
+        indeg[v] += 1
+    zero = dur_l[0] * 0 if dur_l else 0
+    start = (np.asarray(head).tolist() if head is not None else [zero] * n) + [zero] * (T - n)
+    ready = [t for t in range(T) if indeg[t] == 0]
+    while ready:
+        u = ready.pop()
+        for v, lag in out[u]:
+            start[v] = max(start[v], start[u] + lag)
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    return start[:n], {e: start[k] for e, k in xid.items()}

@@ -44,15 +44,18 @@ with the number of ideals (``max_ideals``, default 6 million; measured in
 nodes). So there are three limits: ``max_ideals``, known at once to be exceeded where an
 antichain of the DP graph has more subsets (:func:`~dnnplace.heuristics.ideals.antichain_width`;
 the captured NASNet's DP graph has 1125 sources); a memory budget (``max_bytes``, default
-:func:`memory_budget`) checked before every growth of the arrays, with what the DP allocates
-per ideal afterwards (:func:`bytes_per_ideal`); and the time limit, which holds for the
-whole call. Past any of them the DP does not give up silently: it returns DPL's split as
-the incumbent with ``complete=False`` and a valid lower bound (:func:`load_lower_bound`), so
-the caller reports a gap.
+:func:`memory_budget`; the ``dp`` method passes what the run's ``--memory-limit`` leaves,
+:func:`dnnplace.runtime.memory.headroom`) checked before every growth of the arrays, with what
+the DP allocates per ideal afterwards (:func:`bytes_per_ideal`), and between the preparation's
+phases the memory watchdog's stop; and the time limit, which holds for the whole call. Past
+any of them the DP does not give up silently: it returns DPL's split as the incumbent with
+``complete=False`` and a valid lower bound (:func:`load_lower_bound`), so the caller reports a
+gap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -74,7 +77,9 @@ from dnnplace.heuristics.ideals import (
     linearize,
 )
 from dnnplace.heuristics.transfer_costs import dp_devices, node_transfer_cost, subdivide_out_costs
+from dnnplace.runtime import memory
 from dnnplace.runtime.deadline import NO_DEADLINE, Deadline, TimeLimitReached
+from dnnplace.runtime.memory import stop_requested
 from dnnplace.runtime.termination import Termination
 
 __all__ = ["DPResult", "maxload_dp", "load_lower_bound"]
@@ -227,9 +232,15 @@ deadline, it still goes on to the table's first chunk (as a time limit of 0 does
 
 
 def _check(deadline: float | None, count: int, before: str) -> None:
-    """Past ``deadline`` (a ``perf_counter`` time): stop the preparation of a lattice of ``count``
-    ideals (more than :data:`SMALL_LATTICE`) before ``before``."""
-    if deadline is not None and count > SMALL_LATTICE and time.perf_counter() > deadline:
+    """Past ``deadline`` (a ``perf_counter`` time), or past the run's memory limit (the watchdog's
+    stop, :func:`~dnnplace.runtime.memory.stop_requested`): stop the preparation of a lattice of
+    ``count`` ideals (more than :data:`SMALL_LATTICE`) before ``before``."""
+    if count <= SMALL_LATTICE:
+        return
+    if stop_requested():
+        raise TooManyIdeals(f"memory limit before {before} ({count} ideals); use DPL instead", count=count,
+                            reason=Termination.MEMORY_LIMIT)
+    if deadline is not None and time.perf_counter() > deadline:
         raise TooManyIdeals(f"time limit before {before} ({count} ideals); use DPL instead", count=count,
                             reason=Termination.TIME_LIMIT)
 
@@ -397,11 +408,11 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     """
     mine = (deadline or NO_DEADLINE).within(time_limit)  # the call's deadline: its limit, within the run's
     time_limit = mine.remaining()
-    if time_limit is not None:
+    if time_limit is not None or memory.active() is not None:  # the memory watchdog stops the guard too
         t0 = time.perf_counter()
         guard = mine.later(GRACE).guard("the DP's kernels")
         try:
-            with aot.no_build_wait(), guard:
+            with aot.no_build_wait() if time_limit is not None else contextlib.nullcontext(), guard:
                 return _maxload_dp(inst, linearized=linearized, objective=objective, upper_bound=upper_bound,
                                    trivial=trivial, max_ideals=max_ideals, time_limit=time_limit, replicas=replicas,
                                    sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes)
@@ -411,8 +422,9 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
             note = str(exc) if isinstance(exc, TimeLimitReached) else \
                 f"time limit reached during the DP's kernels (stopped there: {type(exc).__name__}: {exc})"
             lb = None if linearized else load_lower_bound(inst, replicas)
-            return DPResult(None, np.inf, 0, 0, 0, {"time_limit": time.perf_counter() - t0}, linearized,
-                            complete=False, lower_bound=lb, stopped=Termination.TIME_LIMIT, note=note)
+            why = Termination.MEMORY_LIMIT if stop_requested() else Termination.TIME_LIMIT
+            return DPResult(None, np.inf, 0, 0, 0, {str(why): time.perf_counter() - t0}, linearized,
+                            complete=False, lower_bound=lb, stopped=why, note=note)
     return _maxload_dp(inst, linearized=linearized, objective=objective, upper_bound=upper_bound,
                        trivial=trivial, max_ideals=max_ideals, time_limit=time_limit, replicas=replicas,
                        sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes)

@@ -44,6 +44,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from dnnplace.runtime import memory
+from dnnplace.runtime.memory import stop_requested
+
 __all__ = ["Deadline", "TimeLimitReached", "process_start", "NO_DEADLINE", "capped", "redeliver_dropped",
            "finalizing"]
 
@@ -64,18 +67,22 @@ class Deadline:
         self.end = None if seconds is None else (time.monotonic() if start is None else float(start)) + float(seconds)
 
     def remaining(self) -> float | None:
-        """Seconds left (``0.0`` once past; ``None`` without a deadline)."""
+        """Seconds left (``0.0`` once past, or once the memory watchdog stopped the process:
+        :func:`dnnplace.runtime.memory.stop_requested`; ``None`` without a deadline)."""
+        if stop_requested():
+            return 0.0
         if self.end is None:
             return None
         return max(0.0, self.end - time.monotonic())
 
     def expired(self) -> bool:
-        return self.end is not None and time.monotonic() >= self.end
+        return stop_requested() or (self.end is not None and time.monotonic() >= self.end)
 
     def check(self, what: str = "this stage") -> None:
-        """Raise :class:`TimeLimitReached` (naming ``what``) once the deadline has passed."""
+        """Raise :class:`TimeLimitReached` (naming ``what``) once the deadline has passed (or the
+        memory limit: the same stop)."""
         if self.expired():
-            raise TimeLimitReached(f"time limit reached during {what}")
+            raise TimeLimitReached(f"{'memory' if stop_requested() else 'time'} limit reached during {what}")
 
     def share(self, fraction: float) -> Deadline:
         """A deadline ``fraction`` of the remaining time from now (a stage's share);
@@ -122,9 +129,10 @@ class Deadline:
     def guard(self, what: str = "this stage") -> _Guard:
         """A ``with`` block that stops at the deadline: where a stage runs library code
         that checks no deadline (a Pyomo model's hand-off to a solver), a watchdog
-        raises :class:`TimeLimitReached` in the calling thread when the deadline passes
-        while the block runs (delivered at the next Python instruction: C code, e.g.
-        a solver's own search, finishes its call first). Only for stages whose partial
+        raises :class:`TimeLimitReached` in the calling thread when the deadline passes, or
+        the memory watchdog trips (:mod:`dnnplace.runtime.memory`), while the block runs
+        (delivered at the next Python instruction: C code, e.g. a solver's own search,
+        finishes its call first). Only for stages whose partial
         work is thrown away. Past the deadline already, the block is not entered."""
         return _Guard(self, what)
 
@@ -320,14 +328,19 @@ class _Guard:
     def __enter__(self) -> _Guard:
         self.deadline.check(self.what)
         left = self.deadline.remaining()
-        if left is not None:
+        if left is not None or memory.active() is not None:  # the memory watchdog stops it too (_stop_guards)
             self._tid = threading.get_ident()
             self._watch = redeliver_dropped(TimeLimitReached, self._tid, self._deliver)
             self._watch.__enter__()
-            self._arm(left)
+            if left is not None:
+                self._arm(left)
+            with _LOCK:
+                _GUARDS.add(self)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        with _LOCK:
+            _GUARDS.discard(self)
         with self._lock:
             self._done = True
             if self._fired:  # an exception raised but not delivered yet must not escape the block
@@ -340,8 +353,24 @@ class _Guard:
         if interrupt is not None:  # the deadline's exception landed while a Ctrl-C unwound the block: Ctrl-C wins
             raise interrupt
         if exc_type is TimeLimitReached and not (exc is not None and exc.args):
-            raise TimeLimitReached(f"time limit reached during {self.what}") from None
+            raise TimeLimitReached(f"{'memory' if stop_requested() else 'time'} limit reached during {self.what}") \
+                from None
         return False
+
+
+_GUARDS: set[_Guard] = set()  # the guards whose blocks run
+
+
+def _stop_guards() -> None:
+    """The memory watchdog tripped (:mod:`dnnplace.runtime.memory`): every guarded block is
+    stopped as at its deadline."""
+    with _LOCK:
+        guards = list(_GUARDS)
+    for g in guards:
+        g._fire()
+
+
+memory.on_stop(_stop_guards)
 
 
 def _interrupt_in(exc: BaseException | None) -> KeyboardInterrupt | None:

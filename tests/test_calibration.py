@@ -150,3 +150,15 @@ def test_the_command_writes_a_cluster_that_replays_its_runs(tmp_path, capsys):
                  str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "no 'messages' field" in err[-1] and not (tmp_path / "x.json").exists()
+
+
+def test_a_pack_counts_once_split_over_its_tensors():
+    msg = {"src": "cpu0", "dst": "cpu1", "send_start_ms": 1.0, "send_end_ms": 1.4, "wait_start_ms": 1.0,
+           "wait_end_ms": 3.0, "ready_ms": 3.2, "pack": 7}
+    ops = [{"node": "a", "device": "cpu0", "start_ms": 0.0, "end_ms": 1.0},
+           {"node": "b", "device": "cpu1", "start_ms": 3.2, "end_ms": 4.0}]
+    doc = {"ops": ops, "measured_step_ms": 4.0, "messages": [{**msg, "bytes": 100, "consumer": "b"},
+                                                             {**msg, "bytes": 300, "consumer": "b"}]}
+    cal = fit([read_run(doc)])
+    assert cal.send_overhead["cpu0"] == pytest.approx(0.2) and cal.recv_overhead["cpu1"] == pytest.approx(0.1)
+    assert cal.samples["blocked"] == 1 and cal.links[("cpu0", "cpu1")] == (pytest.approx(1.6), 0.0)

@@ -31,8 +31,8 @@ needs_ray = pytest.mark.skipif(not HAS_RAY and os.environ.get("DNNPLACE_REQUIRE_
 
 # fields that say when and where a run ran (the checkout's revision too: a commit may land
 # between two sweeps), or how long it took: the rest must agree
-TIMING = {"timestamp", "executor", "host", "git_revision", "wall_seconds", "solve_seconds", "build_seconds",
-          "handoff_seconds"}
+TIMING = {"timestamp", "executor", "host", "git_revision", "provenance", "wall_seconds", "solve_seconds",
+          "build_seconds", "handoff_seconds"}
 BASELINES = grid_config("tiny", ["single", "greedy", "expert"])
 SLOW_SWEEP = f"""
 name = "sweep"
@@ -58,7 +58,8 @@ def comparable(rec: dict) -> dict:
     """A record less where and how long it ran (trace points keep their values)."""
     out = {k: v for k, v in rec.items() if k not in TIMING}
     out["trace"] = [p[1:] for p in rec.get("trace") or ()]
-    out["extra"] = {k: v for k, v in (rec.get("extra") or {}).items() if not k.endswith("seconds")}
+    # the memory limit in force and the peak follow the process that ran it
+    out["extra"] = {k: v for k, v in (rec.get("extra") or {}).items() if not k.endswith("seconds") and k != "memory"}
     return out
 
 

@@ -38,9 +38,10 @@ def test_pesto_returns_one_gpu_where_the_list_schedules_split_badly():
     one, best_list = obvious(inst)
     assert one < 0.7 * best_list  # one GPU 7.85 ms, the best list schedule 13.01 ms
     res = pesto(inst, 2.0)  # the ILP does not get there in 2 s: it returned 13.01 ms before
-    assert res.objective == pytest.approx(one, rel=1e-9) and res.extra["source"].startswith("single:")
+    # one GPU, or better: the ILP started from the one-GPU sub-cluster's answer may improve on it
+    assert res.objective <= one * (1 + 1e-9)
     assert res.extra["model_size"]["obvious"]["single:gpu0"] == pytest.approx(one)
-    assert res.evaluation["feasible"] and res.evaluation["objective"] == pytest.approx(one)
+    assert res.evaluation["feasible"] and res.evaluation["objective"] == pytest.approx(res.objective)
 
 
 @pytest.mark.parametrize("seed", range(3))

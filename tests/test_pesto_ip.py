@@ -33,6 +33,7 @@ from conftest import solver_approx
 from instances import consistent_outputs, exact_fcfs, placements, tight_memory_instance
 from instances import pesto_tiny_instance as tiny_instance
 
+from dnnplace.evaluation.sim_costs import build_transfers, message_overheads
 from dnnplace.evaluation.simulate import simulate, transfer_semantics, validate_schedule
 from dnnplace.formulations.device_symmetry import canonical_relabel
 from dnnplace.formulations.multilevel.pesto import PipelineOptions, Starts, memory_ok, pesto, safe_horizon
@@ -91,10 +92,12 @@ def _longest_path(n_tasks, dur, arcs):
 
 def best_for_placement(g: OpGraph, cl: Cluster, dev: np.ndarray, congestion: bool, dedup: bool = False) -> float:
     """Exact optimum for one placement, any order on every device and link; ``dedup``:
-    one transfer per (source, output, destination device), as long as its longest edge."""
-    p = cl.compute_matrix(g)
+    one transfer per (source, output, destination device), as long as its longest edge.
+    Nodes take their per-message costs as the simulator counts them (docs/semantics.md 2.1)."""
+    pl = Placement(g, cl, np.asarray(dev))
+    p = cl.compute_matrix(g)[np.arange(g.n), pl.device] + message_overheads(pl, build_transfers(pl, dedup))
     n = g.n
-    dur = [float(p[i, dev[i]]) for i in range(n)]
+    dur = [float(p[i]) for i in range(n)]
     arcs = []
     link_tasks: dict[tuple[int, int], list[int]] = {}
     task_of: dict[tuple, int] = {}  # dedup: the transfer task of (u, output, destination device)

@@ -41,6 +41,10 @@ METHODS: tuple[Method, ...] = (
     Method("ip", ("maxload", "latency"), tarnawski.run_ip,
            "Tarnawski et al. integer programs (max-load Fig. 6; latency Figs. 3-4) on any Pyomo MIP backend",
            options=tarnawski.IPOptions, kind="ip", objective_exact=False, default_contiguity="both", warm_start=True),
+    Method("auto", ("maxload", "latency"), tarnawski.run_auto,
+           "the exact method for the graph: the DP where its ideals are few, else (or where the DP does not prove "
+           "its split) the IP; the result says which proved the answer", kind="exact", objective_exact=False,
+           default_contiguity="both"),
     Method("latency-ls", ("latency",), tarnawski.run_latency_search,
            "iterated local search over contiguous splits (one subgraph per accelerator, Fig. 3 semantics), "
            "one search lane per start (greedy, dp, all-CPU)", options=tarnawski.LatencySearchOptions,

@@ -47,6 +47,10 @@ class PestoMethodOptions(Options):
                                    "(formulations/multilevel/vcycle.py)")
     expert_rival: bool = option(True, "coarsened runs: the last stage also compares with the layer-wise expert "
                                       "(layer-split) where the graph has layer ids")
+    subclusters: bool = option(True, "with fallback, on k interchangeable devices: also solve the sub-clusters with "
+                                     "k/2, k/4, ..., 1 of them (30% of the time together) and return the best answer "
+                                     "lifted to the whole cluster: never worse than any of them "
+                                     "(formulations/multilevel/subclusters.py; extra.model_size.subclusters)")
 
     def __post_init__(self):
         if self.coarsen_to is not None and self.coarsen_to < 1:
@@ -124,7 +128,8 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
                                congestion=req.congestion, ilp_congestion=opts.ilp_congestion,
                                transfer_mode=req.transfer_mode, engine=opts.engine, solver=sopts,
                                model=PestoOptions(memory=opts.memory), warm_start=(req.warm_start or "list") != "none",
-                               relaxed_start=opts.relaxed_start, fallback=opts.fallback)
+                               relaxed_start=opts.relaxed_start, fallback=opts.fallback,
+                               subclusters=opts.subclusters)
     starts = Starts(extra_starts=given.get("extra_starts", ()), guide=given.get("guide"), rivals=rivals)
     if opts.vcycle_levels > 1:
         from dnnplace.formulations.multilevel.vcycle import pesto_vcycle
@@ -158,8 +163,8 @@ def _pesto_answer_from(source: str | None, warm_algorithm: str | None) -> str | 
 
     >>> _pesto_answer_from("ilp", "heft"), _pesto_answer_from("warm_start", "heft")
     (None, 'warm start: heft')
-    >>> _pesto_answer_from("single:gpu0", "heft")
-    'never-worse: single:gpu0'
+    >>> _pesto_answer_from("single:gpu0", "heft"), _pesto_answer_from("sub-cluster 2 of 4 gpu", "heft")
+    ('never-worse: single:gpu0', 'never-worse: sub-cluster 2 of 4 gpu')
     """
     if source in (None, "ilp"):
         return None

@@ -15,10 +15,11 @@ from typing import Any
 from dnnplace.graphs.errors import InputError
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
 from dnnplace.runtime.deadline import NO_DEADLINE, TimeLimitReached, capped
+from dnnplace.runtime.memory import stop_requested
 from dnnplace.runtime.termination import Termination
 
 __all__ = ["DPOptions", "LocalSearchOptions", "IPOptions", "LatencySearchOptions", "run_dp", "run_dpl",
-           "run_local_search", "run_pipedream", "run_partitioner", "run_latency_search", "run_ip"]
+           "run_local_search", "run_pipedream", "run_partitioner", "run_latency_search", "run_ip", "run_auto"]
 
 
 EXIT_RESERVE = 0.5
@@ -32,9 +33,9 @@ the output, which the exit used up: 10.6-11.0 s wall at ``--time-limit 10``)."""
 class DPOptions(Options):
     max_ideals: int = option(6_000_000, "size limit of the exact DP (~2.4 GB at the default on narrow graphs); "
                                         "past it: DPL's split with a lower bound")
-    max_memory_gb: float | None = option(None, "memory budget of the exact DP's lattice and tables (default 4 GB, "
-                                               "at most half the memory available); past it: DPL's split with a "
-                                               "lower bound")
+    max_memory_gb: float | None = option(None, "memory budget of the exact DP's lattice and tables (default: 90% "
+                                               "of what --memory-limit leaves; without the flag 4 GB, at most half "
+                                               "the memory available); past it: DPL's split with a lower bound")
     replicas: int = option(1, "App. C.2: a stage may run on up to this many accelerators (1 = no replication)")
     sync_per_byte: float | None = option(None, "App. C.2: all-reduce time per byte of a replicated stage's "
                                                "weights; default the cluster's accelerator-to-accelerator beta1")
@@ -90,17 +91,20 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
         raise InputError("replicated stages (option replicas) are a max-load model (Tarnawski App. C.2)")
     res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream",
                      max_ideals=max_ideals, time_limit=req.solver.time_limit, deadline=req.deadline, replicas=replicas,
-                     sync_per_byte=sync_per_byte, max_bytes=None if max_memory_gb is None else max_memory_gb * 1e9)
+                     sync_per_byte=sync_per_byte, max_bytes=_dp_bytes(req, max_memory_gb))
     extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
              "seconds": res.seconds}
     if res.placement is not None and res.placement.replication is not None:
         extra["replication"] = res.placement.replication.to_json(inst.require_cluster().names)
+    if res.stopped is Termination.TIME_LIMIT and stop_requested():  # the memory watchdog's stop, not the clock
+        res.stopped = Termination.MEMORY_LIMIT
     why = {Termination.IDEAL_LIMIT: f"more than {max_ideals} ideals", Termination.MEMORY_LIMIT: "memory budget",
            Termination.TIME_LIMIT: "time limit"}.get(res.stopped)
     if res.note:
         extra["stopped_because"] = res.note
     if res.placement is None and not res.complete:
-        one = _one_device_split(inst, req) if res.stopped is Termination.TIME_LIMIT else None
+        one = _one_device_split(inst, req) if res.stopped in (Termination.TIME_LIMIT, Termination.MEMORY_LIMIT) \
+            else None
         if one is None:
             return MethodOutput(None, status="no_solution", bound=res.lower_bound, contiguity="both",
                                 termination=res.stopped, extra=extra, message=f"{why}; DPL finds no split that fits")
@@ -123,6 +127,27 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
     bound = None if linearized else res.value
     return MethodOutput(res.placement, status=status, objective=res.value, bound=bound, contiguity="both",
                         termination=res.stopped or Termination.COMPLETED, extra=extra)
+
+
+DP_ROOM_SHARE = 0.9
+"""The exact DP's lattice and tables may take this share of what the run's memory limit leaves
+(:func:`~dnnplace.runtime.memory.headroom`); the rest is for the temporaries around them."""
+
+
+def _dp_bytes(req: SolveRequest, max_memory_gb: float | None) -> float | None:
+    """The exact DP's memory budget in bytes: the option ``max_memory_gb`` where given; else, under
+    ``--memory-limit``, :data:`DP_ROOM_SHARE` of what the limit leaves; else the DP's default
+    (:func:`~dnnplace.heuristics.maxload_dp.memory_budget`), within what the default limit leaves."""
+    from dnnplace.heuristics.maxload_dp import memory_budget
+    from dnnplace.runtime.memory import headroom
+
+    if max_memory_gb is not None:
+        return max_memory_gb * 1e9
+    room = headroom()
+    if room is None:
+        return None
+    room = max(1.0, DP_ROOM_SHARE * room)
+    return room if req.solver.memory_limit is not None else min(memory_budget(), room)
 
 
 def _one_device_split(inst, req: SolveRequest):
@@ -263,6 +288,12 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
 
     t0 = time.perf_counter()
     deadline = req.deadline or NO_DEADLINE
+    too_big = _ip_too_big(inst, req, opts)
+    if too_big is not None:  # refused before the build: the best cheap split, termination memory_limit
+        extra["model_estimate"] = too_big
+        ready = _dpl_incumbent(inst, req, score, 10.0 if deadline.remaining() is None else 0.2 * deadline.remaining())
+        return _ip_incumbent(inst, score, start, contiguity, extra, f"the IP was not built: {too_big}", None, 0.0,
+                             ready, termination=Termination.MEMORY_LIMIT)
     ready = None
     if req.problem == "maxload" and start is None and deadline.remaining() is not None:
         # a time-limited max-load IP may end without an incumbent (a large model's build
@@ -315,6 +346,24 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
     return res
 
 
+IP_ROWS_PER_UNIT = 6.0
+"""Variables and constraints of a Tarnawski IP per node or edge and device slot (at most; measured
+5.4 for the max-load IP and 4.6 for the latency IP of a 300-node random DAG on 5 devices, 2.9 for
+the captured ResNet-50's max-load IP)."""
+
+
+def _ip_too_big(inst, req: SolveRequest, opts: IPOptions) -> str | None:
+    """Why the IP must not be built under the run's memory limit (its estimated model,
+    :func:`~dnnplace.formulations.solvers.model_memory.model_bytes`, more than the limit leaves), or
+    ``None``."""
+    from dnnplace.formulations.solvers.model_memory import model_bytes, over_budget
+    from dnnplace.runtime.memory import headroom
+
+    g = inst.graph
+    slots = inst.require_cluster().size * (opts.subgraphs_per_device if req.problem == "latency" else 1)
+    return over_budget(model_bytes(IP_ROWS_PER_UNIT * (g.n + g.m) * slots), headroom())
+
+
 def _build_ip(inst, req: SolveRequest, opts: IPOptions, opts_ml, start, note, extra: dict):
     """The IP's model (max-load with ``opts_ml``, else latency; the latency IP's horizon
     may replace the start: ``extra["_start"]``)."""
@@ -362,11 +411,11 @@ def _dpl_incumbent(inst, req: SolveRequest, score, seconds: float):
 
 
 def _ip_incumbent(inst, score, start, contiguity: str, extra: dict, why: str, res: MethodOutput | None,
-                  build: float, ready=None) -> MethodOutput:
+                  build: float, ready=None, termination: Termination = Termination.TIME_LIMIT) -> MethodOutput:
     """The IP stopped at its time limit without a solution (during the model build, the
-    hand-off, or a solve that found no incumbent): the best feasible one of the warm
-    start, the split found ``ready`` (DPL's), the greedy split and the single-device split, as ``feasible`` with
-    termination ``time_limit`` (the solver's bound kept where it got one)."""
+    hand-off, or a solve that found no incumbent), or was not built under the memory limit: the
+    best feasible one of the warm start, the split found ``ready`` (DPL's), the greedy split and the
+    single-device split, as ``feasible`` with ``termination`` (the solver's bound kept where it got one)."""
     from dnnplace.heuristics.baselines import greedy_fill, single_device
 
     cluster = inst.require_cluster()
@@ -385,7 +434,7 @@ def _ip_incumbent(inst, score, start, contiguity: str, extra: dict, why: str, re
             best = (name, p, ev.objective)
     extra = {k: v for k, v in extra.items() if not k.startswith("_")}
     bound = res.bound if res is not None else None
-    common = dict(bound=bound, termination=Termination.TIME_LIMIT, contiguity=contiguity, build_seconds=build,
+    common = dict(bound=bound, termination=termination, contiguity=contiguity, build_seconds=build,
                   solver=res.solver if res is not None else None, extra=extra,
                   solver_version=res.solver_version if res is not None else None,
                   solve_seconds=res.solve_seconds if res is not None else None,
@@ -396,3 +445,89 @@ def _ip_incumbent(inst, score, start, contiguity: str, extra: dict, why: str, re
     source = f"warm start: {extra.get('warm_start', 'given')}" if best[0] == "warm start" else f"fallback: {best[0]}"
     return MethodOutput(best[1], status="feasible", objective=best[2],
                         message=f"{why}; the {best[0]} split returned", answer_from=source, **common)
+
+
+# ---------------------------------------------------------------------------- auto
+AUTO_MAX_IDEALS = 2_000_000
+"""``auto`` tries the exact DP only on a DP graph of at most this many ideals (counted by the DP as
+it enumerates them, and at once from an antichain's width, :func:`~dnnplace.heuristics.ideals.antichain_width`);
+past it, the IP."""
+
+AUTO_DP_SHARE = 0.5
+"""The share of the run's time ``auto`` gives the exact DP; what is left goes to the IP if the DP
+did not prove its split."""
+
+
+def _auto_rule(inst, req: SolveRequest) -> str | None:
+    """Why ``auto`` goes straight to the IP (the DP cannot prove this request's optimum), or ``None``."""
+    if req.problem != "maxload":
+        return "the DP is exact for max-load only (for latency it is the Sec. 7 baseline); the latency IP is exact"
+    if req.contiguity not in (None, "both"):
+        return f"the DP finds contiguous splits (contiguity 'both'), not {req.contiguity!r}"
+    if req.objective not in ("pipedream", "overlap"):
+        return f"the DP does not take the {req.objective!r} objective"
+    return None
+
+
+def run_auto(inst, req: SolveRequest, opts: Options) -> MethodOutput:
+    """The exact method for the request: the DP where its ideals are few (at most
+    :data:`AUTO_MAX_IDEALS`; it gets :data:`AUTO_DP_SHARE` of the time), else, or where the DP did
+    not prove its split, the IP (warm started from the DP's split, with the time left; never on a
+    cluster without a CPU, through which the IPs route every transfer: there the DP has all the
+    time). Latency,
+    a contiguity other than ``both`` and the GPipe objective go to the IP at once
+    (:func:`_auto_rule`). ``extra``: ``auto_choice`` (the method whose answer is returned),
+    ``auto_reason``, ``proved_by`` (the method that proved it optimal, ``None`` if neither did)
+    and the DP's attempt (``auto_dp``)."""
+    import dataclasses
+
+    from dnnplace.methods.base import WarmStart
+
+    direct = _auto_rule(inst, req)
+    if direct is None and inst.require_cluster().meta.get("hierarchy"):
+        out = run_dp(inst, req, DPOptions())
+        return _auto_out(out, "dp", "a cluster of servers: the hierarchical DP (Tarnawski App. C.3)")
+    if direct is not None:
+        return _auto_out(run_ip(inst, req, IPOptions()), "ip", direct)
+    no_host = inst.require_cluster().devices_of_kind("cpu").size == 0  # the IPs route transfers through a host CPU
+    deadline = req.deadline or NO_DEADLINE
+    dp_req = dataclasses.replace(req, deadline=None if req.deadline is None or no_host
+                                 else deadline.share(AUTO_DP_SHARE), warm=None)
+    dp = _dp(inst, dp_req, linearized=False, max_ideals=AUTO_MAX_IDEALS)
+    dp_proved = dp.status == "optimal"
+    attempt = {"status": dp.status, "objective": dp.objective, "bound": dp.bound,
+               "termination": None if dp.termination is None else str(dp.termination),
+               "ideals": dp.extra.get("ideals"), "stopped_because": dp.extra.get("stopped_because")}
+    if dp_proved:
+        return _auto_out(dp, "dp", f"{dp.extra.get('ideals')} ideals (at most {AUTO_MAX_IDEALS}): the DP proved "
+                                   "its split", attempt)
+    why = {Termination.IDEAL_LIMIT: f"more than {AUTO_MAX_IDEALS} ideals", Termination.MEMORY_LIMIT:
+           "the DP's lattice is over the memory budget", Termination.TIME_LIMIT: "the DP ran out of its share of "
+           "the time"}.get(dp.termination, f"the DP ended {dp.status}")
+    if no_host:
+        return _auto_out(dp, "dp", f"{why}; the IP needs a host CPU and the cluster has none", attempt)
+    if deadline.expired():
+        return _auto_out(dp, "dp", f"{why}; no time left for the IP", attempt)
+    warm = WarmStart(dp.placement, "method dp (auto)") if dp.placement is not None else req.warm
+    ip = run_ip(inst, dataclasses.replace(req, warm=warm), IPOptions())
+    if ip.bound is not None and dp.bound is not None and dp.bound > ip.bound:
+        ip.bound = dp.bound  # both are valid lower bounds
+    if ip.placement is None or (dp.placement is not None and dp.objective is not None and ip.objective is not None
+                                and dp.objective < ip.objective):
+        if dp.placement is not None:
+            bounds = [b for b in (dp.bound, ip.bound) if b is not None]
+            dp.bound = max(bounds) if bounds else None
+            return _auto_out(dp, "dp", f"{why}; the IP found no better split ({ip.status})", attempt)
+    return _auto_out(ip, "ip", f"the DP stopped: {why}; then the IP", attempt)
+
+
+def _auto_out(out: MethodOutput, choice: str, reason: str, attempt: dict | None = None) -> MethodOutput:
+    """``out`` as ``auto``'s answer, with its choice and why (see :func:`run_auto`)."""
+    proved = out.status == "optimal" or (out.bound is not None and out.objective is not None
+                                         and out.objective <= out.bound * (1 + 1e-9) + 1e-12)
+    out.extra = {**out.extra, "auto_choice": choice, "auto_reason": reason, "proved_by": choice if proved else None}
+    if attempt is not None:
+        out.extra["auto_dp"] = attempt
+    if proved and out.status == "feasible":
+        out.status = "optimal"
+    return out

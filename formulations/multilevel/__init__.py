@@ -4,8 +4,9 @@
 through the solver layer and the coarsenings of :mod:`dnnplace.heuristics.coarsening`.
 
 Its modules, each importing only those listed before it: ``options`` (what a run takes and
-gives), ``exact`` (horizon, model-size check, the exact solve), ``never_worse`` (the
+gives), ``exact`` (horizon, model-size check, coarse message counts, the exact solve), ``never_worse`` (the
 comparisons with obvious answers and the last-stage refinement), ``stages`` (the stages of
-one run), ``pesto`` (the entry, :func:`~dnnplace.formulations.multilevel.pesto.pesto`) and
+one run), ``subclusters`` (the runs on sub-clusters with fewer devices, whose answers the
+run's never loses to), ``pesto`` (the entry, :func:`~dnnplace.formulations.multilevel.pesto.pesto`) and
 ``vcycle``.
 """

@@ -109,6 +109,14 @@ class PipelineOptions:
         (:func:`~dnnplace.heuristics.refine.refine_placement`: coarse nodes as units,
         then single nodes, scored by the simulator under the critical-path policy and
         replayed in its order). ``0`` skips the stage.
+    subclusters : bool
+        With ``fallback``, on a cluster with several interchangeable devices: also solve the
+        sub-clusters with fewer of them (``k/2``, ``k/4``, ..., ``1`` of ``k``), each started
+        from the best answer below it, within :data:`~dnnplace.formulations.multilevel.subclusters.SUB_SHARE`
+        of the time, and return the best answer, lifted to the whole cluster and replayed
+        there, so the answer is never worse than the one on any sub-cluster tried
+        (:mod:`~dnnplace.formulations.multilevel.subclusters`; off by default here, on in the
+        ``pesto`` method).
     """
 
     coarsen_to: int | None = None
@@ -124,6 +132,7 @@ class PipelineOptions:
     relaxed_start: float = 0.0
     fallback: bool = True
     refine_share: float = 0.2
+    subclusters: bool = False
 
     @property
     def ilp_cong(self) -> bool:

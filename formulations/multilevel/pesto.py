@@ -16,6 +16,13 @@ Pipeline (Pesto Sec. 3.2-3.3):
    keep the best: its makespan is the horizon ``U`` of every big-M and its schedule the
    MIP start (``PipelineOptions.warm_start=False``, the method's ``--warm-start none``, disables the
    start, not the horizon);
+   With per-message costs (docs/semantics.md 2.1) a coarse edge stands for the messages of
+   its original edges (:func:`~dnnplace.formulations.multilevel.exact.coarse_messages`:
+   each edge under ``"per_edge"``, exact; each tensor under the default mode), which the
+   models charge (their (2')); the simulator of the coarse graph charges one, so the
+   start is re-timed in its own orders with the model's costs
+   (:func:`~dnnplace.formulations.multilevel.exact.model_start`) before it becomes the
+   horizon and the MIP start;
 3. build (:func:`dnnplace.formulations.pesto_ip.build_pesto_model`) and solve the ILP with the
    project's driver (:func:`dnnplace.formulations.solvers.driver.solve_model`), or, with
    ``engine="cpsat"``, the same model in CP-SAT
@@ -62,6 +69,12 @@ path, busiest device's share of the work), valid in every case, so a coarsened r
 states its gap (measured: ``results/pesto/README.md``, "The method"). When the replay of
 the ILP's order is worse than the warm start's replay, the better of the two is returned
 (``extra["source"]`` says which; the warm start has FCFS links).
+
+Never worse with more devices (``PipelineOptions.subclusters``, on in the ``pesto`` method): on a
+cluster with ``k`` interchangeable devices the pipeline also runs on the sub-clusters with
+``k/2, k/4, ..., 1`` of them and returns the best answer lifted to the whole cluster
+(:mod:`~dnnplace.formulations.multilevel.subclusters`; ``extra["source"]``:
+``"sub-cluster 2 of 4 gpu"`` where one won).
 """
 
 from __future__ import annotations
@@ -73,6 +86,7 @@ from dnnplace.formulations.multilevel.exact import safe_horizon
 from dnnplace.formulations.multilevel.never_worse import memory_ok
 from dnnplace.formulations.multilevel.options import PestoRun, PipelineOptions, Starts
 from dnnplace.formulations.multilevel.stages import PestoPipeline
+from dnnplace.formulations.multilevel.subclusters import with_subclusters
 from dnnplace.formulations.solvers.progress import Progress
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
@@ -101,6 +115,9 @@ def pesto(graph: OpGraph, cluster: Cluster, options: PipelineOptions | None = No
     The stages, in order (:class:`~dnnplace.formulations.multilevel.stages.PestoPipeline`):
     coarsen, the start and horizon on the graph the ILP sees, the ILP's share of the time,
     the relaxed start, solve, lift the answer to the original graph, and the comparisons that keep it never worse.
+    With ``options.subclusters`` these run first on sub-clusters with fewer interchangeable
+    devices, within their share of ``deadline``, and the answer is never worse than theirs
+    (:func:`~dnnplace.formulations.multilevel.subclusters.with_subclusters`).
     """
     options = options or PipelineOptions()
     if options.coarsen_with not in ("pesto", "celeritas-fusion"):
@@ -117,4 +134,5 @@ def pesto(graph: OpGraph, cluster: Cluster, options: PipelineOptions | None = No
     start = None if deadline.end is None else deadline.end - deadline.seconds
     total = deadline.seconds if deadline.end is not None else options.solver.time_limit
     with transfer_semantics(options.transfer_mode), Progress("pesto", total, start=start):
-        return PestoPipeline(graph, cluster, options, starts or Starts(), deadline).run()
+        return with_subclusters(graph, cluster, options, starts or Starts(), deadline,
+                                lambda cl, opts, st, dl: PestoPipeline(graph, cl, opts, st, dl).run())

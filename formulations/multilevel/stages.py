@@ -17,7 +17,7 @@ from dnnplace.evaluation.bounds import makespan_lower_bound
 from dnnplace.evaluation.sim_costs import transfer_semantics
 from dnnplace.evaluation.simulate import simulate
 from dnnplace.formulations.device_symmetry import canonical_relabel
-from dnnplace.formulations.multilevel.exact import safe_horizon, solve_exact
+from dnnplace.formulations.multilevel.exact import coarse_messages, model_start, safe_horizon, solve_exact
 from dnnplace.formulations.multilevel.never_worse import against_obvious, feasible, memory_ok, refine_last_stage
 from dnnplace.formulations.multilevel.options import PestoRun, PipelineOptions, Starts
 from dnnplace.formulations.pesto_solution import ilp_orders
@@ -69,6 +69,7 @@ class PestoPipeline:
         self.coarsening = options.coarsen_to is not None and graph.n > options.coarsen_to
         self.refining = options.fallback and options.refine_share > 0 and self.coarsening
         self.orig_list = None  # the best list schedule of the original graph (guide and last-stage rival)
+        self.messages = None  # per coarse edge, the messages it stands for (None: one per edge)
 
     def run(self) -> PestoRun:
         """The stages in order; returns the run's answer and what it measured."""
@@ -77,7 +78,10 @@ class PestoPipeline:
         cg, labels, named, t_coarsen = self.coarsen()
         stage(f"list schedules ({cg.n} nodes)")
         start, scores = self.ilp_start(cg, named)
-        horizon = safe_horizon(cg, self.cluster) if not memory_ok(start.placement) else start.sim.makespan
+        if cg is not self.graph and self.cluster.has_message_costs:  # a coarse edge may stand for several messages
+            self.messages = coarse_messages(self.graph, labels, cg, o.transfer_mode)
+        horizon = safe_horizon(cg, self.cluster, self.messages) if not memory_ok(start.placement) \
+            else self.model_start(cg, start)[0]
         horizon = horizon if horizon > 0 else 1.0
         solver, ilp_deadline = self.ilp_budget()
         start_ok = o.warm_start and memory_ok(start.placement)
@@ -87,10 +91,9 @@ class PestoPipeline:
                                                                   ilp_deadline)
         size["horizon"] = horizon
         warm = self.warm_answer(labels, start)
-        xs0 = {int(e): float(s) for e, s in zip(start.sim.xfer_edge, start.sim.xfer_start)}
         out, times, build, extra_size = solve_exact(cg, self.cluster, horizon, self.model, solver, o.engine,
-                                                     (start.device, start.sim.start, xs0) if start_ok else None,
-                                                     ilp_deadline)
+                                                     (start.device, *self.model_start(cg, start)[1:])
+                                                     if start_ok else None, ilp_deadline, self.messages)
         size.update(extra_size)
         size.update(vars=out.n_vars, constraints=out.n_cons, binaries=out.n_binaries)
         coarse = cg is not self.graph
@@ -106,6 +109,11 @@ class PestoPipeline:
         ans, status = self.never_worse(ans, status, warm, labels, bound, size)
         return PestoRun(ans.pl, ans.pr, ans.ms, status, out.termination, bound, source=ans.source,
                         coarse_placement=cpl, coarse_start=cstart, link_priorities=ans.lp, **run_kw)
+
+    def model_start(self, cg: OpGraph, start: _Start) -> tuple[float, np.ndarray, dict]:
+        """The start's makespan, node starts and transfer starts as the model of ``cg``
+        counts its messages (:func:`~dnnplace.formulations.multilevel.exact.model_start`)."""
+        return model_start(cg, self.cluster, start.device, start.sim, self.ilp_cong, self.messages)
 
     # ---- stage 1: coarsen (or not)
     def coarsen(self) -> tuple[OpGraph, np.ndarray, list, float]:
@@ -183,17 +191,19 @@ class PestoPipeline:
         share = dataclasses.replace(solver, time_limit=max(1.0, self.o.relaxed_start * solver.time_limit))
         out_r, times_r, _, _ = solve_exact(cg, cluster, horizon, dataclasses.replace(self.model, congestion=False),
                                             share, self.o.engine,
-                                            (start.device, start.sim.start, {}) if start_ok else None,
-                                            deadline.within(share.time_limit))
+                                            (start.device, self.model_start(cg, start)[1], {}) if start_ok else None,
+                                            deadline.within(share.time_limit), self.messages)
         size["relaxed_start"] = {"status": out_r.status, "objective": out_r.incumbent, "bound": out_r.bound}
         if times_r is not None:
             cpl_r, pr_r, _, _ = ilp_orders(times_r, cg, np.arange(cg.n), cg)
             sim_r = simulate(cpl_r, policy="order", priorities=pr_r, congestion=True, transfer_mode="per_edge")
             size["relaxed_start"]["replayed"] = sim_r.makespan
-            if memory_ok(cpl_r) and (sim_r.makespan < start.sim.makespan or not memory_ok(start.placement)):
+            if memory_ok(cpl_r):  # compared as the model counts its messages
                 dev0 = canonical_relabel(cg, cluster, cpl_r.device) if self.model.symmetry else cpl_r.device
-                start, horizon = _Start(dev0, Placement(cg, cluster, dev0), sim_r, "relaxation"), sim_r.makespan
-                start_ok = self.o.warm_start
+                cand = _Start(dev0, Placement(cg, cluster, dev0), sim_r, "relaxation")
+                ms_r = self.model_start(cg, cand)[0]
+                if not memory_ok(start.placement) or ms_r < self.model_start(cg, start)[0]:
+                    start, horizon, start_ok = cand, ms_r, self.o.warm_start
         solver = dataclasses.replace(solver, time_limit=max(1.0, solver.time_limit - (time.perf_counter() - t_r)))
         return solver, start, horizon, start_ok
 

@@ -11,14 +11,18 @@ were merged at the coarser level. The time limit is split evenly over the levels
 Every level is a full ``pesto`` run: its answer is re-simulated on the original graph and
 its bound is the original graph's combinatorial bound (the coarse ILP bounds only its
 coarse problem). The run that is returned records the levels in
-``size["vcycle"]``: coarse nodes, makespan and source of each.
+``size["vcycle"]``: coarse nodes, makespan and source of each. With
+``options.subclusters`` the whole V-cycle runs on each sub-cluster of the ladder first
+(:func:`~dnnplace.formulations.multilevel.subclusters.with_subclusters`), its levels without it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from dnnplace.evaluation.sim_costs import check_transfer_mode, transfer_semantics
 from dnnplace.formulations.multilevel.pesto import PestoRun, PipelineOptions, Starts, pesto
+from dnnplace.formulations.multilevel.subclusters import with_subclusters
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
@@ -40,14 +44,21 @@ def pesto_vcycle(graph: OpGraph, cluster: Cluster, options: PipelineOptions, sta
         raise InputError(f"pesto V-cycle: levels must be >= 1, got {levels}")
     if options.coarsen_to is None:
         raise InputError("pesto V-cycle: needs coarsen_to")
-    starts = starts or Starts()
+    with transfer_semantics(check_transfer_mode(options.transfer_mode)):
+        return with_subclusters(graph, cluster, options, starts or Starts(), deadline or NO_DEADLINE,
+                                lambda cl, opts, st, dl: _levels(graph, cl, opts, st, levels, dl))
+
+
+def _levels(graph: OpGraph, cluster: Cluster, options: PipelineOptions, starts: Starts, levels: int,
+            deadline: Deadline) -> PestoRun:
+    """The V-cycle's levels on ``cluster`` (each a pipeline run without sub-clusters)."""
+    options = dataclasses.replace(options, subclusters=False)
     solver = options.solver
     sizes = [options.coarsen_to * 2 ** lv for lv in range(levels)]
     sizes = [k for k in sizes if k < graph.n] or sizes[:1]
     share = None if solver.time_limit is None else solver.time_limit / len(sizes)
     level_solver = dataclasses.replace(solver, time_limit=share)
     rivals = tuple(starts.rivals)
-    deadline = deadline or NO_DEADLINE  # the whole run's; each level its share
     best: PestoRun | None = None
     trace = []
     for lv, k in enumerate(sizes):

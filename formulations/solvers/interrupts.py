@@ -49,6 +49,7 @@ from typing import Any, NoReturn, TypeVar
 
 from dnnplace.formulations.solvers.outcome import Termination
 from dnnplace.runtime.deadline import redeliver_dropped
+from dnnplace.runtime.memory import stop_requested
 
 __all__ = ["InterruptGuard", "raise_if_interrupted", "no_interrupt_warning", "run_stoppable", "SolverOverran",
            "wait_for_left_behind", "exit_process", "stop_on_ctrl_c", "INTERRUPTED"]
@@ -208,8 +209,9 @@ def run_stoppable(run: Callable[[], T], stop: Callable[[], None], *, poll: float
     Pesto model: results/time-limits.md, "HiGHS held to its deadline").
 
     ``run`` goes to a helper thread and the calling thread waits for it (in the main
-    thread under :class:`InterruptGuard`, whose waits wake up for signals). On a Ctrl-C or
-    at ``hard_end`` (a :func:`time.monotonic` time), ``stop()`` asks the solver to stop
+    thread under :class:`InterruptGuard`, whose waits wake up for signals). On a Ctrl-C,
+    at ``hard_end`` (a :func:`time.monotonic` time) or past the memory limit
+    (:func:`~dnnplace.runtime.memory.stop_requested`), ``stop()`` asks the solver to stop
     (thread-safe: CP-SAT's ``stop_search``, a flag HiGHS's interrupt callbacks read), and
     the helper gets ``grace`` seconds more to return. After a Ctrl-C the answer is dropped
     and :class:`KeyboardInterrupt` raised (a second Ctrl-C raises at once); at the hard
@@ -244,7 +246,8 @@ def run_stoppable(run: Callable[[], T], stop: Callable[[], None], *, poll: float
             while worker.is_alive():
                 worker.join(poll)
                 now = time.monotonic()
-                if stopped_at is None and (guard.requested or (hard_end is not None and now >= hard_end)):
+                ended = stop_requested() or (hard_end is not None and now >= hard_end)  # memory limit or deadline
+                if stopped_at is None and (guard.requested or ended):
                     stop()
                     stopped_at = now
                 elif stopped_at is not None and now >= stopped_at + grace:

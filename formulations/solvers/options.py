@@ -54,8 +54,9 @@ _GUROBI_NAMES = ("gurobi", "gurobi_persistent", "gurobi_direct")
 @dataclass(frozen=True)
 class SolverOptions:
     """``solver`` (``highs`` default, ``gurobi``, or any Pyomo MIP solver name),
-    ``time_limit`` (s), ``rel_gap``, ``threads``, ``seed``, ``tee`` and raw
-    ``solver_options`` handed to the backend.
+    ``time_limit`` (s), ``rel_gap``, ``threads``, ``seed``, ``tee``, raw
+    ``solver_options`` handed to the backend, and ``memory_limit`` (bytes, the whole run's:
+    :mod:`dnnplace.runtime.memory`; ``None``: the default share of the machine's memory).
 
     The field defaults are the only defaults of these settings (``None``: no limit, the
     backend's own choice). A method that needs a limit to stop declares it once, in its
@@ -69,6 +70,7 @@ class SolverOptions:
     seed: int | None = None
     tee: bool = False
     solver_options: dict[str, Any] = field(default_factory=dict)
+    memory_limit: float | None = None
 
 
 class SolverLicenceError(InputError):
@@ -156,6 +158,9 @@ def _problem(key: str, v: Any) -> str | None:
     if key == "time_limit":
         if not _number(v) or not math.isfinite(v) or v <= 0:
             return "must be a positive number of seconds (leave it out for no limit)"
+    elif key == "memory_limit":
+        if not _number(v) or not math.isfinite(v) or v <= 0:
+            return "must be a positive number of bytes, e.g. 4GB (leave it out for the default share of the memory)"
     elif key == "rel_gap":
         if not _number(v) or not math.isfinite(v) or v < 0 or v >= 1:  # a gap of 1 (100 %) stops at any incumbent
             return "must be a relative gap >= 0 and < 1, e.g. 0.01 for 1%"
@@ -178,7 +183,7 @@ def show_value(v: Any) -> str:
         return repr(v)
 
 
-_FIELDS = ("solver", "time_limit", "rel_gap", "threads", "seed", "tee", "solver_options")
+_FIELDS = ("solver", "time_limit", "rel_gap", "threads", "seed", "tee", "solver_options", "memory_limit")
 
 
 def check_values(values: Mapping[str, Any] | SolverOptions) -> None:

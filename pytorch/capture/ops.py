@@ -94,8 +94,10 @@ def apply_update(kind: str, p: Any, g: Any, state: dict, lr: float) -> Any:
             return p - lr * buf
         b1, b2, eps = 0.9, 0.999, 1e-8
         t = state["t"] = state.get("t", 0) + 1
-        m = state.setdefault("m", torch.zeros_like(p)).mul_(b1).add_(g, alpha=1 - b1)
-        v = state.setdefault("v", torch.zeros_like(p)).mul_(b2).addcmul_(g, g, value=1 - b2)
+        if "m" not in state:   # zeros once, not a fresh tensor per call
+            state["m"], state["v"] = torch.zeros_like(p), torch.zeros_like(p)
+        m = state["m"].mul_(b1).add_(g, alpha=1 - b1)
+        v = state["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
         denom = (v / (1 - b2 ** t)).sqrt_().add_(eps)
         return torch.addcdiv(p, m, denom, value=-lr / (1 - b1 ** t))
 

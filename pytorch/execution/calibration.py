@@ -10,14 +10,19 @@ unpacked (``wait_start_ms``, ``wait_end_ms``, ``ready_ms``). From these :func:`f
 per device and per directed link, the parameters of docs/semantics.md 2.1:
 
 * ``send_overhead[a]`` -- the mean of ``send_end - send_start`` over the messages ``a`` sent
-  (means, not medians: the costs add up over a step, rare long posts included);
+  (means, not medians: the costs add up over a step, rare long posts included); a pack of
+  ``k`` tensors (one message) counts as ``k`` messages of ``1/k`` of its costs each, since the
+  simulator charges a message per tensor;
 * ``recv_overhead[b]`` -- the mean over the messages ``b`` received of the unpacking
   ``ready - wait_end`` plus, for a message that had arrived before the wait (not blocked),
   the wait itself;
 * the link ``(a, b)``: a receiver blocked in ``wait`` (longer than :data:`BLOCKED_MS`) stops
   waiting when the message arrives, so ``wait_end - departure`` samples the link's time,
-  where a message departs when its producer has posted all its messages (the simulator
-  releases a node's transfers at its end, which includes the posting);
+  where a message departs when its producer has posted all its ``k`` messages, taken as
+  the first post's start plus ``k`` typical (median) posts of that device (the simulator
+  releases a node's transfers at its end, which includes the posting; ``send_end`` itself
+  can come after the message arrived, when gloo's thread sent it while the sender's main
+  thread was descheduled, docs/execution.md, Message timeline);
   ``beta0 + beta1 * bytes`` is fitted to those samples by least squares (``beta0, beta1 >= 0``);
   a blocked receiver's wake-up is part of ``beta0``, as it delays only a receiver that waits;
 * the per-operator overhead: what a device's step spends outside operators, messages and
@@ -83,10 +88,27 @@ def read_run(doc: Mapping[str, Any], source: str = "run") -> RunTrace:
     if not op_ms:
         op_ms = {o["node"]: float(o["end_ms"]) - float(o["start_ms"]) for o in doc["ops"]}
     start = plan.get("start")
-    return RunTrace(ops=[{**o, "node": str(o["node"])} for o in doc["ops"]], messages=list(doc["messages"]),
+    return RunTrace(ops=[{**o, "node": str(o["node"])} for o in doc["ops"]], messages=_shares(doc["messages"]),
                     op_ms=op_ms, step_ms=float(doc["measured_step_ms"]), placement=placement,
                     start={str(k): float(v) for k, v in start.items()} if isinstance(start, Mapping) else None,
                     source=source)
+
+
+def _shares(rows: Sequence[Mapping]) -> list[dict]:
+    """The message rows with each tensor's ``share`` of its pack (docs/execution.md, What is
+    sent: the tensors of one pack travel as one message and share its times) and the pack's
+    bytes (``pack_bytes``): a pack's costs are split evenly over its tensors, as the simulator
+    charges a message per tensor sent; rows without ``pack`` are messages of their own."""
+    size: dict = {}
+    for r in rows:
+        if "pack" in r:
+            n, b = size.get(r["pack"], (0, 0))
+            size[r["pack"]] = (n + 1, b + int(r["bytes"]))
+    out = []
+    for r in rows:
+        n, b = size.get(r.get("pack"), (1, int(r["bytes"])))
+        out.append({**r, "share": 1.0 / n, "pack_bytes": b})
+    return out
 
 
 def link_fit(nbytes: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
@@ -170,26 +192,37 @@ def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = 
     pairs: dict[str, tuple[list[float], list[float]]] = {}
     for k, run in enumerate(runs):
         producer = _producers(run)
-        departs: dict[tuple[str, str | None], float] = {}
+        posts: dict[str, list[float]] = {}
+        for msg in run.messages:
+            posts.setdefault(msg["src"], []).append(float(msg["send_end_ms"]) - float(msg["send_start_ms"]))
+        seen: set = set()
+        typical = {d: statistics.median(v) for d, v in posts.items()}
+        first_post: dict[tuple[str, str | None], list[float]] = {}
         for msg, p in zip(run.messages, producer):
-            key = (msg["src"], p)
-            departs[key] = max(departs.get(key, -np.inf), float(msg["send_end_ms"]))
+            f = first_post.setdefault((msg["src"], p), [np.inf, 0.0])
+            f[0] = min(f[0], float(msg["send_start_ms"]))
+            f[1] += msg.get("share", 1.0)
+        departs = {key: t + k * typical[key[0]] for key, (t, k) in first_post.items()}
         spent: dict[str, float] = {}
         last: dict[str, float] = {}
         for msg, p in zip(run.messages, producer):
             a, b = msg["src"], msg["dst"]
-            s = float(msg["send_end_ms"]) - float(msg["send_start_ms"])
+            share = msg.get("share", 1.0)
             wait = float(msg["wait_end_ms"]) - float(msg["wait_start_ms"])
             blocked = wait > BLOCKED_MS
-            r = float(msg["ready_ms"]) - float(msg["wait_end_ms"]) + (0.0 if blocked else wait)
+            s = share * (float(msg["send_end_ms"]) - float(msg["send_start_ms"]))
+            r = share * (float(msg["ready_ms"]) - float(msg["wait_end_ms"]) + (0.0 if blocked else wait))
+            wait *= share
             send.setdefault(a, []).append(s)
             recv.setdefault(b, []).append(r)
             spent[a] = spent.get(a, 0.0) + s
             spent[b] = spent.get(b, 0.0) + r + (wait if blocked else 0.0)
             last[a] = max(last.get(a, -np.inf), float(msg["send_end_ms"]))
-            if blocked:
+            pack = (a, b, msg.get("pack", id(msg)))
+            if blocked and pack not in seen:   # one link sample per message
+                seen.add(pack)
                 xs, ys = transit.setdefault((a, b), ([], []))
-                xs.append(float(msg["bytes"]))
+                xs.append(float(msg.get("pack_bytes", msg["bytes"])))
                 ys.append(float(msg["wait_end_ms"]) - departs[(a, p)])
         by_dev: dict[str, list[dict]] = {}
         for o in run.ops:

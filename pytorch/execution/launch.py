@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from dnnplace.pytorch.execution.worker import ModelSpec, WorkerPlan, load, run_w
 
 __all__ = ["ExecutionError", "Measured", "Plan", "ReferenceCompared", "execute", "device_orders", "eager_reference",
            "check_reference", "torch_optimizer", "run_processes", "cuda_devices", "CUDA_TOLERANCE",
-           "check_gpu_ops", "check_captured", "captured_meta"]
+           "check_gpu_ops", "check_captured", "captured_meta", "message_rows", "torchrun_env", "TORCHRUN_VARS"]
 
 
 _RANDOM_OPS = ("dropout", "bernoulli", "rand", "normal", "uniform", "multinomial")
@@ -83,8 +83,11 @@ class Measured(ReferenceCompared):
     peak_rss_bytes: dict[str, int]
     torch_devices: dict[str, str]
     peak_cuda_bytes: dict[str, int]
-    transfers: int
+    transfers: int                  # tensors sent per step, one per (root value, destination device)
     transfer_bytes: int
+    messages: list[dict] = field(default_factory=list)   # median step: one per received tensor (message_rows)
+    n_messages: int = 0             # messages per step: packs of tensors with bytes (program.Pack)
+    op_median_ms: dict[str, float] = field(default_factory=dict)   # node id -> median duration over the steps
 
     def to_dict(self) -> dict:
         s = self.step_ms
@@ -92,7 +95,9 @@ class Measured(ReferenceCompared):
                 "measured_steps_ms": s, "eager_step_ms": self.eager_step_ms,
                 **self.reference_dict(), "devices": self.devices, "peak_rss_bytes": self.peak_rss_bytes,
                 "torch_devices": self.torch_devices, "peak_cuda_bytes": self.peak_cuda_bytes,
-                "transfers": self.transfers, "transfer_bytes": self.transfer_bytes, "ops": self.ops}
+                "transfers": self.transfers, "transfer_bytes": self.transfer_bytes,
+                "message_count": self.n_messages, "ops": self.ops,
+                "messages": self.messages, "op_median_ms": self.op_median_ms}
 
 
 def device_orders(ids: Sequence[str], device: np.ndarray, n_dev: int,
@@ -224,7 +229,8 @@ def check_captured(captured: Mapping | None, model: ModelSpec, inputs: Sequence[
 def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str], *, steps: int = 5,
             warmup: int = 2, timeout_s: float = 300.0, threads: int = 1, atol: float = 1e-5,
             rtol: float = 1e-4, torch_devices: Mapping[str, str] | None = None,
-            captured: Mapping | None = None) -> list[Measured]:
+            captured: Mapping | None = None, interleave: bool = False, live: bool = True,
+            torchrun: bool = False) -> list[Measured]:
     """Run each plan (see the module docstring) and measure it; one :class:`Measured` per plan.
 
     Every plan maps each graph node id of the traced step to a name in ``device_names``;
@@ -234,6 +240,13 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
     :data:`CUDA_TOLERANCE` when a device is a GPU). ``torch_devices``: device name -> the
     torch device it computes on (default ``"cpu"``; see the module docstring).
     ``captured``: the plan's ``graph.meta["capture"]``, checked by :func:`check_captured`.
+    ``interleave``: after every plan's warm-up, the measured steps go round-robin over the
+    plans (one step of each in turn) instead of plan after plan; each plan keeps its own
+    parameters and optimizer state, so each still equals the eager steps. ``live``: the
+    per-step lines on stderr (``plan 1/2 step 3/7: 4.96 ms``) and the line that starts them.
+    ``torchrun``: this process is one of the processes ``torchrun`` started (:func:`torchrun_env`),
+    rank ``r`` running the plan's ``r``-th used device, gloo over the ``env://`` rendezvous;
+    rank 0 alone runs the eager reference and returns the measurements, the others ``[]``.
     """
     import torch
     import torch.multiprocessing as mp
@@ -267,16 +280,39 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
             check_gpu_ops(cap, [on[used[r]] for r in ranks], device_names, used, ranks)
     if gpus:
         atol, rtol = max(atol, CUDA_TOLERANCE[0]), max(rtol, CUDA_TOLERANCE[1])
-    ref_losses, ref_grads, eager_ms = eager_reference(model, steps=warmup + steps, threads=threads,
-                                                      device=gpus[0] if gpus else "cpu")
     world = max(len(u) for u in used_of)
+    launched = torchrun_env() if torchrun else None
+    if launched is not None and launched[1] != world:
+        raise InputError(f"torchrun started {launched[1]} processes (WORLD_SIZE), the plan uses {world} devices: "
+                         "start one process per device")
+    ref_losses, ref_grads, eager_ms = [], {}, float("nan")
+    if launched is None or launched[0] == 0:   # under torchrun, rank 0 alone checks
+        ref_losses, ref_grads, eager_ms = eager_reference(model, steps=warmup + steps, threads=threads,
+                                                          device=gpus[0] if gpus else "cpu")
+    if launched is not None:
+        wp = WorkerPlan(model=model, ids=tuple(ids), jobs=tuple(jobs), steps=steps, warmup=warmup, out_dir="",
+                        init_file="", timeout_s=timeout_s, threads=threads, own_clocks=True,
+                        devices=tuple(tuple(on[d] for d in u) for u in used_of), interleave=interleave, live=live)
+        try:
+            gathered = run_worker(launched[0], wp, world=world)
+        except RuntimeError as exc:
+            raise ExecutionError(f"rank {launched[0]}: {exc}") from None
+        if gathered is None:   # not rank 0
+            return []
+        records = align_clocks([g[0] for g in gathered])
+        outs = [g[1] for g in gathered]
+        return [_measured(j, ids, device_names, used_of[j], progs_of[j], [rec[j] for rec in records],
+                          [o[j] for o in outs], ref_losses, ref_grads, eager_ms, steps, atol, rtol)
+                for j in range(len(plans))]
     with tempfile.TemporaryDirectory(prefix="dnnplace-exec-") as tmp:
         wp = WorkerPlan(model=model, ids=tuple(ids), jobs=tuple(jobs), steps=steps, warmup=warmup, out_dir=tmp,
                         init_file=os.path.join(tmp, "rendezvous"), timeout_s=timeout_s, threads=threads,
-                        devices=tuple(tuple(on[d] for d in u) for u in used_of))
-        print(f"executing {len(plans)} plan(s) on {world} process(es), "
-              f"{max(sum(len(p.recvs) for p in pr) for pr in progs_of)} transfers per step at most",
-              file=sys.stderr, flush=True)
+                        devices=tuple(tuple(on[d] for d in u) for u in used_of), interleave=interleave, live=live)
+        if live:
+            print(f"executing {len(plans)} plan(s){' interleaved' if interleave and len(plans) > 1 else ''} on "
+                  f"{world} process(es), {max(sum(len(p.recvs) for p in pr) for pr in progs_of)} transfers in "
+                  f"{max(sum(1 for p in pr for pk in p.packs_in if pk.nbytes) for pr in progs_of)} messages per "
+                  "step at most", file=sys.stderr, flush=True)
         run_processes(mp, wp, world, timeout_s * len(plans))
         records = []
         for r in range(world):
@@ -286,6 +322,45 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
     return [_measured(j, ids, device_names, used_of[j], progs_of[j], [rec[j] for rec in records],
                       [o[j] for o in outs], ref_losses, ref_grads, eager_ms, steps, atol, rtol)
             for j in range(len(plans))]
+
+
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+"""What ``torchrun`` sets in every process it starts, the ``env://`` rendezvous reads."""
+
+
+def torchrun_env(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """``(rank, world size)`` of a process ``torchrun`` started; :class:`InputError` naming
+    what is missing or malformed otherwise."""
+    env = os.environ if environ is None else environ
+    missing = [k for k in TORCHRUN_VARS if not env.get(k)]
+    if missing:
+        raise InputError(f"--torchrun: {', '.join(missing)} not set: start the command with torchrun "
+                         "(docs/execution.md, 'Past one host')")
+    try:
+        rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
+    except ValueError:
+        raise InputError(f"--torchrun: RANK {env['RANK']!r} and WORLD_SIZE {env['WORLD_SIZE']!r} must be "
+                         "integers") from None
+    if not 0 <= rank < world:
+        raise InputError(f"--torchrun: RANK {rank} is not below WORLD_SIZE {world}")
+    return rank, world
+
+
+def align_clocks(records: list) -> list:
+    """Every rank's recorded times shifted, per plan and step, so that its step starts when
+    rank 0's does: ranks on other hosts have other monotonic clocks, and every step starts
+    with a barrier (so the shift is exact to the barrier's skew). ``records[r][j]``: rank
+    ``r``'s record of plan ``j`` (``worker._Job.result``)."""
+    for rec in records:
+        for j, job in enumerate(rec):
+            for s, st in enumerate(job["steps"]):
+                off = records[0][j]["steps"][s]["t0"] - st["t0"]
+                st["t0"] += off
+                st["t_end"] += off
+                st["ops"] = [[v, a + off, b + off] for v, a, b in st["ops"]]
+                st["sent"] = [[k, a + off, b + off] for k, a, b in st.get("sent", ())]
+                st["received"] = [[k, v, a + off, b + off, c + off] for k, v, a, b, c in st.get("received", ())]
+    return records
 
 
 def cuda_devices(device_names: Sequence[str], torch_devices: Mapping[str, str]) -> list[str]:
@@ -354,6 +429,11 @@ def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[in
     t0 = min(rec["steps"][med]["t0"] for rec in records)
     ops = [{"node": ids[v], "device": device_names[used[r]], "start_ms": (a - t0) * 1e3, "end_ms": (b - t0) * 1e3}
            for r, rec in enumerate(records) for v, a, b in rec["steps"][med]["ops"]]
+    durations: dict[int, list[float]] = {}
+    for rec in records:
+        for step in rec["steps"]:
+            for v, a, b in step["ops"]:
+                durations.setdefault(v, []).append((b - a) * 1e3)
     losses = next((o["losses"] for o in outs if o.get("losses")), [])
     loss, ref_loss = (losses[0] if losses else float("nan")), ref_losses[0]
     grads = {k: g for o in outs for k, g in o["grads"].items()}
@@ -367,7 +447,35 @@ def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[in
                     peak_cuda_bytes={device_names[used[r]]: rec.get("peak_cuda_bytes", 0)
                                      for r, rec in enumerate(records)},
                     transfers=sum(len(p.recvs) for p in progs),
-                    transfer_bytes=sum(t.nbytes for p in progs for t in p.recvs))
+                    transfer_bytes=sum(t.nbytes for p in progs for t in p.recvs),
+                    n_messages=sum(1 for p in progs for pk in p.packs_in if pk.nbytes),
+                    messages=message_rows(progs, [rec["steps"][med] for rec in records], t0, ids,
+                                          [device_names[d] for d in used]),
+                    op_median_ms={ids[v]: statistics.median(d) for v, d in sorted(durations.items())})
+
+
+def message_rows(progs: Sequence[Any], steps: Sequence[Mapping], t0: float, ids: Sequence[str],
+                 names: Sequence[str]) -> list[dict]:
+    """One step's messages, one row per received tensor (docs/execution.md, "Message
+    timeline"), from every rank's record of that step (``steps[r]``: its ``sent``
+    ``[pack, start, end]`` and ``received`` ``[tag, consumer, wait start, wait end, ready]``,
+    ``perf_counter`` seconds): tag, the message (``pack``) that carried it, source and
+    destination device, bytes, the fx value, the consuming graph node, and the times in ms
+    since ``t0`` (the pack's: its tensors travel together). Zero-element tensors have no row."""
+    by_tag = {t.tag: t for p in progs for t in p.recvs}
+    pack_of = {t.tag: pk.id for p in progs for pk in p.packs_in for t in pk.transfers}
+    sent = {pack: (a, b) for st in steps for pack, a, b in st.get("sent", ())}
+    rows = []
+    for st in steps:
+        for tag, v, w0, w1, ready in st.get("received", ()):
+            t = by_tag[tag]
+            a, b = sent[pack_of[tag]]
+            rows.append({"tag": tag, "pack": pack_of[tag], "src": names[t.src], "dst": names[t.dst],
+                         "bytes": t.nbytes, "value": t.value,
+                         "consumer": ids[v], "send_start_ms": (a - t0) * 1e3, "send_end_ms": (b - t0) * 1e3,
+                         "wait_start_ms": (w0 - t0) * 1e3, "wait_end_ms": (w1 - t0) * 1e3,
+                         "ready_ms": (ready - t0) * 1e3})
+    return sorted(rows, key=lambda r: r["tag"])
 
 
 def check_reference(losses: Sequence[float], ref_losses: Sequence[float], grads: Mapping[str, Any],

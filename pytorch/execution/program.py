@@ -16,13 +16,22 @@ per-device order of those graph nodes into one :class:`DeviceProgram` per device
   receiver, so a tensor and its views cross once). One :class:`Transfer` per (root,
   destination device), with a unique tag, so matched ``isend``/``irecv`` never depend on
   the order in which either side gets to them.
+* **how it is sent** (docs/execution.md, "What is sent"): transfers from one device to
+  another that are available at the same point go as one message, a :class:`Pack` (one
+  ``isend``/``irecv`` of the tensors' bytes concatenated), where that delays no consumer:
+  the outputs of one node, and the sends of a run of consecutive *free* nodes, which run no
+  operator and wait for nothing (:func:`free_nodes`: parameters, buffers and inputs,
+  ``param:*``, ``input:*``), sent together after the run's last node. A node that runs an
+  operator is never waited for by another node's tensors: its sends go after it, alone.
 
 Deadlock freedom. A device blocks only to wait for a received value before running the
 node that reads it, and sends never block (``isend``). :func:`check_order` verifies that
 the device orders together with the graph's edges are acyclic; then every value a device
 waits for is produced by a node that precedes it in one global topological order, which
 by induction runs, so every wait ends. An order with a cycle is refused before any
-process starts, naming two nodes of the cycle.
+process starts, naming two nodes of the cycle. A pack of free nodes' tensors goes after the
+run's last node instead of after each producer; the nodes between never block, so the pack
+is sent whenever its first producer has run, and the argument holds unchanged.
 """
 
 from __future__ import annotations
@@ -36,7 +45,8 @@ import numpy as np
 from dnnplace.graphs.errors import InputError
 from dnnplace.pytorch.capture.ops import is_view, require_torch, root_value
 
-__all__ = ["Transfer", "DeviceProgram", "build_programs", "check_order", "step_outputs", "grad_values"]
+__all__ = ["Transfer", "Pack", "DeviceProgram", "build_programs", "check_order", "step_outputs", "grad_values",
+           "free_nodes"]
 
 
 @dataclass(frozen=True)
@@ -55,17 +65,38 @@ class Transfer:
     stride: tuple = ()     # the value's strides where it is not contiguous (restored on receipt)
 
 
+@dataclass(frozen=True)
+class Pack:
+    """One message: transfers from ``src`` to ``dst`` sent together after node ``after``
+    (tensors of one producer, or of a run of free nodes; see the module docstring). With
+    several tensors the wire holds their bytes concatenated (``uint8``), in ``transfers``
+    order: larger elements first, so every tensor's offset is a multiple of its element size."""
+
+    id: int
+    src: int
+    dst: int
+    after: int
+    transfers: tuple[Transfer, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.transfers)
+
+
 @dataclass
 class DeviceProgram:
     """What one device runs: its graph nodes in order, the transfers it sends after each
     node (``sends[node]``) and the transfers it receives (``recvs``), plus, per node, the
-    received root values it waits for before starting (``waits[node]``)."""
+    received root values it waits for before starting (``waits[node]``). ``packs_out[node]``
+    are the messages it sends after ``node`` and ``packs_in`` those it receives."""
 
     device: int
     order: list[int]
     sends: dict[int, list[Transfer]] = field(default_factory=dict)
     recvs: list[Transfer] = field(default_factory=list)
     waits: dict[int, list[int]] = field(default_factory=dict)   # node -> tags
+    packs_out: dict[int, list[Pack]] = field(default_factory=dict)
+    packs_in: list[Pack] = field(default_factory=list)
 
     @property
     def n_bytes_in(self) -> int:
@@ -171,7 +202,48 @@ def build_programs(cap: Any, device: np.ndarray, orders: Sequence[Sequence[int]]
     for p, a in cap.apply_of.items():
         if grads.get(p) is not None:
             need(a, grads[p])
+    _pack(progs, free_nodes(cap))
     return progs
+
+
+def free_nodes(cap: Any) -> set[int]:
+    """Graph nodes that run no operator: every fx node of theirs is a placeholder or a view
+    (parameters, buffers, inputs), and no ``apply:`` update. Their sends may wait for the
+    next such node's (module docstring) at no cost to any consumer."""
+    from dnnplace.pytorch.capture.ops import is_view
+    busy = set(cap.apply_of.values())
+    for nd in cap.gm.graph.nodes:
+        v = cap.rep.get(nd.name, -1)
+        if v >= 0 and nd.op == "call_function" and not is_view(nd):
+            busy.add(v)
+    return set(range(cap.n)) - busy
+
+
+def _pack(progs: list[DeviceProgram], free: set[int]) -> None:
+    """Group each device's sends into :class:`Pack` messages: one per destination for each
+    node, or for each run of consecutive free nodes that wait for nothing (sent after the
+    run's last node, before the next node that runs an operator or waits)."""
+    ids = 0
+    for prog in progs:
+        groups: list[list[int]] = [[]]
+        for v in prog.order:
+            if v in free and not prog.waits.get(v):
+                groups[-1].append(v)
+            else:   # a node that computes or waits: its own message(s), nothing joins it
+                groups += [[v], []]
+        for group in groups:
+            if not group:
+                continue
+            by_dst: dict[int, list[Transfer]] = {}
+            for v in group:
+                for t in prog.sends.get(v, ()):
+                    by_dst.setdefault(t.dst, []).append(t)
+            for dst, ts in sorted(by_dst.items()):
+                ts.sort(key=lambda t: -t.dtype.itemsize)   # stable: larger elements first (aligned offsets)
+                p = Pack(id=ids, src=prog.device, dst=dst, after=group[-1], transfers=tuple(ts))
+                ids += 1
+                prog.packs_out.setdefault(group[-1], []).append(p)
+                progs[dst].packs_in.append(p)
 
 
 def step_outputs(cap: Any) -> tuple[Any, list[Any]]:

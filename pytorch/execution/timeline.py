@@ -37,12 +37,29 @@ def simulated_lanes(sim: Any) -> list[tuple[str, list[tuple[float, float]], list
     return lanes
 
 
-def plot_measured(ops: list[dict], sim: Any, path: str | Path, *, title: str = "") -> Path:
+def measured_links(messages: list[dict]) -> list[tuple[str, list[tuple[float, float]]]]:
+    """The measured panel's link rows: per directed link ``"a->b"`` with messages, each
+    message from its sender's start to the moment it is ready on the receiver
+    (``Measured.messages``; docs/execution.md, "Message timeline").
+
+    >>> measured_links([{"src": "cpu0", "dst": "cpu1", "send_start_ms": 1.0, "ready_ms": 1.5}])
+    [('cpu0->cpu1', [(1.0, 0.5)])]
+    """
+    rows: dict[str, list[tuple[float, float]]] = {}
+    for m in messages:
+        rows.setdefault(f"{m['src']}->{m['dst']}", []).append(
+            (m["send_start_ms"], max(m["ready_ms"] - m["send_start_ms"], 1e-6)))
+    return sorted(rows.items())
+
+
+def plot_measured(ops: list[dict], sim: Any, path: str | Path, *, title: str = "",
+                  messages: list[dict] | None = None) -> Path:
     """Two panels sharing the time axis (ms): the measured per-device operator intervals
     (``ops`` as :class:`~dnnplace.pytorch.execution.launch.Measured` holds them) and, when
     ``sim`` (a :class:`~dnnplace.evaluation.simulate.SimResult`) is given, the simulated
-    ones. Bars are coloured forward / backward / optimizer update; the simulated panel
-    adds one row per busy link with its transfers."""
+    ones. Bars are coloured forward / backward / optimizer update; each panel adds one row
+    per busy link with its transfers (the measured ones from ``messages``, when given: a
+    message from its sender's start to when it is ready on the receiver)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -50,9 +67,10 @@ def plot_measured(ops: list[dict], sim: Any, path: str | Path, *, title: str = "
     from matplotlib.patches import Patch
 
     devices = sorted({o["device"] for o in ops})
+    links = measured_links(messages or [])
     panels = 2 if sim is not None else 1
-    fig, axes = plt.subplots(panels, 1, figsize=(11, 1.2 + 0.9 * panels * max(2, len(devices))), sharex=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(panels, 1, figsize=(11, 1.2 + 0.9 * panels * max(2, len(devices) + len(links))),
+                             sharex=True, squeeze=False)
     graph = sim.schedule.placement.graph if sim is not None else None
     index = {v: i for i, v in enumerate(graph.ids)} if graph is not None else {}
     ax = axes[0, 0]
@@ -61,7 +79,9 @@ def plot_measured(ops: list[dict], sim: Any, path: str | Path, *, title: str = "
                  _COLOURS[_kind(graph, index[o["node"]])] if o["node"] in index else _COLOURS["forward"])
                 for o in ops if o["device"] == d]
         ax.broken_barh([(a, w) for a, w, _ in bars], (y - 0.4, 0.8), facecolors=[c for _, _, c in bars])
-    ax.set_yticks(range(len(devices)), devices)
+    for y, (_, bars) in enumerate(links, start=len(devices)):
+        ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=_COLOURS["transfer"], alpha=0.6)
+    ax.set_yticks(range(len(devices) + len(links)), devices + [label for label, _ in links])
     end = max((o["end_ms"] for o in ops), default=0.0)
     ax.set_title(f"measured (median step): {end:.2f} ms", fontsize=9, loc="left")
     if sim is not None:

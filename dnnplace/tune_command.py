@@ -1,0 +1,416 @@
+"""``dnnplace tune MODEL --cluster C --out tuned.json``: the plan that measures fastest.
+
+The simulator ranks plans by a predicted step time that measured runs can contradict
+(results/execution/README.md), so the choice is made on measurements
+(docs/execution.md, "Measured selection"):
+
+1. capture the model's training step (``--cost``, default ``measured:cpu``, as ``capture``);
+2. solve the makespan problem with each of ``--methods`` through the registry, each under
+   ``--time-limit`` seconds, and predict each plan with the simulator
+   (:func:`dnnplace.execute_command.predict`);
+3. keep the ``--top`` best predicted distinct plans and the one-device plan (every node on
+   the cluster's first device that can run them all, in the simulator's FIFO order);
+4. run them interleaved (:func:`~dnnplace.pytorch.execution.launch.execute` with
+   ``interleave=True``: after each plan's warm-up, one step of each plan in turn, so a drift
+   of the host falls on all of them alike), ``--steps`` measured steps per plan and round,
+   rounds repeated until every plan's median has a confidence interval (level ``LEVEL``) within
+   +-``PRECISION`` of it, or ``--max-steps`` steps per plan;
+5. choose (:func:`choose`): the plan with the lowest measured median, if its interval lies
+   wholly below the one-device plan's; otherwise the one-device plan. The answer is then
+   never measured slower than one device.
+
+The interval is the distribution-free order-statistic confidence interval of the median
+(:func:`median_ci`): with ``n`` sorted steps, ``[x_(j), x_(n+1-j)]`` for the largest ``j`` whose
+binomial(n, 1/2) coverage is at least ``LEVEL``; it assumes only independent steps of one
+distribution (no normality: step times are skewed by the host's interruptions). Under 6
+steps no such pair exists, and the interval is unbounded (nothing is separated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from dnnplace.graphs.errors import InputError
+
+__all__ = ["cmd_tune", "add_parser", "median_ci", "choose", "method_plans", "one_device_plan", "DEFAULT_METHODS",
+           "PRECISION", "LEVEL"]
+
+DEFAULT_METHODS = "heft,dpos,celeritas,pesto"
+METHOD_PARAMS = {"pesto": {"coarsen_to": 40}}
+"""Options each method is solved with (Pesto's ILP on a coarsened graph, as
+``benchmarks/bench_execution.py`` solves it)."""
+PRECISION = 0.03
+"""Rounds stop when every plan's interval lies within +-3 % of its median."""
+LEVEL = 0.95
+ONE_DEVICE = "one device"
+
+
+def median_ci(xs: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
+    """``(median, lo, hi)``: the order-statistic confidence interval of the median.
+
+    With ``n`` sorted values, ``[x_(j), x_(n+1-j)]`` (1-based) covers the median with
+    probability ``P(j <= B <= n - j)``, ``B ~ binomial(n, 1/2)``; ``j`` is the largest with
+    coverage >= ``level``. With too few values for any ``j`` (``n < 6`` at 95 %) the
+    interval is ``(-inf, inf)``.
+
+    >>> median_ci([5, 1, 4, 2, 3, 6])
+    (3.5, 1, 6)
+    >>> median_ci(range(1, 21))   # j = 6: P(6 <= B <= 14) = 0.959
+    (10.5, 6, 15)
+    >>> median_ci([1, 2, 3])
+    (2, -inf, inf)
+    """
+    s = sorted(xs)
+    n = len(s)
+    if not n:
+        raise ValueError("no values")
+    med = statistics.median(s)
+    best = 0
+    for j in range(1, n // 2 + 1):
+        cover = sum(math.comb(n, i) for i in range(j, n - j + 1)) / 2 ** n
+        if cover >= level:
+            best = j
+        else:
+            break
+    if not best:
+        return med, -math.inf, math.inf
+    return med, s[best - 1], s[n - best]
+
+
+def converged(xs: Sequence[float], precision: float = PRECISION) -> bool:
+    """Whether the median's interval lies within ``+-precision`` of the median."""
+    med, lo, hi = median_ci(xs)
+    return lo >= (1 - precision) * med and hi <= (1 + precision) * med
+
+
+def choose(rows: Sequence[dict], one: dict) -> dict:
+    """The row to answer with: among ``rows`` (each with ``measured_step_ms``, ``ci`` =
+    ``[lo, hi]`` and ``matches_reference``) that equal the eager step, the one with the
+    lowest measured median, if its interval's upper end lies below the lower end of the
+    one-device row's interval; otherwise ``one``.
+
+    >>> one = {"method": "one device", "measured_step_ms": 10.0, "ci": [9.5, 10.5], "matches_reference": True}
+    >>> fast = {"method": "heft", "measured_step_ms": 8.0, "ci": [7.5, 9.6], "matches_reference": True}
+    >>> choose([fast], one)["method"]   # overlapping intervals: not shown to be faster
+    'one device'
+    >>> choose([{**fast, "ci": [7.5, 9.4]}], one)["method"]
+    'heft'
+    """
+    ok = [r for r in rows if r["matches_reference"] and r is not one]
+    if not ok:
+        return one
+    best = min(ok, key=lambda r: r["measured_step_ms"])
+    if best["measured_step_ms"] < one["measured_step_ms"] and best["ci"][1] < one["ci"][0]:
+        return best
+    return one
+
+
+def method_plans(inst: Any, methods: dict[str, dict], time_limit: float | None) -> list[tuple[str, Any, Any, float]]:
+    """``[(method, Plan, predicted SimResult, solve seconds)]``: each method's makespan plan
+    on ``inst`` (a method without a placement is reported on stderr and left out), each
+    device in the plan's order, or the simulated FIFO order for a placement without one."""
+    import time
+
+    from dnnplace.execute_command import predict
+    from dnnplace.formulations.solvers.options import SolverOptions
+    from dnnplace.methods.base import SolveRequest
+    from dnnplace.pytorch.execution.launch import Plan
+    from dnnplace.registry import solve
+    out = []
+    for method, params in methods.items():
+        t0 = time.perf_counter()
+        res = solve(inst, method, SolveRequest("makespan", solver=SolverOptions(time_limit=time_limit),
+                                               params=dict(params)))
+        took = time.perf_counter() - t0
+        if res.placement is None:
+            print(f"{method}: no placement ({res.status}: {res.message})", file=sys.stderr)
+            continue
+        sim = predict(inst, res.placement, res.start)
+        order = res.start or dict(zip(inst.graph.ids, sim.schedule.start.tolist()))
+        out.append((method, Plan(dict(res.placement), dict(order)), sim, took))
+    return out
+
+
+def one_device_plan(inst: Any, device: str | None = None) -> tuple[str, Any, Any, float]:
+    """``(ONE_DEVICE, Plan, predicted SimResult, 0)``: the whole step on ``device`` (default:
+    the cluster's first device whose kind has a finite cost for every node), in the
+    simulator's FIFO order."""
+    import numpy as np
+
+    from dnnplace.execute_command import predict
+    from dnnplace.pytorch.execution.launch import Plan
+    g, cl = inst.graph, inst.cluster
+    if device is None:
+        able = [d for d, k in zip(cl.names, cl.kinds)
+                if k in g.kinds and bool(np.isfinite(g.compute[:, g.kind_index(k)]).all())]
+        if not able:
+            raise InputError(f"no device of the cluster ({', '.join(cl.names)}) can run every node of the graph "
+                             f"(its cost columns: {', '.join(g.kinds)})")
+        device = able[0]
+    placement = {v: device for v in g.ids}
+    sim = predict(inst, placement, None)
+    return ONE_DEVICE, Plan(placement, dict(zip(g.ids, sim.schedule.start.tolist()))), sim, 0.0
+
+
+def _plan_key(ids: Sequence[str], plan: Any) -> tuple:
+    """Two plans are the same when they place every node alike and order each device alike."""
+    start = plan.start or {}
+    rank = {v: i for i, v in enumerate(ids)}
+    return (tuple(plan.placement[v] for v in ids),
+            tuple(sorted(ids, key=lambda v: (plan.placement[v], float(start.get(v, 0.0)), rank[v]))))
+
+
+def check_flags(args: argparse.Namespace) -> dict[str, dict]:
+    """The flags, before anything is read or run (one :class:`InputError` each); the methods
+    with their options."""
+    from dnnplace.registry import all_methods
+    for flag, value, low in (("--top", args.top, 1), ("--steps", args.steps, 1), ("--max-steps", args.max_steps, 1),
+                             ("--warmup", args.warmup, 0), ("--batch", args.batch, 1), ("--seq", args.seq, 1)):
+        if value is not None and value < low:
+            raise InputError(f"{flag} {value}: must be an integer >= {low}")
+    for flag, value in (("--time-limit", args.time_limit), ("--timeout", args.timeout)):
+        if not (math.isfinite(value) and value > 0):
+            raise InputError(f"{flag} {value:g}: must be a number of seconds > 0")
+    if not (math.isfinite(args.lr) and args.lr >= 0):
+        raise InputError(f"--lr {args.lr:g}: must be a finite learning rate >= 0")
+    names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not names or len(set(names)) != len(names):
+        raise InputError(f"--methods {args.methods!r}: expected method names, each once, joined by commas "
+                         f"(default {DEFAULT_METHODS})")
+    known = all_methods()
+    makespan = sorted(n for n, m in known.items() if "makespan" in m.problems)
+    for name in names:
+        if name not in known:
+            raise InputError(f"--methods: unknown method {name!r}; makespan methods: {', '.join(makespan)}")
+        if name not in makespan:
+            raise InputError(f"--methods: {name!r} does not solve the makespan problem; makespan methods: "
+                             f"{', '.join(makespan)}")
+    return {n: dict(METHOD_PARAMS.get(n, {})) for n in names}
+
+
+def _row(method: str, plan: Any, sim: Any, samples: list[float], m: Any, matches: bool) -> dict:
+    med, lo, hi = median_ci(samples)
+    return {"method": method, "predicted_step_ms": float(sim.makespan), "measured_step_ms": med, "ci": [lo, hi],
+            "steps": len(samples), "steps_ms": list(samples), "transfers": m.transfers,
+            "transfer_bytes": m.transfer_bytes, "matches_reference": matches,
+            "plan": {"placement": dict(plan.placement), "start": dict(plan.start)}}
+
+
+def _ms(x: float) -> str:
+    return f"{x:.3f}" if math.isfinite(x) else "-"
+
+
+def table(rows: Sequence[dict], chosen: dict) -> str:
+    """The candidates as a markdown table (the chosen row marked)."""
+    out = ["| method | predicted ms | measured ms (median) | 95 % CI ms | steps | transfers | matches eager | chosen |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['method']} | {r['predicted_step_ms']:.3f} | {r['measured_step_ms']:.3f} | "
+                   f"{_ms(r['ci'][0])}-{_ms(r['ci'][1])} | {r['steps']} | {r['transfers']} | "
+                   f"{'yes' if r['matches_reference'] else 'NO'} | {'**yes**' if r is chosen else ''} |")
+    return "\n".join(out) + "\n"
+
+
+def _dodge(xs: Sequence[float], width: float) -> list[float]:
+    """Offsets that spread points whose x lie within ``width`` of each other (their
+    interval bars would hide each other), ``width`` apart, centred on the group.
+
+    >>> _dodge([1.0, 1.01, 5.0], 0.1)
+    [-0.05, 0.05, 0.0]
+    """
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    out = [0.0] * len(xs)
+    group: list[int] = []
+    for i in order + [None]:
+        if i is not None and group and xs[i] - xs[group[-1]] < width:
+            group.append(i)
+            continue
+        for k, j in enumerate(group):
+            out[j] = round((k - (len(group) - 1) / 2) * width, 12)
+        group = [i] if i is not None else []
+    return out
+
+
+def plot(rows: Sequence[dict], chosen: dict, path: str, title: str) -> None:
+    """Predicted (x) vs measured median (y) per candidate, the 95 % interval as a vertical
+    bar, the diagonal where they agree; the chosen plan drawn as a star, the one-device
+    plan as a square; candidates with nearly equal predictions are spread sideways."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dnnplace.graphs.io import write_figure
+    fig, ax = plt.subplots(figsize=(7.6, 5.2))
+    ys = [r["measured_step_ms"] for r in rows] + [c for r in rows for c in r["ci"] if math.isfinite(c)]
+    xs = [r["predicted_step_ms"] for r in rows]
+    lo, hi = min(xs + ys), max(xs + ys)
+    pad = 0.08 * (hi - lo or hi or 1.0)
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="0.6", lw=1, ls="--", label="predicted = measured")
+    colours = plt.get_cmap("tab10").colors
+    for r, dx, colour in zip(rows, _dodge(xs, 0.02 * (hi - lo + 2 * pad)), colours):
+        med = r["measured_step_ms"]
+        a, b = (c if math.isfinite(c) else med for c in r["ci"])
+        marker = "*" if r is chosen else ("s" if r["method"] == ONE_DEVICE else "o")
+        ax.errorbar([r["predicted_step_ms"] + dx], [med], yerr=[[med - a], [b - med]], fmt=marker, color=colour,
+                    capsize=4, ms=12 if r is chosen else 7,
+                    label=f"{r['method']}{' (chosen)' if r is chosen else ''}: {med:.2f} ms"
+                          f"{'' if math.isfinite(r['ci'][0]) else ' (no interval: under 6 steps)'}")
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_xlabel("predicted step (ms, simulator)")
+    ax.set_ylabel("measured step (ms, median and 95 % CI)")
+    ax.set_title(title, fontsize=9, loc="left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    write_figure(fig, path, dpi=110)
+    plt.close(fig)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Capture, solve, predict, measure the candidates interleaved, choose (module docstring)."""
+    from dnnplace.command_args import cluster_file
+    from dnnplace.outpaths import check_outputs
+    methods = check_flags(args)
+    model_file = args.model.rpartition(":")[0]
+    check_outputs([("--out", args.out), ("--table", args.table), ("--plot", args.plot)],
+                  [("model", model_file if model_file.endswith(".py") else None),
+                   ("--cluster", cluster_file(args.cluster))])
+    from dnnplace.graphs.io import read_cluster
+    read_cluster(args.cluster, None)   # an unknown preset or a bad file: before the capture
+    from dnnplace.pytorch.capture.models import is_user_spec
+    if not is_user_spec(args.model):
+        from dnnplace.pytorch.capture import zoo
+        zoo.entry(args.model)    # an unknown name lists the zoo
+    from dnnplace.pytorch.capture.ops import require_torch
+    require_torch()
+
+    from tqdm import tqdm
+
+    from dnnplace.capture_commands import capture_one, model_params
+    from dnnplace.execute_command import model_spec
+    from dnnplace.formulations.solvers.progress import show_progress
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.io import graph_fingerprint, write_json
+    from dnnplace.pytorch.capture.costs import cost_models
+    from dnnplace.pytorch.execution.launch import captured_meta, execute
+    captured, _ = capture_one(args, args.batch, model_params(args.param), cost_models(args.cost))
+    inst = Instance(captured.graph, read_cluster(args.cluster, captured.graph), captured.source)
+    ids = list(inst.graph.ids)
+    one = one_device_plan(inst)
+    found = sorted(method_plans(inst, methods, args.time_limit), key=lambda c: float(c[2].makespan))
+    seen = {_plan_key(ids, one[1]): ONE_DEVICE}
+    cands = []
+    for c in found:
+        key = _plan_key(ids, c[1])
+        if key in seen:
+            print(f"{c[0]}: the same plan as {seen[key]}", file=sys.stderr)
+            continue
+        seen[key] = c[0]
+        if len(cands) < args.top:
+            cands.append(c)
+    cands.append(one)
+    print(f"measuring {len(cands)} plans ({', '.join(c[0] for c in cands)}) interleaved, {args.steps} steps each per "
+          f"round, until every median's 95 % interval is within +-{100 * PRECISION:g} % or {args.max_steps} steps",
+          file=sys.stderr, flush=True)
+    spec = model_spec(args)
+    samples: list[list[float]] = [[] for _ in cands]
+    matches = [True] * len(cands)
+    last: list[Any] = [None] * len(cands)
+    rounds = 0
+    bar = tqdm(total=math.ceil(args.max_steps / args.steps), desc="tune", unit="round", file=sys.stderr,
+               disable=not show_progress(), leave=False)
+    try:
+        while True:
+            n = min(args.steps, args.max_steps - len(samples[0]))
+            runs = execute(spec, [c[1] for c in cands], list(inst.cluster.names), steps=n, warmup=args.warmup,
+                           timeout_s=args.timeout, captured=captured_meta(inst), interleave=True, live=False)
+            rounds += 1
+            for i, m in enumerate(runs):
+                samples[i] += m.step_ms
+                matches[i] = matches[i] and m.matches_reference
+                last[i] = m
+            line = f"round {rounds}: " + ", ".join(
+                f"{c[0]} {_ms(med)} ms [{_ms(lo)}, {_ms(hi)}]"
+                for c, (med, lo, hi) in zip(cands, map(median_ci, samples)))
+            if bar.disable:
+                print(line, file=sys.stderr, flush=True)
+            else:
+                bar.write(line, file=sys.stderr)
+            bar.update(1)
+            if len(samples[0]) >= args.max_steps or all(converged(s) for s in samples):
+                break
+    finally:
+        bar.close()
+    rows = [_row(c[0], c[1], c[2], s, m, ok) for c, s, m, ok in zip(cands, samples, last, matches)]
+    for r in rows:
+        if not r["matches_reference"]:
+            print(f"{r['method']}: the executed step does not equal the eager step; not chosen", file=sys.stderr)
+    chosen = choose(rows[:-1], rows[-1])
+    base = rows[-1]
+    out = {"model": args.model, "cluster": args.cluster, "chosen_method": chosen["method"],
+           "measured_step_ms": chosen["measured_step_ms"], "measured_ci_ms": chosen["ci"],
+           "one_device_step_ms": base["measured_step_ms"], "one_device_ci_ms": base["ci"],
+           "predicted_step_ms": chosen["predicted_step_ms"],
+           "speedup": base["measured_step_ms"] / chosen["measured_step_ms"],
+           "rule": "the lowest measured median whose 95 % interval lies below the one-device plan's, else the "
+                   "one-device plan",
+           "ci": f"{100 * LEVEL:g} % order-statistic interval of the median (binomial)",
+           "rounds": rounds, "eager_step_ms": last[-1].eager_step_ms, "candidates": rows,
+           "placement": chosen["plan"]["placement"], "start": chosen["plan"]["start"],
+           "graph_fingerprint": graph_fingerprint(inst.graph)}
+    text = table(rows, chosen)
+    if args.table:
+        from dnnplace.tables import write_text
+        write_text(args.table, text)
+    else:
+        print(text, end="")
+    if args.plot:
+        plot(rows, chosen, args.plot, f"{args.model} on {args.cluster}: predicted vs measured")
+    write_json(args.out, out)
+    print(f"chosen: {chosen['method']}, {chosen['measured_step_ms']:.3f} ms (one device "
+          f"{base['measured_step_ms']:.3f} ms, speed-up {out['speedup']:.2f}x) -> {args.out}")
+    return 0 if chosen["matches_reference"] else 1
+
+
+def add_parser(sub: Any) -> None:
+    """The ``tune`` subcommand, added by :func:`dnnplace.cli.build_parser`."""
+    p = sub.add_parser("tune", help="solve with several methods, measure the best predicted plans and one device "
+                                    "interleaved, keep the one measured fastest",
+                       description="Capture the training step, solve the makespan problem with each method, keep "
+                                   "the --top best predicted plans and the one-device plan, run them interleaved "
+                                   "until each median's 95 % interval is within +-3 % (or --max-steps), and choose "
+                                   "the fastest plan whose interval lies below the one-device plan's, else one "
+                                   "device (docs/execution.md, Measured selection). The output is also a result "
+                                   "for `dnnplace execute MODEL tuned.json --cluster C`.")
+    p.add_argument("model", help="zoo name, FILE.py:FACTORY or package.module:FACTORY (as for capture)")
+    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
+                   help="example input, e.g. 16x3x32x32 or 16x10:int64 (repeatable, as for capture)")
+    p.add_argument("--loss", choices=["sum", "mse", "cross_entropy"], help="loss of a user model (default sum)")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--seq", type=int)
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="model builder option")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"])
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--cost", default="measured:cpu",
+                   help="operator costs as for capture (default measured:cpu: each operator timed on one thread, "
+                        "as the executor runs it)")
+    p.add_argument("--cluster", required=True, help="cluster preset or file (e.g. local-cpu-2)")
+    p.add_argument("--methods", default=DEFAULT_METHODS, help="makespan methods, comma-separated "
+                                                              "(default %(default)s)")
+    p.add_argument("--top", type=int, default=3, help="best predicted plans measured (default 3), besides one device")
+    p.add_argument("--time-limit", type=float, default=20.0, metavar="S", help="seconds per method (default 20)")
+    p.add_argument("--steps", type=int, default=10, help="measured steps per plan and round (default 10)")
+    p.add_argument("--max-steps", type=int, default=30, help="measured steps per plan at most (default 30)")
+    p.add_argument("--warmup", type=int, default=1, help="warm-up steps per plan and round (default 1)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds before a stuck round is stopped, per plan")
+    p.add_argument("--table", metavar="FILE.md", help="write the markdown table there instead of stdout")
+    p.add_argument("--plot", metavar="PNG", help="predicted vs measured per candidate, with intervals")
+    p.add_argument("--out", required=True, metavar="TUNED.json")
+    p.set_defaults(func=cmd_tune, tiled=False, inference=False)
