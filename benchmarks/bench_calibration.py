@@ -19,12 +19,14 @@ and message timeline recorded. Then:
         [--analyse-only]
 
 Rows (with their timelines) go to ``OUT/runs.jsonl.gz`` as each model finishes (a rerun
-resumes); ``OUT/README.md`` is the table, rewritten from all rows.
+resumes); ``OUT/README.md`` is the table, rewritten from all rows; ``OUT/cluster.json`` the
+``local-cpu-2`` cluster calibrated on the training plans (``dnnplace tune --cluster``).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import gzip
 import json
 import os
@@ -72,13 +74,25 @@ def run_model(name: str, steps: int, warmup: int, time_limit: float) -> list[dic
     measured = execute(spec, [p for _, p, _, _ in plans], list(inst.cluster.names), steps=steps, warmup=warmup,
                        timeout_s=600, interleave=True)
     rows = []
+    today = datetime.date.today().isoformat()
     for (method, plan, sim, _), m in zip(plans, measured):
         d = m.to_dict()
-        rows.append({"model": name, "method": method, "nodes": graph.n, "preset_predicted_ms": float(sim.makespan),
+        rows.append({"model": name, "method": method, "date": today, "nodes": graph.n,
+                     "preset_predicted_ms": float(sim.makespan),
+                     "profile_ms": dict(zip(graph.ids, graph.compute[:, 0].tolist())),
                      "plan": {"placement": dict(plan.placement), "start": dict(plan.start)},
                      **{k: d[k] for k in ("measured_step_ms", "measured_steps_ms", "eager_step_ms", "matches_reference",
                                           "transfers", "ops", "messages", "op_median_ms")}})
     return rows
+
+
+def with_profile(graph, row: dict):
+    """``graph`` with the operator costs the row was measured with (``profile_ms``), so a
+    table renders from its records alone, whatever this host's profile cache holds."""
+    if "profile_ms" not in row:
+        return graph
+    cost = np.array([row["profile_ms"][v] for v in graph.ids], dtype=np.float64)
+    return graph.with_(compute=np.repeat(cost[:, None], graph.compute.shape[1], axis=1))
 
 
 def _tau(a: list[float], b: list[float]) -> float:
@@ -94,9 +108,17 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
     """Per row its replayed and predicted steps (calibrated on all training plans and on
     the other models' only); per model tau and the best plan; the summary figures."""
     from dnnplace.graphs.presets import cluster_preset
-    from dnnplace.pytorch.execution.calibration import calibrated_cluster, fit, read_run, replay, simulate_run
+    from dnnplace.pytorch.execution.calibration import (
+        calibrated_cluster,
+        fit,
+        links_queue,
+        read_run,
+        replay,
+        simulate_run,
+    )
     from dnnplace.tune_command import median_ci
-    graphs = {m: model_graph(m)[1] for m in sorted({r["model"] for r in rows})}
+    graphs = {m: with_profile(model_graph(m)[1], next(r for r in rows if r["model"] == m))
+              for m in sorted({r["model"] for r in rows})}
     runs = [read_run(r, f"{r['model']}/{r['method']}") for r in rows]
     costs = [dict(zip(graphs[r["model"]].ids, graphs[r["model"]].compute[:, 0].tolist())) for r in rows]
 
@@ -106,16 +128,24 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
 
     every, train = fitted(lambda r: True), fitted(lambda r: r["method"] in TRAIN)
     held = {m: fitted(lambda r, m=m: r["method"] in TRAIN and r["model"] != m) for m in graphs}
+    replays = [{"measured_ms": r["measured_step_ms"],
+                **{k: float(replay(graphs[r["model"]], calibrated_cluster(cluster_preset(CLUSTER, graphs[r["model"]]),
+                                                                          every, replay=True), run,
+                                   congestion=q).makespan)
+                   for q, k in ((True, "replayed_ms"), (False, "replayed_ms_overlap"))}}
+               for r, run in zip(rows, runs)]
+    queue = links_queue([x for x, r in zip(replays, rows) if r["method"] in TRAIN])   # chosen on the training plans
     out = []
-    for r, run in zip(rows, runs):
+    for r, run, rep in zip(rows, runs, replays):
         g = graphs[r["model"]]
         base = cluster_preset(CLUSTER, g)
-        predicted = {k: float(simulate_run(g, calibrated_cluster(base, cal), run).makespan)
+        predicted = {k: float(simulate_run(g, calibrated_cluster(base, cal), run, congestion=queue).makespan)
                      for k, cal in (("train", train), ("held", held[r["model"]]))}
         med, lo, hi = median_ci(r["measured_steps_ms"])
         out.append({"model": r["model"], "method": r["method"], "transfers": r["transfers"], "measured_ms": med,
                     "ci": (lo, hi), "steps": len(r["measured_steps_ms"]), "preset_ms": r["preset_predicted_ms"],
-                    "replayed_ms": float(replay(g, calibrated_cluster(base, every, replay=True), run).makespan),
+                    "replayed_ms": rep["replayed_ms" if queue else "replayed_ms_overlap"],
+                    "replayed_queue_ms": rep["replayed_ms"],
                     "predicted_ms": predicted["train"], "held_out_ms": predicted["held"],
                     "matches_reference": r["matches_reference"]})
     err = {k: [abs(x[k] / x["measured_ms"] - 1) for x in out if x["method"] not in TRAIN or k == "replayed_ms"]
@@ -132,14 +162,21 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
                         "same_best": best_p is best_m, "not_separated": not separated}
     summary = {"median": {k: statistics.median(v) for k, v in err.items() if v},
                "worst": {k: max(v) for k, v in err.items() if v}, "per_model": per_model,
-               "calibration": train.to_dict(), "every": every.to_dict()}
+               "calibration": train.to_dict(), "every": every.to_dict(), "congestion": queue,
+               "cluster": calibrated_cluster(cluster_preset(CLUSTER), train, congestion=queue),
+               "replay_queue": {"median": statistics.median(abs(x["replayed_queue_ms"] / x["measured_ms"] - 1)
+                                                            for x in out),
+                                "worst": max(abs(x["replayed_queue_ms"] / x["measured_ms"] - 1) for x in out)}}
     return out, summary
 
 
 def markdown(out: list[dict], s: dict, meta: dict) -> str:
     pct = lambda a, b: f"{100 * (a / b - 1):+.1f} %"  # noqa: E731
     lines = ["# The simulator calibrated from execution traces (two CPU worker processes on this host)", "",
-             f"Command: `{meta['command']}`. Machine: {meta['machine']}. Every plan of a model executed "
+             f"## {meta['date']}", "",
+             f"Measured by `python -m benchmarks calibration --steps 15` (on the date above; the operators "
+             "profiled afresh with an empty `DNNPLACE_PROFILE_CACHE`); this table rendered by "
+             f"`{meta['command']}`. Machine: {meta['machine']}. Every plan of a model executed "
              "interleaved; measured: the median step with its 95 % interval (order statistics). Replayed: the "
              "run's own plan on its measured operator times and the messages and links calibrated on all runs. "
              "Predicted: profiled costs, calibrated on the one-device and random plans of every model; held out: "
@@ -166,6 +203,10 @@ def markdown(out: list[dict], s: dict, meta: dict) -> str:
         lines.append(f"| {m} | {p['tau']:+.2f} | {p['tau_preset']:+.2f} | {p['best_predicted']} | "
                      f"{p['best_measured']} | {'yes' if p['same_best'] else 'no'} | "
                      f"{'yes' if p['not_separated'] else 'no'} |")
+    lines += ["", f"Links: {'one transfer at a time (queues)' if s['congestion'] else 'transfers overlap'}, the "
+                  "better replay of the training plans; with the other model the replays' median |error| is "
+                  f"{100 * s['replay_queue']['median']:.1f} %, worst {100 * s['replay_queue']['worst']:.1f} % "
+                  "(with queues)." if not s["congestion"] else ""]
     taus = [p["tau"] for p in s["per_model"].values()]
     same = sum(p["same_best"] for p in s["per_model"].values())
     near = sum(p["not_separated"] for p in s["per_model"].values())
@@ -206,6 +247,10 @@ def run(args) -> None:
             with gzip.open(path, "wt") as fh:   # small enough to rewrite whole
                 fh.write("".join(json.dumps(r) + "\n" for r in rows))
             print(f"{name}: {len(new)} plans measured", file=sys.stderr, flush=True)
+    meta["date"] = " to ".join(sorted({r.get("date", "undated") for r in rows}))
     table, summary = analyse(rows)
     (out / "README.md").write_text(markdown(table, summary, meta))
+    from dnnplace.graphs.io import write_json
+    from dnnplace.graphs.io.native import cluster_to_dict
+    write_json(out / "cluster.json", cluster_to_dict(summary["cluster"]))   # for `dnnplace tune --cluster`
     print(markdown(table, summary, meta))

@@ -27,6 +27,7 @@ field at fault, before any work (docs/bad-input.md).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -374,6 +375,8 @@ def solve(graph: Any, method: str, *, cluster: Any = None, problem: str | None =
     for note in check_backend(req.solver):
         warn(f"{note.key} {note.text}" if isinstance(note, SettingNote) else note)
     inst = load_graph(graph, cluster, check=True)
+    if congestion is None and req.congestion != inst.cluster.default_congestion:   # a calibrated cluster's links
+        req = dataclasses.replace(req, congestion=inst.cluster.default_congestion)
     if warm_start and os.path.isfile(warm_start):  # a start of another graph: refused before any work
         from dnnplace.graphs.io import load_placement
 
@@ -544,7 +547,8 @@ def simulate(graph: Any, placement: Any = None, *, cluster: Any = None, policy: 
 
     p, doc, source = _placed(graph, placement, cluster)
     flags = _ns(policy=policy, congestion=congestion, transfer_mode=transfer_mode, placement=source)
-    return run_simulation(p, **{"policy": "fifo", "congestion": True, **replay_options(flags, doc, p.graph)})
+    return run_simulation(p, **{"policy": "fifo", "congestion": p.cluster.default_congestion,
+                                **replay_options(flags, doc, p.graph)})
 
 
 # ---------------------------------------------------------------------------- execute

@@ -47,7 +47,14 @@ def calibrate_runs(paths: list[str], args: argparse.Namespace) -> tuple[Any, lis
 
     from dnnplace.graphs.io import read_json
     from dnnplace.graphs.presets import cluster_preset
-    from dnnplace.pytorch.execution.calibration import calibrated_cluster, fit, read_run, replay, simulate_run
+    from dnnplace.pytorch.execution.calibration import (
+        calibrated_cluster,
+        fit,
+        links_queue,
+        read_run,
+        replay,
+        simulate_run,
+    )
     runs, insts, costs = [], [], []
     for path in paths:
         doc = read_json(path)
@@ -66,14 +73,21 @@ def calibrate_runs(paths: list[str], args: argparse.Namespace) -> tuple[Any, lis
         if not args.cluster:
             raise InputError("no run names its graph and cluster: give --cluster (e.g. local-cpu-2) and --graph")
         base = cluster_preset(args.cluster)
-    cluster = calibrated_cluster(base, cal)
     rows = []
     for path, run, inst in zip(paths, runs, insts):
-        row = {"run": path, "measured_ms": run.step_ms, "replayed_ms": None, "predicted_ms": None}
+        row = {"run": path, "measured_ms": run.step_ms}
         if inst is not None:
-            row["replayed_ms"] = replay(inst.graph, calibrated_cluster(inst.cluster, cal, replay=True), run).makespan
-            row["predicted_ms"] = simulate_run(inst.graph, calibrated_cluster(inst.cluster, cal), run).makespan
+            for queue in (True, False):
+                row[f"replayed_ms{'' if queue else '_overlap'}"] = replay(
+                    inst.graph, calibrated_cluster(inst.cluster, cal, replay=True), run, congestion=queue).makespan
         rows.append(row)
+    queue = links_queue(rows)
+    cluster = calibrated_cluster(base, cal, congestion=queue)
+    for row, run, inst in zip(rows, runs, insts):
+        row["replayed_ms"] = row.pop("replayed_ms" if queue else "replayed_ms_overlap", None)
+        row.pop("replayed_ms_overlap", None)
+        row["predicted_ms"] = None if inst is None else simulate_run(
+            inst.graph, calibrated_cluster(inst.cluster, cal, congestion=queue), run, congestion=queue).makespan
     return cluster, rows
 
 
@@ -91,7 +105,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     cluster, rows = calibrate_runs(args.runs, args)
     cal = cluster.meta["calibration"]
     print(f"calibrated from {cal['samples']['runs']} run(s): {cal['samples']['operators']} operators, "
-          f"{cal['samples']['messages']} messages ({cal['samples']['blocked']} with a blocked receiver)")
+          f"{cal['samples']['messages']} messages ({cal['samples']['blocked']} with a blocked receiver); links: "
+          f"{'one transfer at a time' if cluster.default_congestion else 'transfers overlap'} (the replays' "
+          "better fit; the cluster's default congestion)")
     print("| device | send ms/msg | recv ms/msg | op overhead ms | speed |")
     print("|---|---:|---:|---:|---:|")
     for d in cluster.devices:

@@ -181,7 +181,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     inst, doc = placement_instance(args)
     p = placement_from_doc(doc, inst, source=args.placement)
     graph = p.graph  # the input graph, or the transformed graph a result's placement is for
-    opts = {"policy": "fifo", "congestion": True, **replay_options(args, doc, graph)}
+    opts = {"policy": "fifo", "congestion": p.cluster.default_congestion, **replay_options(args, doc, graph)}
     res = simulate(p, **opts)
     d = res.to_dict()
     unit = d["unit"]

@@ -31,9 +31,11 @@ def predict(inst: Any, placement: dict, start: dict | None) -> Any:
     from dnnplace.evaluation.simulate import simulate
     from dnnplace.graphs.placement import Placement
     pl = Placement.from_mapping(inst.graph, inst.cluster, placement)
+    links = inst.cluster.default_congestion
     if not start:
-        return simulate(pl, policy="fifo")
-    return simulate(pl, policy="order", priorities=np.array([float(start[v]) for v in inst.graph.ids]))
+        return simulate(pl, policy="fifo", congestion=links)
+    return simulate(pl, policy="order", priorities=np.array([float(start[v]) for v in inst.graph.ids]),
+                    congestion=links)
 
 
 def gpu_map(names: list[str], kinds: list[str]) -> dict[str, str]:
@@ -101,7 +103,8 @@ def cmd_execute(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import check_result_doc, graph_fingerprint, instance_for_placement, read_json, write_json
     from dnnplace.graphs.io.native import cluster_to_dict
     from dnnplace.graphs.presets import cluster_preset
-    from dnnplace.pytorch.execution.launch import Plan, captured_meta, execute
+    from dnnplace.pytorch.execution.launch import Plan, execute
+    from dnnplace.pytorch.execution.reference import captured_meta
     model_file = args.model.rpartition(":")[0]  # mymodel.py:Net reads mymodel.py
     rank0 = os.environ.get("RANK", "0") == "0" or not args.torchrun   # under torchrun, rank 0 alone writes
     check_out([("--out", args.out), ("--gantt", args.gantt)] if rank0 else [],

@@ -125,6 +125,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import prepare_instance
 
     inst = prepare_instance(args.graph, args.cluster)  # infeasible instance -> one line naming why
+    if args.congestion is None and req.congestion != inst.cluster.default_congestion:   # a calibrated cluster's links
+        req = dataclasses.replace(req, congestion=inst.cluster.default_congestion)
     if args.split and not Path(args.split).is_file():
         raise InputError(f"--split {args.split}: no such file")
     if args.warm_start and Path(args.warm_start).is_file():  # a start of another graph: exit 2 before any work

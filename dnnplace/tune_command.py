@@ -33,6 +33,7 @@ import math
 import statistics
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from dnnplace.graphs.errors import InputError
@@ -125,7 +126,7 @@ def method_plans(inst: Any, methods: dict[str, dict], time_limit: float | None) 
     for method, params in methods.items():
         t0 = time.perf_counter()
         res = solve(inst, method, SolveRequest("makespan", solver=SolverOptions(time_limit=time_limit),
-                                               params=dict(params)))
+                                               congestion=inst.cluster.default_congestion, params=dict(params)))
         took = time.perf_counter() - t0
         if res.placement is None:
             print(f"{method}: no placement ({res.status}: {res.message})", file=sys.stderr)
@@ -299,7 +300,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import graph_fingerprint, write_json
     from dnnplace.pytorch.capture.costs import cost_models
-    from dnnplace.pytorch.execution.launch import captured_meta, execute
+    from dnnplace.pytorch.execution.launch import execute
+    from dnnplace.pytorch.execution.reference import captured_meta
     captured, _ = capture_one(args, args.batch, model_params(args.param), cost_models(args.cost))
     inst = Instance(captured.graph, read_cluster(args.cluster, captured.graph), captured.source)
     ids = list(inst.graph.ids)
@@ -372,7 +374,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     else:
         print(text, end="")
     if args.plot:
-        plot(rows, chosen, args.plot, f"{args.model} on {args.cluster}: predicted vs measured")
+        model = Path(args.model.rpartition(":")[0]).name + ":" + args.model.rpartition(":")[2] if ":" in args.model \
+            else args.model
+        plot(rows, chosen, args.plot, f"{model} on {Path(args.cluster).name}: predicted vs measured")
     write_json(args.out, out)
     print(f"chosen: {chosen['method']}, {chosen['measured_step_ms']:.3f} ms (one device "
           f"{base['measured_step_ms']:.3f} ms, speed-up {out['speedup']:.2f}x) -> {args.out}")

@@ -186,6 +186,14 @@ class Cluster:
         """Device time a message costs its receiver, per device (graph time unit)."""
         return np.array([d.recv_overhead for d in self.devices], dtype=np.float64)
 
+    @property
+    def default_congestion(self) -> bool:
+        """Whether transfers queue on this cluster's links unless a command says otherwise
+        (``--congestion/--no-congestion``): ``meta["congestion"]``, which ``dnnplace
+        calibrate`` writes from the runs it fitted (the local gloo processes' messages
+        overlap), default ``True`` (docs/semantics.md 2.1, congestion)."""
+        return bool(self.meta.get("congestion", True))
+
     @cached_property
     def has_message_costs(self) -> bool:
         """Whether any device has a non-zero ``send_overhead`` or ``recv_overhead``."""

@@ -114,6 +114,14 @@ def test_devices_without_samples_take_their_kinds_figures():
     assert cl.speed.tolist() == [0.5, 0.5, 1.0] and cl.meta["calibration"]["samples"]["runs"] == 1
 
 
+def test_the_link_model_is_the_one_whose_replays_fit_better():
+    from dnnplace.pytorch.execution.calibration import links_queue
+    rows = [{"measured_ms": 10.0, "replayed_ms": 14.0, "replayed_ms_overlap": 10.5},
+            {"measured_ms": 20.0, "replayed_ms": 20.0, "replayed_ms_overlap": 19.0},
+            {"measured_ms": 5.0, "replayed_ms": 9.0, "replayed_ms_overlap": 5.0}]
+    assert links_queue(rows) is False and links_queue(rows[1:2]) is True and links_queue([]) is True
+
+
 def test_link_fit_and_bad_records():
     assert link_fit([100, 100], [0.5, 0.7]) == (0.6, 0.0)
     assert link_fit([0, 10], [1.0, 0.5]) == (0.75, 0.0)   # a negative slope: the median
@@ -143,6 +151,7 @@ def test_the_command_writes_a_cluster_that_replays_its_runs(tmp_path, capsys):
     cal = read_json(out)
     assert [d["send_overhead"] for d in cal["devices"]] == pytest.approx([TRUE["send"]] * 2)
     assert len(cal["meta"]["calibration"]["runs"]) == 1
+    assert cal["meta"]["congestion"] in (True, False)   # the link model its replays chose
     # the output may not be an input; a record without messages is named
     assert main(["calibrate", str(tmp_path / "run.json"), "--out", str(tmp_path / "run.json")]) == 2
     (tmp_path / "old.json").write_text(json.dumps({"ops": [], "measured_step_ms": 1.0}))

@@ -53,7 +53,7 @@ from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["BLOCKED_MS", "RunTrace", "Calibration", "read_run", "fit", "calibrated_cluster", "replay",
-           "simulate_run", "link_fit"]
+           "simulate_run", "link_fit", "links_queue"]
 
 BLOCKED_MS = 0.05
 """A receiver that waited longer than this (ms) for a message was blocked: the message
@@ -262,12 +262,15 @@ def _pooled(values: Mapping[str, float], name: str, kind: str, kinds: Mapping[st
     return float(statistics.median(same)) if same else default
 
 
-def calibrated_cluster(base: Cluster, cal: Calibration, *, replay: bool = False) -> Cluster:
+def calibrated_cluster(base: Cluster, cal: Calibration, *, replay: bool = False,
+                       congestion: bool | None = None) -> Cluster:
     """``base`` with the calibrated figures (devices and links the runs did not reach take
     those of their kind): per-message costs and link times always; ``speed`` and
     ``op_overhead`` from the operator fit for predictions on profiled costs, or
     (``replay``) ``speed = 1`` and only the measured gap as ``op_overhead``, for a graph
-    whose compute times are the run's measured ones (:func:`replay`)."""
+    whose compute times are the run's measured ones (:func:`replay`). ``congestion``
+    (given): whether the links queue, kept as ``meta["congestion"]``
+    (:attr:`~dnnplace.graphs.cluster.Cluster.default_congestion`)."""
     kinds = dict(zip(base.names, base.kinds))
     devs = []
     for d in base.devices:
@@ -286,7 +289,7 @@ def calibrated_cluster(base: Cluster, cal: Calibration, *, replay: bool = False)
             for b in range(base.size):
                 if a != b:
                     b0[a, b], b1[a, b] = cal.links.get((base.names[a], base.names[b]), (pool0, pool1))
-    meta = {**base.meta, "calibration": cal.to_dict()}
+    meta = {**base.meta, "calibration": cal.to_dict(), **({} if congestion is None else {"congestion": congestion})}
     return Cluster(tuple(devs), b0, b1, base.cost_factor.copy(), name=f"{base.name}-calibrated", meta=meta,
                    ports=base.ports)
 
@@ -317,3 +320,14 @@ def replay(graph: Any, cluster: Cluster, run: RunTrace, *, congestion: bool = Tr
     measured = np.array([run.op_ms[v] for v in ids], dtype=np.float64)
     g = graph.with_(compute=np.repeat(measured[:, None], len(graph.kinds), axis=1))
     return simulate_run(g, cluster, run, congestion=congestion)
+
+
+def links_queue(rows: list[dict]) -> bool:
+    """Whether the runs' transfers queued on their links: the link model (one transfer at
+    a time per link, or overlapping transfers) whose replays have the smaller median |error|
+    (queues where no run was replayed)."""
+    err = {q: [abs(r[k] / r["measured_ms"] - 1) for r in rows if r.get(k) is not None]
+           for q, k in ((True, "replayed_ms"), (False, "replayed_ms_overlap"))}
+    if not err[True]:
+        return True
+    return statistics.median(err[True]) <= statistics.median(err[False])

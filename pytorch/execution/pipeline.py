@@ -69,16 +69,16 @@ from typing import Any
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.pytorch.capture.ops import steady_malloc
-from dnnplace.pytorch.execution.launch import (
+from dnnplace.pytorch.execution.launch import run_processes
+from dnnplace.pytorch.execution.pipeline_stages import build_stages
+from dnnplace.pytorch.execution.reference import (
     ReferenceCompared,
     captured_meta,
     check_captured,
     check_reference,
     eager_reference,
-    run_processes,
     torch_optimizer,
 )
-from dnnplace.pytorch.execution.pipeline_stages import build_stages
 from dnnplace.pytorch.execution.worker import ModelSpec, load, no_process_locks, step_span_ms
 
 __all__ = ["PipelineMeasured", "SCHEDULES", "loss_kind", "run_pipeline", "cmd_pipeline"]
