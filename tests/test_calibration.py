@@ -171,3 +171,23 @@ def test_a_pack_counts_once_split_over_its_tensors():
     cal = fit([read_run(doc)])
     assert cal.send_overhead["cpu0"] == pytest.approx(0.2) and cal.recv_overhead["cpu1"] == pytest.approx(0.1)
     assert cal.samples["blocked"] == 1 and cal.links[("cpu0", "cpu1")] == (pytest.approx(1.6), 0.0)
+
+
+def test_a_clusters_own_link_model_is_the_default_of_simulate_and_solve():
+    import dataclasses
+
+    from dnnplace import api
+    from dnnplace.graphs import OpGraph
+    # a (1.0) sends two tensors over one link of 1.0 each: queued they arrive at 2 and 3, overlapping both at 2
+    g = OpGraph.from_ids("abc", [("a", "b"), ("a", "c")], kinds=["cpu"], compute=[[1.0], [0.0], [0.0]],
+                         memory=[0] * 3, edge_output=[0, 1])
+    queued = Cluster.from_links([Device("cpu0", "cpu"), Device("cpu1", "cpu")], default={"beta0": 1.0})
+    overlap = dataclasses.replace(queued, meta={"congestion": False})
+    assert queued.default_congestion and not overlap.default_congestion
+    placement = {"a": "cpu0", "b": "cpu1", "c": "cpu1"}
+    assert api.simulate(g, placement, cluster=queued).makespan == 3.0
+    assert api.simulate(g, placement, cluster=overlap).makespan == 2.0
+    assert api.simulate(g, placement, cluster=overlap).congestion is False
+    assert api.simulate(g, placement, cluster=overlap, congestion=True).congestion is True
+    res = api.solve(g, "heft", cluster=overlap, problem="makespan")
+    assert res.options["congestion"] is False
