@@ -9,8 +9,8 @@ from typing import Any
 
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["cmd_execute", "add_parser", "predict", "model_spec", "gpu_map", "check_flags", "check_torchrun",
-           "torchrun_rank"]
+__all__ = ["cmd_execute", "add_parser", "add_model_flags", "predict", "model_spec", "gpu_map", "check_flags",
+           "check_torchrun", "torchrun_rank"]
 
 
 def model_spec(args: argparse.Namespace):
@@ -178,6 +178,20 @@ def cmd_execute(args: argparse.Namespace) -> int:
     return 0 if m.matches_reference else 1
 
 
+def add_model_flags(p: Any) -> None:
+    """The flags that say which step runs (as ``capture`` takes them; :func:`model_spec`
+    reads them): inputs, loss, batch, sequence length, builder options, optimizer."""
+    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
+                   help="example input, e.g. 16x3x32x32 or 16x10:int64 (repeatable, as for capture)")
+    p.add_argument("--loss", choices=["sum", "mse", "cross_entropy"], help="loss of a user model (default sum)")
+    p.add_argument("--batch", type=int)
+    p.add_argument("--seq", type=int)
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="model builder option")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"],
+                   help="as captured (default adam)")
+    p.add_argument("--lr", type=float, default=1e-3)
+
+
 def add_parser(sub: Any) -> None:
     """The ``execute`` subcommand, added by :func:`dnnplace.cli.build_parser`."""
     p = sub.add_parser("execute", help="run a result's placement and order across processes (torch.distributed) "
@@ -187,15 +201,7 @@ def add_parser(sub: Any) -> None:
                                    "the loss and every gradient against an eager single-process step.")
     p.add_argument("model", help="zoo name, FILE.py:FACTORY or package.module:FACTORY (as for capture)")
     p.add_argument("result", help="result JSON (placement and start times) or a {node: device} map")
-    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
-                   help="example input, e.g. 16x3x32x32 or 16x10:int64 (repeatable, as for capture)")
-    p.add_argument("--loss", choices=["sum", "mse", "cross_entropy"], help="loss of a user model (default sum)")
-    p.add_argument("--batch", type=int)
-    p.add_argument("--seq", type=int)
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="zoo builder option")
-    p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"],
-                   help="as captured (default adam)")
-    p.add_argument("--lr", type=float, default=1e-3)
+    add_model_flags(p)
     p.add_argument("--graph", help="the graph with costs the plan was made on (default: the result's instance)")
     p.add_argument("--cluster", help="cluster preset or file for the prediction and the device names (default: the "
                                      "cluster the result was solved on)")

@@ -385,6 +385,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     """The ``tune`` subcommand, added by :func:`dnnplace.cli.build_parser`."""
+    from dnnplace.execute_command import add_model_flags
     p = sub.add_parser("tune", help="solve with several methods, measure the best predicted plans and one device "
                                     "interleaved, keep the one measured fastest",
                        description="Capture the training step, solve the makespan problem with each method, keep "
@@ -394,14 +395,7 @@ def add_parser(sub: Any) -> None:
                                    "device (docs/execution.md, Measured selection). The output is also a result "
                                    "for `dnnplace execute MODEL tuned.json --cluster C`.")
     p.add_argument("model", help="zoo name, FILE.py:FACTORY or package.module:FACTORY (as for capture)")
-    p.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]",
-                   help="example input, e.g. 16x3x32x32 or 16x10:int64 (repeatable, as for capture)")
-    p.add_argument("--loss", choices=["sum", "mse", "cross_entropy"], help="loss of a user model (default sum)")
-    p.add_argument("--batch", type=int)
-    p.add_argument("--seq", type=int)
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="model builder option")
-    p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"])
-    p.add_argument("--lr", type=float, default=1e-3)
+    add_model_flags(p)
     p.add_argument("--cost", default="measured:cpu",
                    help="operator costs as for capture (default measured:cpu: each operator timed on one thread, "
                         "as the executor runs it)")
