@@ -1,5 +1,6 @@
-"""Measured selection on this host: ``dnnplace tune`` on every execution-benchmark model and
-on a model the calibration never saw, with the calibrated ``local-cpu-2`` cluster.
+"""Measured selection on this host: ``dnnplace tune`` with the calibrated ``local-cpu-2`` cluster.
+
+On every execution-benchmark model and on a model the calibration never saw.
 
 Each model: the methods' plans solved on ``results/execution/calibration/cluster.json`` (per-
 message costs, overlapping links), the three best predicted and the one-device plan executed

@@ -92,8 +92,8 @@ METHODS: tuple[Method, ...] = (
            "FastT OS-DPOS: DPOS plus splitting critical-path ops while the makespan improves (Alg. 2); answers on the "
            "split graph", options=fastt.OSDPOSOptions, default_limits={"time_limit": 60.0}),
     Method("dp-baseline", ("makespan",), fastt.run_dp_baseline,
-           "FastT's data-parallel baseline: the graph replicated per GPU, parameters and AddN on GPU 0; placement "
-           "only", options=fastt.DPBaselineOptions, kind="baseline"),
+           "FastT's data-parallel baseline: the graph replicated per GPU, parameters and AddN on GPU 0 (or the "
+           "CPU, as TF-slim: variables=cpu); placement only", options=fastt.DPBaselineOptions, kind="baseline"),
     Method("cpop", ("makespan",), fastt.run_cpop,
            "CPOP (Topcuoglu et al. 2002): rank_u + rank_d, the critical path on one device, insertion-EFT",
            options=fastt.CPOPOptions, kind="baseline"),

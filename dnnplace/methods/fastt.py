@@ -25,6 +25,9 @@ scores; ``extra`` names it. ``start="auto"`` is FastT's rule (Sec. 5.2, "if the 
 device"): the data-parallel start when its deployment (the DP baseline: one replica at
 ``batch / GPUs`` per GPU, the shared parameters on the first) fits in static memory, else the
 graph itself.
+The DP baseline's ``variables="cpu"`` puts the shared nodes (parameters, gradient sums, updates) on the
+host CPU instead of GPU 0, as TF-slim's ``model_deploy`` does (the paper's baseline; the ablation in
+results/fastt/fastt-scaling/dp-baseline-ablation.md); FastT's start stays the GPU-0 deployment.
 FastT starts from data parallelism; with ``keep_start`` (default) the method keeps that
 start deployment (the DP baseline's placement, replaying the order its fifo simulation
 followed) when it fits in memory and simulates faster than the planner's schedule (or the
@@ -104,6 +107,10 @@ class DPBaselineOptions(Options):
     scaling: Literal["strong", "weak"] = option("strong", "strong: the global batch is split over the GPUs; weak: "
                                                           "every GPU runs the full batch")
     half_batch: float = _HALF
+    variables: Literal["gpu0", "cpu"] = option("gpu0", "where the parameters, the gradient sum (AddN) and the updates "
+                                                       "go: gpu0 (ours) or the host's first CPU device, as TF-slim's "
+                                                       "model_deploy places them (needs a cpu device and cpu costs "
+                                                       "for those nodes)")
 
 
 def parse_rules(text: str | None) -> dict[str, list[str]] | None:
@@ -252,16 +259,56 @@ def run_os_dpos(inst, req: SolveRequest, opts: OSDPOSOptions) -> MethodOutput:
 
 
 def run_dp_baseline(inst, req: SolveRequest, opts: DPBaselineOptions) -> MethodOutput:
-    """Replica k on GPU k, parameters and gradient aggregation on GPU 0; no order (the
-    evaluator runs the request's policy, by default TensorFlow's fifo)."""
+    """Replica k on GPU k, parameters and gradient aggregation on GPU 0 (``variables="cpu"``:
+    on the cluster's first CPU device, TF-slim's ``model_deploy``: its ``variables_device`` and
+    ``optimizer_device`` are ``CPU:0``); no order (the evaluator runs the request's policy, by
+    default TensorFlow's fifo)."""
+    import numpy as np
+
     from dnnplace.graphs.placement import Placement
     from dnnplace.graphs.transforms.data_parallel import dp_baseline_devices
 
     g, dp = _instance_graph(inst, "data-parallel", opts.scaling, opts.half_batch)
     cl = inst.require_cluster()
-    p = Placement(g, cl, dp_baseline_devices(dp, cl))
+    devices = dp_baseline_devices(dp, cl)
+    if opts.variables == "cpu":  # the shared nodes; on one GPU (no replication) the parameters and updates
+        roles = np.asarray(g.roles or ("compute",) * g.n, dtype=object)
+        shared = (dp.replica < 0) | np.isin(roles, ("param", "apply"))
+        if dp.replicas == 1:
+            g = _update_groups(g, roles)
+        devices[shared] = _variables_cpu(g, cl, shared)
+    p = Placement(g, cl, devices)
     scored = g if g is not inst.graph else None
-    extra = {"replicas": dp.replicas, "scaling": opts.scaling, "memory_model": "static"}
+    extra = {"replicas": dp.replicas, "scaling": opts.scaling, "variables": opts.variables, "memory_model": "static"}
     if scored is not None:
         extra["solved_graph"] = f"{g.name}: {g.n} nodes, {g.m} edges (the input has {inst.graph.n})"
     return MethodOutput(p, graph=scored, extra=extra)
+
+
+def _update_groups(g, roles):
+    """``g`` with each update colocated with its parameters only, as
+    :func:`~dnnplace.graphs.transforms.data_parallel.data_parallel` groups them on more than one
+    replica: a captured graph colocates a parameter with the op producing its gradient (PyTorch
+    accumulates ``.grad`` on the parameter's device), which TF-slim computes on the clone's GPU
+    and sends to the CPU's update."""
+    import numpy as np
+
+    coloc, labels = g.colocation.copy(), list(g.colocation_labels)
+    for a in np.flatnonzero(roles == "apply").tolist():
+        members = [a] + [int(p) for p in g.predecessors(a).tolist() if roles[p] == "param"]
+        coloc[members] = len(labels)
+        labels.append(f"dp:{g.ids[a]}")
+    return g.with_(colocation=coloc, colocation_labels=tuple(labels))
+
+
+def _variables_cpu(g, cl, shared) -> int:
+    """The device of the shared nodes (``shared``: a mask of ``g``) under ``variables="cpu"``: the
+    cluster's first CPU device; an error naming the cluster or the first shared node without a cpu cost."""
+    cpus = cl.devices_of_kind("cpu")
+    if not cpus.size:
+        raise InputError(f"method 'dp-baseline' option 'variables': cluster {cl.name!r} has no cpu device")
+    bad = shared & ~g.supports("cpu")
+    if bad.any():
+        raise InputError(f"method 'dp-baseline' option 'variables': node {g.ids[int(bad.argmax())]!r} has no "
+                         "'cpu' compute cost (the parameters, their updates and gradient sums run on the CPU)")
+    return int(cpus[0])
