@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from dnnplace.graphs.cluster import Cluster
@@ -59,12 +61,15 @@ def single_device(graph: OpGraph, cluster: Cluster) -> Placement:
     return Placement(graph, cluster, dev)
 
 
-def greedy_fill(graph: OpGraph, cluster: Cluster, *, order: str = "dfs") -> Placement:
+def greedy_fill(graph: OpGraph, cluster: Cluster, *, order: str | Callable[[OpGraph], np.ndarray] = "dfs"
+                ) -> Placement:
     """Tarnawski Sec. 7 greedy: fill accelerators along a topological order of the
     colocation-contracted graph, each up to its memory; the rest goes to the CPU.
 
-    ``order`` names the topological order (:mod:`dnnplace.graphs.orders`); the paper does not say
-    which one it fixes, and the latencies of Table 4 depend on it (see the README).
+    ``order`` names the topological order (:mod:`dnnplace.graphs.orders`), or is a function
+    that returns one of the contracted graph it is given (``ValueError`` if what it returns
+    is not a topological order of it); the paper does not say which order it fixes, and the
+    latencies of Table 4 depend on it (results/tarnawski-table4/tiebreak-ablation.md).
     A contracted node that an accelerator cannot run is skipped there (it goes to the
     CPU); when the next node does not fit, the next accelerator starts.
     """
@@ -76,7 +81,7 @@ def greedy_fill(graph: OpGraph, cluster: Cluster, *, order: str = "dfs") -> Plac
     group_dev = np.full(coarse.n, -1, dtype=np.int64)
     a = 0
     used = 0.0
-    for grp in topological_order(coarse, order).tolist():
+    for grp in _order_of(coarse, order).tolist():
         while a < accs.size and used + mem[grp] > cluster.memory[accs[a]]:
             a, used = a + 1, 0.0
         if a >= accs.size:
@@ -90,6 +95,20 @@ def greedy_fill(graph: OpGraph, cluster: Cluster, *, order: str = "dfs") -> Plac
     if (dev < 0).any():
         dev[dev < 0] = _fallback(graph, cluster)
     return Placement(graph, cluster, dev)
+
+
+def _order_of(coarse: OpGraph, order: str | Callable[[OpGraph], np.ndarray]) -> np.ndarray:
+    """The topological order ``order`` names, or returns, of ``coarse``."""
+    if isinstance(order, str):
+        return topological_order(coarse, order)
+    seq = np.asarray(order(coarse), dtype=np.int64)
+    pos = np.full(coarse.n, -1, dtype=np.int64)
+    if seq.shape == (coarse.n,) and ((seq >= 0) & (seq < coarse.n)).all():
+        pos[seq] = np.arange(coarse.n)
+    if (pos < 0).any() or (pos[coarse.src] >= pos[coarse.dst]).any():
+        raise ValueError(f"order {getattr(order, '__name__', order)!r} returned no topological order of the "
+                         f"{coarse.n} contracted nodes")
+    return seq
 
 
 def _layer_ranks(graph: OpGraph) -> tuple[np.ndarray, int]:

@@ -114,6 +114,8 @@ class DPResult:
     lower_bound: float | None = None
     stopped: Termination | None = None  # why an incomplete run stopped: IDEAL_LIMIT, MEMORY_LIMIT or TIME_LIMIT
     note: str | None = None  # what stopped the exact DP, in words (the enumeration's message)
+    tied: dict[str, Placement] = field(default_factory=dict)  # tie-break rule -> its split (``tie_breaks``)
+    tie_chains: dict[str, int] = field(default_factory=dict)  # tied chains per scope a ``uniform`` rule drew from
 
 
 def _replication_settings(inst: Instance, replicas: int, sync_per_byte: float | None) -> float:
@@ -299,6 +301,7 @@ def _on_original_nodes(inst: Instance, sub: OpGraph, res: DPResult) -> DPResult:
     if res.placement is not None:
         res.placement = Placement(inst.graph, inst.cluster, res.placement.device[: inst.graph.n],
                                   res.placement.replication)
+    res.tied = {r: Placement(inst.graph, inst.cluster, p.device[: inst.graph.n]) for r, p in res.tied.items()}
     res.seconds["subdivided_nodes"] = float(sub.n - inst.graph.n)
     return res
 
@@ -329,7 +332,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
                upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 6_000_000,
                time_limit: float | None = None, replicas: int = 1, sync_per_byte: float | None = None,
                prune: bool = True, segments: bool = True, max_bytes: float | None = None,
-               deadline: Deadline | None = None) -> DPResult:
+               deadline: Deadline | None = None, tie_breaks: tuple[str, ...] = ()) -> DPResult:
     """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
 
     Parameters
@@ -385,6 +388,13 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         Where the DP graph has narrow cut nodes (:mod:`dnnplace.heuristics.dp_segments`;
         ``pipedream`` without replicas), the stages across a cut come from sorted
         queries and the superset walks stay between cuts; ``False`` walks everywhere.
+    tie_breaks : tuple of str
+        Also decode the finished table by these tie-break rules (``earliest``, ``latest``,
+        ``random:SEED``, ``uniform:SEED``, optionally ``any-``: :mod:`dnnplace.heuristics.dp_ties`)
+        into ``tied`` (rule -> split, each of max-load ``value``; ``first`` is ``placement``, the
+        kernel's own choice, which is unchanged) and, for ``uniform`` rules, ``tie_chains``
+        (how many tied chains they drew from). Exact DP of an inference graph only; nothing for
+        a run that did not complete; the decoding, after the table, is not held to ``time_limit``.
 
     Returns
     -------
@@ -415,7 +425,8 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
             with aot.no_build_wait() if time_limit is not None else contextlib.nullcontext(), guard:
                 return _maxload_dp(inst, linearized=linearized, objective=objective, upper_bound=upper_bound,
                                    trivial=trivial, max_ideals=max_ideals, time_limit=time_limit, replicas=replicas,
-                                   sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes)
+                                   sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes,
+                                   tie_breaks=tie_breaks)
         except Exception as exc:  # stuck in code that checks no deadline (a kernel's first compilation)
             if not (isinstance(exc, TimeLimitReached) or guard.fired):  # numba may turn it into a RuntimeError
                 raise
@@ -427,15 +438,24 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
                             complete=False, lower_bound=lb, stopped=why, note=note)
     return _maxload_dp(inst, linearized=linearized, objective=objective, upper_bound=upper_bound,
                        trivial=trivial, max_ideals=max_ideals, time_limit=time_limit, replicas=replicas,
-                       sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes)
+                       sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes,
+                       tie_breaks=tie_breaks)
 
 
 def _maxload_dp(inst: Instance, *, linearized: bool, objective: str, upper_bound: float | None, trivial: bool,
                 max_ideals: int, time_limit: float | None, replicas: int, sync_per_byte: float | None, prune: bool,
-                segments: bool, max_bytes: float | None) -> DPResult:
+                segments: bool, max_bytes: float | None, tie_breaks: tuple[str, ...] = ()) -> DPResult:
     """:func:`maxload_dp` without its watchdog."""
     if objective not in OBJECTIVES:
         raise InputError(f"the DP supports objectives {OBJECTIVES}, not {objective!r}")
+    if tie_breaks:
+        from dnnplace.heuristics.dp_ties import parse_rule
+
+        for rule in tie_breaks:
+            if rule != "first":
+                parse_rule(rule)
+        if replicas > 1:
+            raise InputError("tie-breaks of the max-load DP are for splits without replicated stages")
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
     sub = subdivide_out_costs(inst.graph, inst.require_cluster())
@@ -443,7 +463,8 @@ def _maxload_dp(inst: Instance, *, linearized: bool, objective: str, upper_bound
         return _on_original_nodes(inst, sub, _maxload_dp(
             Instance(sub, inst.cluster, inst.source), linearized=linearized, objective=objective,
             upper_bound=upper_bound, trivial=trivial, max_ideals=max_ideals, time_limit=_left(deadline),
-            replicas=replicas, sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes))
+            replicas=replicas, sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes,
+            tie_breaks=tie_breaks))
     sync = _replication_settings(inst, replicas, sync_per_byte)
     try:
         prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals,
@@ -482,6 +503,15 @@ def _maxload_dp(inst: Instance, *, linearized: bool, objective: str, upper_bound
     placement = _decode(inst, prep, parent, kind, rep) if np.isfinite(value) else None
     res = DPResult(placement, value, prep.lattice.size, int(visited), prep.h.n, seconds, linearized,
                    lower_bound=None if linearized else value)
+    if tie_breaks and placement is not None and not linearized and done >= prep.lattice.size - 1:
+        from dnnplace.heuristics.dp_ties import tied_splits
+
+        t4 = time.perf_counter()
+        rules = [r for r in tie_breaks if r != "first"]
+        tied, res.tie_chains = tied_splits(prep, dp, rules, overlap=objective == "overlap")
+        res.tied = {r: placement if r == "first" else Placement(inst.graph, inst.require_cluster(),
+                                                                 tied[r][prep.h.group]) for r in tie_breaks}
+        seconds["tie_breaks"] = time.perf_counter() - t4
     if done < prep.lattice.size - 1 and linearized:  # DPL cut short: the best full split pushed so far, if any
         res.complete, res.stopped = False, Termination.TIME_LIMIT
         seconds["sources_done"] = done
