@@ -16,7 +16,7 @@ from dnnplace.cli import main
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
-from dnnplace.methods import tarnawski
+from dnnplace.methods import exact_auto
 from dnnplace.registry import SolveRequest, solve
 
 SEEDS = range(12)
@@ -29,7 +29,7 @@ def _instance(seed: int) -> Instance:
 @pytest.mark.parametrize("branch", ["dp", "ip"])
 def test_auto_equals_brute_force_on_both_branches(branch, monkeypatch):
     if branch == "ip":  # every DP graph counts as too many ideals: the IP answers
-        monkeypatch.setattr(tarnawski, "AUTO_MAX_IDEALS", 1)
+        monkeypatch.setattr(exact_auto, "AUTO_MAX_IDEALS", 1)
     checked = 0
     for seed in SEEDS:
         inst = _instance(seed)
@@ -89,7 +89,7 @@ def test_auto_for_latency_is_the_ip():
 def test_auto_without_a_host_cpu_keeps_the_dp(monkeypatch):
     """The IPs route every transfer through a host CPU: on accelerators alone auto answers with the DP
     even where it would otherwise turn to the IP."""
-    monkeypatch.setattr(tarnawski, "AUTO_MAX_IDEALS", 1)
+    monkeypatch.setattr(exact_auto, "AUTO_MAX_IDEALS", 1)
     inst = random_inference(9)  # 3 accelerators, no CPU; DPL's split 15, the optimum 12
     assert not inst.cluster.devices_of_kind("cpu").size
     res = solve(inst, "auto", SolveRequest(problem="maxload"))

@@ -14,7 +14,7 @@ must stop by itself declares the limit it runs under when a request sets none he
 
 from __future__ import annotations
 
-from dnnplace.methods import baselines, celeritas, fastt, makespan, pardnn, tarnawski
+from dnnplace.methods import baselines, celeritas, exact_auto, fastt, makespan, pardnn, tarnawski
 from dnnplace.methods.base import Method
 
 __all__ = ["METHODS"]
@@ -41,7 +41,7 @@ METHODS: tuple[Method, ...] = (
     Method("ip", ("maxload", "latency"), tarnawski.run_ip,
            "Tarnawski et al. integer programs (max-load Fig. 6; latency Figs. 3-4) on any Pyomo MIP backend",
            options=tarnawski.IPOptions, kind="ip", objective_exact=False, default_contiguity="both", warm_start=True),
-    Method("auto", ("maxload", "latency"), tarnawski.run_auto,
+    Method("auto", ("maxload", "latency"), exact_auto.run_auto,
            "the exact method for the graph: the DP where its ideals are few, else (or where the DP does not prove "
            "its split) the IP; the result says which proved the answer", kind="exact", objective_exact=False,
            default_contiguity="both"),
