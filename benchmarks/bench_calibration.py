@@ -113,7 +113,7 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
         fit,
         links_queue,
         read_run,
-        replay,
+        replays,
         simulate_run,
     )
     from dnnplace.tune_command import median_ci
@@ -128,15 +128,12 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
 
     every, train = fitted(lambda r: True), fitted(lambda r: r["method"] in TRAIN)
     held = {m: fitted(lambda r, m=m: r["method"] in TRAIN and r["model"] != m) for m in graphs}
-    replays = [{"measured_ms": r["measured_step_ms"],
-                **{k: float(replay(graphs[r["model"]], calibrated_cluster(cluster_preset(CLUSTER, graphs[r["model"]]),
-                                                                          every, replay=True), run,
-                                   congestion=q).makespan)
-                   for q, k in ((True, "replayed_ms"), (False, "replayed_ms_overlap"))}}
-               for r, run in zip(rows, runs)]
-    queue = links_queue([x for x, r in zip(replays, rows) if r["method"] in TRAIN])   # chosen on the training plans
+    replayed = [{"measured_ms": r["measured_step_ms"],
+                 **replays(graphs[r["model"]], cluster_preset(CLUSTER, graphs[r["model"]]), every, run)}
+                for r, run in zip(rows, runs)]
+    queue = links_queue([x for x, r in zip(replayed, rows) if r["method"] in TRAIN])   # chosen on the training plans
     out = []
-    for r, run, rep in zip(rows, runs, replays):
+    for r, run, rep in zip(rows, runs, replayed):
         g = graphs[r["model"]]
         base = cluster_preset(CLUSTER, g)
         predicted = {k: float(simulate_run(g, calibrated_cluster(base, cal), run, congestion=queue).makespan)

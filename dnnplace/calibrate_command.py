@@ -52,7 +52,7 @@ def calibrate_runs(paths: list[str], args: argparse.Namespace) -> tuple[Any, lis
         fit,
         links_queue,
         read_run,
-        replay,
+        replays,
         simulate_run,
     )
     runs, insts, costs = [], [], []
@@ -75,12 +75,8 @@ def calibrate_runs(paths: list[str], args: argparse.Namespace) -> tuple[Any, lis
         base = cluster_preset(args.cluster)
     rows = []
     for path, run, inst in zip(paths, runs, insts):
-        row = {"run": path, "measured_ms": run.step_ms}
-        if inst is not None:
-            for queue in (True, False):
-                row[f"replayed_ms{'' if queue else '_overlap'}"] = replay(
-                    inst.graph, calibrated_cluster(inst.cluster, cal, replay=True), run, congestion=queue).makespan
-        rows.append(row)
+        rows.append({"run": path, "measured_ms": run.step_ms,
+                     **({} if inst is None else replays(inst.graph, inst.cluster, cal, run))})
     queue = links_queue(rows)
     cluster = calibrated_cluster(base, cal, congestion=queue)
     for row, run, inst in zip(rows, runs, insts):

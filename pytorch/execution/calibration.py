@@ -53,7 +53,7 @@ from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InputError
 
 __all__ = ["BLOCKED_MS", "RunTrace", "Calibration", "read_run", "fit", "calibrated_cluster", "replay",
-           "simulate_run", "link_fit", "links_queue"]
+           "simulate_run", "link_fit", "links_queue", "replays"]
 
 BLOCKED_MS = 0.05
 """A receiver that waited longer than this (ms) for a message was blocked: the message
@@ -172,13 +172,12 @@ def _producers(run: RunTrace) -> list[str | None]:
     by_dev: dict[str, list[tuple[float, str]]] = {}
     for o in run.ops:
         by_dev.setdefault(o["device"], []).append((float(o["end_ms"]), o["node"]))
-    for v in by_dev.values():
-        v.sort()
+    ends = {d: (np.array([e for e, _ in sorted(v)]), [n for _, n in sorted(v)]) for d, v in by_dev.items()}
     out = []
     for msg in run.messages:
-        ends = by_dev.get(msg["src"], [])
-        k = int(np.searchsorted([e for e, _ in ends], float(msg["send_start_ms"]) + 1e-9, side="right")) - 1
-        out.append(ends[k][1] if k >= 0 else None)
+        times, nodes = ends.get(msg["src"], (np.empty(0), []))
+        k = int(np.searchsorted(times, float(msg["send_start_ms"]) + 1e-9, side="right")) - 1
+        out.append(nodes[k] if k >= 0 else None)
     return out
 
 
@@ -193,16 +192,15 @@ def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = 
     for k, run in enumerate(runs):
         producer = _producers(run)
         posts: dict[str, list[float]] = {}
-        for msg in run.messages:
-            posts.setdefault(msg["src"], []).append(float(msg["send_end_ms"]) - float(msg["send_start_ms"]))
-        seen: set = set()
-        typical = {d: statistics.median(v) for d, v in posts.items()}
         first_post: dict[tuple[str, str | None], list[float]] = {}
         for msg, p in zip(run.messages, producer):
+            posts.setdefault(msg["src"], []).append(float(msg["send_end_ms"]) - float(msg["send_start_ms"]))
             f = first_post.setdefault((msg["src"], p), [np.inf, 0.0])
             f[0] = min(f[0], float(msg["send_start_ms"]))
             f[1] += msg.get("share", 1.0)
-        departs = {key: t + k * typical[key[0]] for key, (t, k) in first_post.items()}
+        typical = {d: statistics.median(v) for d, v in posts.items()}
+        departs = {key: t + count * typical[key[0]] for key, (t, count) in first_post.items()}
+        seen: set = set()
         spent: dict[str, float] = {}
         last: dict[str, float] = {}
         for msg, p in zip(run.messages, producer):
@@ -320,6 +318,15 @@ def replay(graph: Any, cluster: Cluster, run: RunTrace, *, congestion: bool = Tr
     measured = np.array([run.op_ms[v] for v in ids], dtype=np.float64)
     g = graph.with_(compute=np.repeat(measured[:, None], len(graph.kinds), axis=1))
     return simulate_run(g, cluster, run, congestion=congestion)
+
+
+def replays(graph: Any, base: Cluster, cal: Calibration, run: RunTrace) -> dict[str, float]:
+    """``run`` replayed (:func:`replay`) on ``base`` calibrated by ``cal``, with one transfer at a
+    time per link (``replayed_ms``) and with overlapping transfers (``replayed_ms_overlap``):
+    the two link models :func:`links_queue` chooses between."""
+    cluster = calibrated_cluster(base, cal, replay=True)
+    return {key: float(replay(graph, cluster, run, congestion=queue).makespan)
+            for queue, key in ((True, "replayed_ms"), (False, "replayed_ms_overlap"))}
 
 
 def links_queue(rows: list[dict]) -> bool:
