@@ -11,6 +11,9 @@ and message timeline recorded. Then:
 * **predict** -- calibrated on the one-device and random plans of every model, the
   simulator predicts the methods' plans from the profiled costs; and held out: calibrated
   on the other models' plans only;
+* **executed** -- per model, the costs as the executor ran them (its one-device run's
+  operator times) and the messages fitted on that model's one-device and random plans
+  (``pytorch/execution/executed_costs.py``), predicting its methods' plans;
 * per model, Kendall's tau between the predicted and the measured order of the plans and
   whether the predicted best is the measured best (or not separated from it by the 95 %
   intervals of the median step).
@@ -43,6 +46,7 @@ from benchmarks.paths import REPO as ROOT
 TRAIN = ("one device", "random-1", "random-2")
 FIGURES = ("send_overhead_ms", "recv_overhead_ms", "op_gap_ms", "op_scale")
 CLUSTER = "local-cpu-2"
+COLUMNS = ("replayed_ms", "predicted_ms", "held_out_ms", "executed_ms", "preset_ms")
 
 
 def random_plan(inst, seed: int):
@@ -104,6 +108,25 @@ def _tau(a: list[float], b: list[float]) -> float:
     return s / (n * (n - 1) / 2) if n > 1 else 1.0
 
 
+def _plan_key(plan: dict) -> tuple:
+    """A placement up to renaming the devices (``local-cpu-2``'s two are alike): each node's
+    device numbered by first appearance over the sorted node ids."""
+    seen: dict = {}
+    return tuple(seen.setdefault(plan["placement"][v], len(seen)) for v in sorted(plan["placement"]))
+
+
+def _tau_separated(rows: list[dict], key: str) -> float:
+    """Kendall's tau over the pairs of ``rows`` whose measured 95 % intervals are disjoint
+    (a ranking counts only the differences the measurement separates; 1 when none is)."""
+    agree = disagree = 0
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            if a["ci"][1] < b["ci"][0] or b["ci"][1] < a["ci"][0]:
+                s = np.sign(a[key] - b[key]) * np.sign(a["measured_ms"] - b["measured_ms"])
+                agree, disagree = agree + (s > 0), disagree + (s < 0)
+    return float(agree - disagree) / (agree + disagree) if agree + disagree else 1.0
+
+
 def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
     """Per row its replayed and predicted steps (calibrated on all training plans and on
     the other models' only); per model tau and the best plan; the summary figures."""
@@ -116,6 +139,7 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
         replays,
         simulate_run,
     )
+    from dnnplace.pytorch.execution.executed_costs import fit_model
     from dnnplace.tune_command import median_ci
     graphs = {m: with_profile(model_graph(m)[1], next(r for r in rows if r["model"] == m))
               for m in sorted({r["model"] for r in rows})}
@@ -132,10 +156,14 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
                  **replays(graphs[r["model"]], cluster_preset(CLUSTER, graphs[r["model"]]), every, run)}
                 for r, run in zip(rows, runs)]
     queue = links_queue([x for x, r in zip(replayed, rows) if r["method"] in TRAIN])   # chosen on the training plans
+    executed = {m: fit_model(g, cluster_preset(CLUSTER, g),
+                             [run for r, run in zip(rows, runs) if r["model"] == m and r["method"] in TRAIN],
+                             congestion=queue)[:2] for m, g in graphs.items()}
     out = []
     for r, run, rep in zip(rows, runs, replayed):
         g = graphs[r["model"]]
         base = cluster_preset(CLUSTER, g)
+        ge, ce = executed[r["model"]]
         predicted = {k: float(simulate_run(g, calibrated_cluster(base, cal), run, congestion=queue).makespan)
                      for k, cal in (("train", train), ("held", held[r["model"]]))}
         med, lo, hi = median_ci(r["measured_steps_ms"])
@@ -144,21 +172,28 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
                     "replayed_ms": rep["replayed_ms" if queue else "replayed_ms_overlap"],
                     "replayed_queue_ms": rep["replayed_ms"],
                     "predicted_ms": predicted["train"], "held_out_ms": predicted["held"],
+                    "executed_ms": float(simulate_run(ge, ce, run, congestion=queue).makespan),
+                    "one_device": len(set(r["plan"]["placement"].values())) == 1, "plan": _plan_key(r["plan"]),
                     "matches_reference": r["matches_reference"]})
     err = {k: [abs(x[k] / x["measured_ms"] - 1) for x in out if x["method"] not in TRAIN or k == "replayed_ms"]
-           for k in ("replayed_ms", "predicted_ms", "held_out_ms", "preset_ms")}
+           for k in ("replayed_ms", "predicted_ms", "held_out_ms", "executed_ms", "preset_ms")}
     per_model = {}
     for m in graphs:
         mine = [x for x in out if x["model"] == m and not x["method"].startswith("random")]
-        best_p = min(mine, key=lambda x: x["predicted_ms"])
         best_m = min(mine, key=lambda x: x["measured_ms"])
-        separated = best_p["ci"][0] > best_m["ci"][1]
-        per_model[m] = {"tau": _tau([x["predicted_ms"] for x in mine], [x["measured_ms"] for x in mine]),
-                        "tau_preset": _tau([x["preset_ms"] for x in mine], [x["measured_ms"] for x in mine]),
-                        "best_predicted": best_p["method"], "best_measured": best_m["method"],
-                        "same_best": best_p is best_m, "not_separated": not separated}
+        per_model[m] = {"tau_preset": _tau([x["preset_ms"] for x in mine], [x["measured_ms"] for x in mine]),
+                        "best_measured": best_m["method"]}
+        for key, suffix in (("predicted_ms", ""), ("executed_ms", "_executed")):
+            best_p = min(mine, key=lambda x: x[key])
+            per_model[m] |= {"tau" + suffix: _tau([x[key] for x in mine], [x["measured_ms"] for x in mine]),
+                             "tau_separated" + suffix: _tau_separated(mine, key),
+                             "best_predicted" + suffix: best_p["method"],
+                             "same_best" + suffix: best_p["plan"] == best_m["plan"],
+                             "not_separated" + suffix: not best_p["ci"][0] > best_m["ci"][1]}
+    again = [abs(x["executed_ms"] / x["measured_ms"] - 1) for x in out if x["one_device"] and x["method"] not in TRAIN]
     summary = {"median": {k: statistics.median(v) for k, v in err.items() if v},
                "worst": {k: max(v) for k, v in err.items() if v}, "per_model": per_model,
+               "one_device_again": again,
                "calibration": train.to_dict(), "every": every.to_dict(), "congestion": queue,
                "cluster": calibrated_cluster(cluster_preset(CLUSTER), train, congestion=queue),
                "replay_queue": {"median": statistics.median(abs(x["replayed_queue_ms"] / x["measured_ms"] - 1)
@@ -177,38 +212,56 @@ def markdown(out: list[dict], s: dict, meta: dict) -> str:
              "interleaved; measured: the median step with its 95 % interval (order statistics). Replayed: the "
              "run's own plan on its measured operator times and the messages and links calibrated on all runs. "
              "Predicted: profiled costs, calibrated on the one-device and random plans of every model; held out: "
-             "calibrated on the other models' plans only. Preset: the uncalibrated `local-cpu-2` prediction.", "",
-             "| model | plan | transfers | measured ms (95 % CI) | replayed | predicted | held out | preset |",
-             "|---|---|---:|---|---:|---:|---:|---:|"]
+             "calibrated on the other models' plans only. Executed: the model's operators at the times its "
+             "one-device run measured, messages fitted on its one-device and random plans "
+             "(docs/execution.md, Executed costs). Preset: the uncalibrated `local-cpu-2` prediction.", "",
+             "| model | plan | transfers | measured ms (95 % CI) | replayed | predicted | held out | executed "
+             "| preset |",
+             "|---|---|---:|---|---:|---:|---:|---:|---:|"]
     for x in out:
         m = x["measured_ms"]
-        cells = " | ".join(f"{x[k]:.2f} ({pct(x[k], m)})" for k in ("replayed_ms", "predicted_ms", "held_out_ms",
-                                                                        "preset_ms"))
+        cells = " | ".join(f"{x[k]:.2f} ({pct(x[k], m)})" for k in COLUMNS)
         lines.append(f"| {x['model']} | {x['method']} | {x['transfers']} | {m:.2f} "
                      f"({x['ci'][0]:.2f}-{x['ci'][1]:.2f}) | {cells} |")
     med, worst = s["median"], s["worst"]
+    yes = lambda b: "yes" if b else "no"  # noqa: E731
     lines += ["", "## Summary", "",
-              "| figure | replay (all plans) | predicted (methods' plans) | held-out models | preset |",
-              "|---|---:|---:|---:|---:|",
-              "| median \\|error\\| | " + " | ".join(f"{100 * med[k]:.1f} %" for k in
-                                                  ("replayed_ms", "predicted_ms", "held_out_ms", "preset_ms")) + " |",
-              "| worst \\|error\\| | " + " | ".join(f"{100 * worst[k]:.1f} %" for k in
-                                                 ("replayed_ms", "predicted_ms", "held_out_ms", "preset_ms")) + " |",
-              "", "| model | tau (calibrated) | tau (preset) | best predicted | best measured | same best | "
-                  "within the intervals |", "|---|---:|---:|---|---|---|---|"]
+              "| figure | replay (all plans) | predicted (methods' plans) | held-out models "
+              "| executed (methods' plans) | preset |", "|---|---:|---:|---:|---:|---:|",
+              "| median \\|error\\| | " + " | ".join(f"{100 * med[k]:.1f} %" for k in COLUMNS) + " |",
+              "| worst \\|error\\| | " + " | ".join(f"{100 * worst[k]:.1f} %" for k in COLUMNS) + " |",
+              "", "Per model, over the one-device plan and the methods' plans: Kendall's tau of the predicted "
+                  "against the measured order, over all pairs and over the pairs whose measured intervals are "
+                  "disjoint (separated); the predicted best against the measured best, and whether the measured "
+                  "intervals of the two overlap.", "",
+              "| model | tau (calibrated) | tau (executed) | tau separated (calibrated / executed) | tau (preset) | "
+              "best measured | best predicted (calibrated / executed) | same best | within the intervals |",
+              "|---|---:|---:|---:|---:|---|---|---|---|"]
     for m, p in s["per_model"].items():
-        lines.append(f"| {m} | {p['tau']:+.2f} | {p['tau_preset']:+.2f} | {p['best_predicted']} | "
-                     f"{p['best_measured']} | {'yes' if p['same_best'] else 'no'} | "
-                     f"{'yes' if p['not_separated'] else 'no'} |")
+        lines.append(f"| {m} | {p['tau']:+.2f} | {p['tau_executed']:+.2f} | {p['tau_separated']:+.2f} / "
+                     f"{p['tau_separated_executed']:+.2f} | {p['tau_preset']:+.2f} | {p['best_measured']} | "
+                     f"{p['best_predicted']} / {p['best_predicted_executed']} | {yes(p['same_best'])} / "
+                     f"{yes(p['same_best_executed'])} | {yes(p['not_separated'])} / "
+                     f"{yes(p['not_separated_executed'])} |")
     lines += ["", f"Links: {'one transfer at a time (queues)' if s['congestion'] else 'transfers overlap'}, the "
                   "better replay of the training plans; with the other model the replays' median |error| is "
                   f"{100 * s['replay_queue']['median']:.1f} %, worst {100 * s['replay_queue']['worst']:.1f} % "
                   "(with queues)." if not s["congestion"] else ""]
-    taus = [p["tau"] for p in s["per_model"].values()]
-    same = sum(p["same_best"] for p in s["per_model"].values())
-    near = sum(p["not_separated"] for p in s["per_model"].values())
-    lines += ["", f"Median tau {statistics.median(taus):+.2f} over {len(taus)} models; the same best plan on "
-                  f"{same}/{len(taus)} models ({near}/{len(taus)} within the measured intervals).", "",
+    n = len(s["per_model"])
+    for label, suffix in (("calibrated", ""), ("executed", "_executed")):
+        taus = [p["tau" + suffix] for p in s["per_model"].values()]
+        sep = [p["tau_separated" + suffix] for p in s["per_model"].values()]
+        same = sum(p["same_best" + suffix] for p in s["per_model"].values())
+        near = sum(p["not_separated" + suffix] for p in s["per_model"].values())
+        lines += ["", f"{label.capitalize()}: median tau {statistics.median(taus):+.2f} over {n} models "
+                      f"({statistics.median(sep):+.2f} over separated pairs); the same best plan on {same}/{n} "
+                      f"models ({near}/{n} within the measured intervals)."]
+    again = s["one_device_again"]
+    if again:
+        lines += ["", f"One-device plans measured again (a method's plan that put every node on one device, "
+                      f"{len(again)} runs, not fitted on): executed costs predict them within "
+                      f"{100 * max(again):.1f} % (median {100 * statistics.median(again):.1f} %)."]
+    lines += ["",
               "Calibrated figures (one-device and random plans): "
               f"`{json.dumps({k: s['calibration'][k] for k in FIGURES}, sort_keys=True)}`",
               ""]

@@ -8,6 +8,12 @@ overhead and speed and every link its latency and bandwidth, written as a cluste
 whose graph is at hand the command prints the replay (the run's own plan simulated on its
 measured operator times and the calibrated messages and links) and the prediction (on the
 graph's profiled costs and the calibrated cluster) against the measured step.
+
+With ``--costs-out GRAPH.json`` (every run of one graph, one of them its one-device plan)
+the graph is written with its **executed costs**, the one-device run's operator times, and
+``--out`` is the cluster fitted to that graph's runs around them
+(:mod:`dnnplace.pytorch.execution.executed_costs`, docs/execution.md, Executed costs): the
+pair that ``solve`` and ``tune`` then optimise on.
 """
 
 from __future__ import annotations
@@ -41,8 +47,10 @@ def _graph_of(run_doc: dict, args: argparse.Namespace, source: str) -> Any:
     return inst
 
 
-def calibrate_runs(paths: list[str], args: argparse.Namespace) -> tuple[Any, list[dict]]:
-    """``(calibrated cluster, one row per run: measured, replayed and predicted step)``."""
+def calibrate_runs(paths: list[str], args: argparse.Namespace) -> tuple[Any, list[dict], Any]:
+    """``(calibrated cluster, one row per run: measured, replayed and predicted step, the
+    graph with executed costs or None)``; with ``args.costs_out`` the cluster is the one
+    fitted to the executed costs and each row has its ``executed_ms``."""
     import numpy as np
 
     from dnnplace.graphs.io import read_json
@@ -84,7 +92,19 @@ def calibrate_runs(paths: list[str], args: argparse.Namespace) -> tuple[Any, lis
         row.pop("replayed_ms_overlap", None)
         row["predicted_ms"] = None if inst is None else simulate_run(
             inst.graph, calibrated_cluster(inst.cluster, cal, congestion=queue), run, congestion=queue).makespan
-    return cluster, rows
+    if not getattr(args, "costs_out", None):
+        return cluster, rows, None
+    import json
+
+    from dnnplace.graphs.io.fingerprint import graph_fingerprint
+    from dnnplace.pytorch.execution.executed_costs import fit_model
+    if any(i is None for i in insts) or len({json.dumps(graph_fingerprint(i.graph), sort_keys=True)
+                                             for i in insts}) > 1:
+        raise InputError("--costs-out needs every run made on one graph (give --graph GRAPH.json)")
+    graph, cluster, _ = fit_model(insts[0].graph, base, runs, congestion=queue)
+    for row, run in zip(rows, runs):
+        row["executed_ms"] = float(simulate_run(graph, cluster, run, congestion=queue).makespan)
+    return cluster, rows, graph
 
 
 def _pct(a: float | None, b: float) -> str:
@@ -96,9 +116,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from dnnplace.command_args import check_out, cluster_file
     from dnnplace.graphs.io import write_json
     from dnnplace.graphs.io.native import cluster_to_dict
-    check_out([("--out", args.out)], [*(("run", p) for p in args.runs), ("--graph", args.graph),
-                                      ("--cluster", cluster_file(args.cluster))])
-    cluster, rows = calibrate_runs(args.runs, args)
+    check_out([("--out", args.out), ("--costs-out", args.costs_out)],
+              [*(("run", p) for p in args.runs), ("--graph", args.graph), ("--cluster", cluster_file(args.cluster))])
+    cluster, rows, graph = calibrate_runs(args.runs, args)
     cal = cluster.meta["calibration"]
     print(f"calibrated from {cal['samples']['runs']} run(s): {cal['samples']['operators']} operators, "
           f"{cal['samples']['messages']} messages ({cal['samples']['blocked']} with a blocked receiver); links: "
@@ -111,17 +131,28 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     for link in cal["links"]:
         print(f"link {link['src']}->{link['dst']}: {link['beta0_ms']:.4f} ms + {link['beta1_ms_per_byte'] * 1e6:.4f} "
               "ms/MB")
-    print("| run | measured ms | replayed ms | error | predicted ms | error |")
-    print("|---|---:|---:|---:|---:|---:|")
+    if graph is not None:
+        ex = cluster.meta["executed_costs"]
+        print(f"executed costs: {graph.n} operators from {ex['one_device_run']} ({ex['one_device_ms']:.2f} ms); "
+              f"per-operator overhead {ex['op_overhead_ms']:.4f} ms; per-message top-up {ex['send_top_up_ms']:.4f} ms "
+              f"over {ex['spread_runs']} run(s) on more than one device")
+    keys = ["replayed_ms", "predicted_ms", *(["executed_ms"] if graph is not None else [])]
+    print("| run | measured ms | replayed ms | error | predicted ms | error |"
+          + (" executed ms | error |" if graph is not None else ""))
+    print("|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if graph is not None else ""))
     for r in rows:
-        rep, pre = r["replayed_ms"], r["predicted_ms"]
-        shown = [f"{'-' if x is None else f'{x:.2f}'} | {_pct(x, r['measured_ms'])}" for x in (rep, pre)]
-        print(f"| {r['run']} | {r['measured_ms']:.2f} | {shown[0]} | {shown[1]} |")
+        shown = [f"{'-' if r[k] is None else f'{r[k]:.2f}'} | {_pct(r[k], r['measured_ms'])}" for k in keys]
+        print(f"| {r['run']} | {r['measured_ms']:.2f} | {' | '.join(shown)} |")
     errs = [abs(r["replayed_ms"] - r["measured_ms"]) / r["measured_ms"] for r in rows if r["replayed_ms"] is not None]
     if errs:
         print(f"replay |error|: median {100 * statistics.median(errs):.1f}%, worst {100 * max(errs):.1f}%")
     doc = cluster_to_dict(cluster)
     doc["meta"]["calibration"]["runs"] = rows
+    if graph is not None:
+        from dnnplace.graphs.instance import Instance
+        from dnnplace.graphs.io import save_instance
+        save_instance(Instance(graph, cluster, args.costs_out), args.costs_out)
+        print(f"wrote {args.costs_out}")
     write_json(args.out, doc)
     print(f"wrote {args.out}")
     return 0
@@ -137,4 +168,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", required=True, metavar="CLUSTER.json", help="the calibrated cluster file to write")
     p.add_argument("--graph", help="the graph every run was made on (default: each run's own 'graph')")
     p.add_argument("--cluster", help="the cluster to calibrate (default: each run's own)")
+    p.add_argument("--costs-out", metavar="GRAPH.json",
+                   help="write the graph with its executed costs (the one-device run's operator times; every run "
+                        "of one graph) and fit --out around them (docs/execution.md, Executed costs)")
     p.set_defaults(func=cmd_calibrate)
