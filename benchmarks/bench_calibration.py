@@ -156,6 +156,10 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
                  **replays(graphs[r["model"]], cluster_preset(CLUSTER, graphs[r["model"]]), every, run)}
                 for r, run in zip(rows, runs)]
     queue = links_queue([x for x, r in zip(replayed, rows) if r["method"] in TRAIN])   # chosen on the training plans
+    own = {m: fit([run for r, run in zip(rows, runs) if r["model"] == m]) for m in graphs}
+    key = "replayed_ms" if queue else "replayed_ms_overlap"
+    own_err = [abs(replays(graphs[r["model"]], cluster_preset(CLUSTER, graphs[r["model"]]), own[r["model"]], run)[key]
+                   / r["measured_step_ms"] - 1) for r, run in zip(rows, runs)]
     executed = {m: fit_model(g, cluster_preset(CLUSTER, g),
                              [run for r, run in zip(rows, runs) if r["model"] == m and r["method"] in TRAIN],
                              congestion=queue)[:2] for m, g in graphs.items()}
@@ -196,6 +200,7 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
                "one_device_again": again,
                "calibration": train.to_dict(), "every": every.to_dict(), "congestion": queue,
                "cluster": calibrated_cluster(cluster_preset(CLUSTER), train, congestion=queue),
+               "replay_per_model": {"median": statistics.median(own_err), "worst": max(own_err)},
                "replay_queue": {"median": statistics.median(abs(x["replayed_queue_ms"] / x["measured_ms"] - 1)
                                                             for x in out),
                                 "worst": max(abs(x["replayed_queue_ms"] / x["measured_ms"] - 1) for x in out)}}
@@ -247,6 +252,9 @@ def markdown(out: list[dict], s: dict, meta: dict) -> str:
                   "better replay of the training plans; with the other model the replays' median |error| is "
                   f"{100 * s['replay_queue']['median']:.1f} %, worst {100 * s['replay_queue']['worst']:.1f} % "
                   "(with queues)." if not s["congestion"] else ""]
+    own = s["replay_per_model"]
+    lines += ["", f"Replayed with the messages and links fitted on each model's own runs (not pooled over the "
+                  f"models): median |error| {100 * own['median']:.1f} %, worst {100 * own['worst']:.1f} %."]
     n = len(s["per_model"])
     for label, suffix in (("calibrated", ""), ("executed", "_executed")):
         taus = [p["tau" + suffix] for p in s["per_model"].values()]

@@ -56,12 +56,18 @@ Experiment kinds (``kind`` in the TOML):
                 in percent (the 1x point of both axes is one instance, run once).
 ``coarsening``  Sec. 3.3 / 5.3: coarse size vs ILP time, certified gap (of the coarse
                 ILP) and simulated makespan on the original graph.
+``gaps``        a ``congestion`` or ``hardware`` config's ILPs (its ``base``) rerun on its
+                instances under other limits, once per solver seed (``seeds``), ``jobs``
+                at a time (:mod:`dnnplace.experiments.pesto_gaps`; ``pesto-hardware-gaps``,
+                ``pesto-congestion-gaps``). A base config's ``long_runs`` names its gaps
+                config: what the long runs found joins the cause of its verdicts.
 
 This module holds the entry point, :func:`reproduce`; :mod:`dnnplace.experiments.pesto_config`
 the config, the graph, its cluster variants and the ``pesto`` run;
 :mod:`dnnplace.experiments.instance_files` the instance files;
 :mod:`dnnplace.experiments.makespan_runs` the run specs and the record readers;
-:mod:`dnnplace.experiments.pesto_figures` the three kinds, each writing its table and plots.
+:mod:`dnnplace.experiments.pesto_figures` the three figure kinds, each writing its table and plots;
+:mod:`dnnplace.experiments.pesto_gaps` the ``gaps`` kind.
 """
 
 from __future__ import annotations
@@ -71,7 +77,12 @@ from pathlib import Path
 
 from dnnplace.experiments.makespan_runs import replay
 from dnnplace.experiments.pesto_config import SCHEMA, Config
-from dnnplace.experiments.pesto_figures import RUNNERS, records_only
+from dnnplace.experiments.pesto_figures import RUNNERS as FIGURES
+from dnnplace.experiments.pesto_figures import records_only
+from dnnplace.experiments.pesto_gaps import run_gaps
+
+RUNNERS = {**FIGURES, "gaps": run_gaps}
+"""The experiment of each config ``kind``: the three figures and ``gaps``, a figure's ILPs rerun per seed."""
 
 __all__ = ["Config", "SCHEMA", "replay", "reproduce", "rerender"]
 

@@ -30,7 +30,7 @@ __all__ = ["Config", "SCHEMA", "EXPERT", "experiment_graph", "scaled_cluster", "
 EXPERT = "layer-split"
 
 # Pesto's own keys of a reproduction config (beside the common graph, cluster, time_limit, rel_gap)
-SCHEMA = Schema(kinds=("congestion", "hardware", "coarsening"), out_dir="results/pesto", time_limit=60.0,
+SCHEMA = Schema(kinds=("congestion", "hardware", "coarsening", "gaps"), out_dir="results/pesto", time_limit=60.0,
                 rel_gap=0.01, options={
                     "coarsen_to": Key(int, 100),                                  # congestion, hardware
                     "coarse_sizes": Key(list, [50, 100, 200, 300], item=int),     # coarsening axis
@@ -38,6 +38,10 @@ SCHEMA = Schema(kinds=("congestion", "hardware", "coarsening"), out_dir="results
                     "compute_scales": Key(list, [0.1, 0.3, 1.0, 3.0, 10.0], item=float),  # hardware axis
                     "link_scales": Key(list, [0.1, 0.3, 1.0, 3.0, 10.0], item=float),     # hardware axis
                     "engine": Key(str, None, choices=("mip", "cpsat")),           # the pesto method's engine
+                    "base": Key(str, None),            # gaps: the congestion or hardware config whose ILPs it reruns
+                    "seeds": Key(list, [0], item=int),  # gaps: the ILP's solver seeds (HiGHS random_seed)
+                    "jobs": Key(int, 1),               # gaps: runs in parallel (worker processes)
+                    "long_runs": Key(str, None),       # congestion, hardware: the gaps config that reran its ILPs
                 })
 
 
@@ -59,6 +63,10 @@ class Config:
     time_limit: float = 60.0
     rel_gap: float = 0.01
     engine: str | None = None                        # the pesto method's exact engine (None: its default, the MIP)
+    base: str | None = None                          # gaps: the config whose ILPs are rerun
+    seeds: tuple = (0,)                              # gaps: the ILP's solver seeds
+    jobs: int = 1                                    # gaps: runs in parallel
+    long_runs: str | None = None                     # the gaps config that reran this config's ILPs
     out_dir: str = "results/pesto"
 
     @classmethod
@@ -75,9 +83,11 @@ class Config:
                    cluster=dict(cfg.cluster), time_limit=cfg.time_limit, rel_gap=cfg.rel_gap, out_dir=cfg.out_dir,
                    **own)
 
-    def solver(self) -> dict[str, Any]:
-        """The ILP's solver options (one thread, the config's limits)."""
-        return {"time_limit": self.time_limit, "rel_gap": self.rel_gap, "threads": 1}
+    def solver(self, seed: int | None = None) -> dict[str, Any]:
+        """The ILP's solver options (one thread, the config's limits; the solver's random
+        seed where ``seed`` is given, else the solver's default)."""
+        opts: dict[str, Any] = {"time_limit": self.time_limit, "rel_gap": self.rel_gap, "threads": 1}
+        return opts if seed is None else {**opts, "seed": int(seed)}
 
     def engine_label(self) -> str:
         """The exact engine in words, for tables and plots."""
@@ -104,11 +114,12 @@ def scaled_cluster(base: Cluster, compute: float = 1.0, link: float = 1.0) -> Cl
                    name=f"{base.name}-c{compute}-l{link}", meta=dict(base.meta), ports=base.ports)
 
 
-def pesto_spec(v: Variant, cfg: Config, coarsen_to: int | None, **params: Any) -> RunSpec:
+def pesto_spec(v: Variant, cfg: Config, coarsen_to: int | None, *, seed: int | None = None,
+               **params: Any) -> RunSpec:
     """The run of the ``pesto`` method on ``v`` (coarsened to ``coarsen_to``, with the config's
-    engine where it names one) under the config's ILP limits."""
+    engine where it names one) under the config's ILP limits (and the solver seed ``seed``)."""
     engine = {} if cfg.engine is None else {"engine": cfg.engine}
-    return run_spec(v, "pesto", {"coarsen_to": coarsen_to, **engine, **params}, cfg.solver())
+    return run_spec(v, "pesto", {"coarsen_to": coarsen_to, **engine, **params}, cfg.solver(seed))
 
 
 def ilp_gap(rec: dict | None) -> float | None:

@@ -120,12 +120,22 @@ _FIG5_SWEEP = ("ratio 0.90-1.06 over coarse sizes 50-300, 2 seeds, CP-SAT and Hi
                "sends of one tensor, which the simulator sends once per consuming GPU")
 
 
-def _fig5_cause(row: dict) -> str:
-    """The measured cause of one congestion row's ratio (its own gap, then the sweep's finding)."""
+def _fig5_cause(row: dict, long_runs: str | None = None) -> str:
+    """The measured cause of one congestion row's ratio (its own gap, the seeds of the config ``long_runs``
+    names where it has records, then the sweep's finding)."""
     gap = row.get("ilp_gap")
     if row.get("ratio", 1.0) < 1.0 and gap is not None and gap > 0.05:
         return f"the ILP with (7) stopped at a {gap:.1%} gap in {row.get('ilp_s') or 0:.0f} s; {_FIG5_SWEEP}"
-    return _FIG5_SWEEP
+    return "; ".join(x for x in (_long_run_cause(long_runs, "fig5"), _FIG5_SWEEP) if x)
+
+
+def _long_run_cause(long_runs: str | None, figure: str) -> str | None:
+    """:func:`dnnplace.experiments.pesto_gaps.long_run_cause` of the gaps config ``long_runs`` (``None``: none)."""
+    if not long_runs:
+        return None
+    from dnnplace.experiments.pesto_gaps import long_run_cause
+
+    return long_run_cause(long_runs, figure)
 
 
 # (label, congestion constraints in the ILP, further pesto options)
@@ -180,7 +190,8 @@ def run_congestion(name: str, cfg: Config, out: Path, *, quick: bool, fresh: boo
             footer.append(f"Makespan ratio without constraints / {r['ilp']}: **{a / r['makespan']:.3f}**.")
             r.update(ratio=a / r["makespan"], paper_ratio=PAPER_FIG5_RATIO)
             r["verdict"] = V.qualify(
-                V.with_cause(V.judge(PAPER_FIG5_RATIO, r["ratio"], abs_tol=FIG5_NOISE, neutral=1.0), _fig5_cause(r)),
+                V.with_cause(V.judge(PAPER_FIG5_RATIO, r["ratio"], abs_tol=FIG5_NOISE, neutral=1.0),
+                             _fig5_cause(r, cfg.long_runs if r["ilp"] == "with congestion" else None)),
                 vacuous=f"the answer came from its start ({r['source']}), not the ILP"
                 if r.get("source") not in (None, "ilp") else None)
     columns += [Column("ratio", "ratio without / this (ours)", fmt=_MS, numeric=True),
@@ -262,7 +273,8 @@ PAPER_FIG8 = {"compute": (True, "Pesto's reduction over the expert grows with co
 def _fig8_verdicts(rows: list[dict], variants: dict, done: dict[str, dict], cfg: Config) -> list[str]:
     """Per axis: the paper's direction, ours (Pesto vs expert from the slowest to the fastest point) and the
     verdict; the cause measured on this run's records (transfers of the 1x expert and Pesto placements, and how
-    much each one's makespan moves over the link axis)."""
+    much each one's makespan moves over the link axis), after what the long runs of the gaps config
+    ``cfg.long_runs`` found where it names one (:mod:`dnnplace.experiments.pesto_gaps`)."""
     cause = ""
     base = variants.get("c1-l1")
     links = [r for r in rows if r["axis"] == "link" and None not in (r["expert"], r["pesto"])]
@@ -283,8 +295,10 @@ def _fig8_verdicts(rows: list[dict], variants: dict, done: dict[str, dict], cfg:
         rs = [r for r in rows if r["axis"] == axis]
         vals = [r["vs_expert"] for r in rs]
         ours = ", ".join(f"{r['scale']:g}x {r['vs_expert']:+.1%}" for r in rs if r["vs_expert"] is not None)
+        long = _long_run_cause(cfg.long_runs, axis)
         out.append((f"Fig. 8, {axis} axis", claim, ours,
-                    V.with_cause(V.judge_direction(vals, increasing, abs_tol=0.01), cause)))
+                    V.with_cause(V.judge_direction(vals, increasing, abs_tol=0.01),
+                                 "; ".join(x for x in (long, cause) if x))))
     return ["Paper vs ours (direction within 1 percentage point per step):", "", *V.summary_table(out)]
 
 

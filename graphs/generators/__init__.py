@@ -14,6 +14,7 @@ from typing import Any
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.generators.cells import cell_network
+from dnnplace.graphs.generators.convnets import conv_chain, wide_resnet
 from dnnplace.graphs.generators.lstm import lstm_grid
 from dnnplace.graphs.generators.random_dag import DEFAULT_MEMORY_BUDGET, random_layered_dag
 from dnnplace.graphs.graph import OpGraph
@@ -24,6 +25,8 @@ GENERATORS: dict[str, Callable[..., OpGraph]] = {
     "random-dag": random_layered_dag,
     "lstm": lstm_grid,
     "cells": cell_network,
+    "conv-chain": conv_chain,
+    "wide-resnet": wide_resnet,
 }
 
 
