@@ -5,6 +5,9 @@ The simulator ranks plans by a predicted step time that measured runs can contra
 (docs/execution.md, "Measured selection"):
 
 1. capture the model's training step (``--cost``, default ``measured:cpu``, as ``capture``);
+   with ``--executed-costs``, run the one-device plan first and take its operator times as
+   the costs (:mod:`dnnplace.pytorch.execution.executed_costs`, docs/execution.md, Executed
+   costs);
 2. solve the makespan problem with each of ``--methods`` through the registry, each under
    ``--time-limit`` seconds, and predict each plan with the simulator
    (:func:`dnnplace.execute_command.predict`);
@@ -158,6 +161,28 @@ def one_device_plan(inst: Any, device: str | None = None) -> tuple[str, Any, Any
     return ONE_DEVICE, Plan(placement, dict(zip(g.ids, sim.schedule.start.tolist()))), sim, 0.0
 
 
+def executed_instance(spec: Any, inst: Any, one: tuple, args: argparse.Namespace) -> Any:
+    """``inst`` with its executed costs: the one-device plan ``one`` run for ``--steps``
+    steps, its operator times as the graph's costs and the cluster's per-operator
+    overhead fitted to its step (:func:`~dnnplace.pytorch.execution.executed_costs.fit_model`;
+    messages and links stay the cluster's)."""
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.pytorch.execution.calibration import read_run
+    from dnnplace.pytorch.execution.executed_costs import fit_model
+    from dnnplace.pytorch.execution.launch import execute
+    from dnnplace.pytorch.execution.reference import captured_meta
+    m = execute(spec, [one[1]], list(inst.cluster.names), steps=args.steps, warmup=args.warmup,
+                timeout_s=args.timeout, captured=captured_meta(inst), live=False)[0]
+    plan = {"placement": dict(one[1].placement), "start": dict(one[1].start)}
+    run = read_run({**m.to_dict(), "plan": plan}, "the one-device run")
+    graph, cluster, figures = fit_model(inst.graph, inst.cluster, [run])
+    print(f"executed costs: the one-device plan measured {run.step_ms:.3f} ms over {args.steps} steps; its "
+          f"operators sum to {float(graph.compute[:, 0].sum()):.3f} ms (profiled "
+          f"{float(inst.graph.compute.min(axis=1).sum()):.3f} ms), {figures['op_overhead_ms']:.4f} ms per operator "
+          "besides", file=sys.stderr, flush=True)
+    return Instance(graph, cluster, inst.source)
+
+
 def _plan_key(ids: Sequence[str], plan: Any) -> tuple:
     """Two plans are the same when they place every node alike and order each device alike."""
     start = plan.start or {}
@@ -306,6 +331,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     inst = Instance(captured.graph, read_cluster(args.cluster, captured.graph), captured.source)
     ids = list(inst.graph.ids)
     one = one_device_plan(inst)
+    spec = model_spec(args)
+    if args.executed_costs:
+        inst = executed_instance(spec, inst, one, args)
+        one = one_device_plan(inst)
     found = sorted(method_plans(inst, methods, args.time_limit), key=lambda c: float(c[2].makespan))
     seen = {_plan_key(ids, one[1]): ONE_DEVICE}
     cands = []
@@ -321,7 +350,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"measuring {len(cands)} plans ({', '.join(c[0] for c in cands)}) interleaved, {args.steps} steps each per "
           f"round, until every median's 95 % interval is within +-{100 * PRECISION:g} % or {args.max_steps} steps",
           file=sys.stderr, flush=True)
-    spec = model_spec(args)
     samples: list[list[float]] = [[] for _ in cands]
     matches = [True] * len(cands)
     last: list[Any] = [None] * len(cands)
@@ -332,7 +360,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         while True:
             n = min(args.steps, args.max_steps - len(samples[0]))
             runs = execute(spec, [c[1] for c in cands], list(inst.cluster.names), steps=n, warmup=args.warmup,
-                           timeout_s=args.timeout, captured=captured_meta(inst), interleave=True, live=False)
+                           timeout_s=args.timeout, captured=captured_meta(captured), interleave=True, live=False)
             rounds += 1
             for i, m in enumerate(runs):
                 samples[i] += m.step_ms
@@ -366,7 +394,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
            "ci": f"{100 * LEVEL:g} % order-statistic interval of the median (binomial)",
            "rounds": rounds, "eager_step_ms": last[-1].eager_step_ms, "candidates": rows,
            "placement": chosen["plan"]["placement"], "start": chosen["plan"]["start"],
-           "graph_fingerprint": graph_fingerprint(inst.graph)}
+           "costs": "executed" if args.executed_costs else args.cost,
+           "graph_fingerprint": graph_fingerprint(captured.graph)}
     text = table(rows, chosen)
     if args.table:
         from dnnplace.tables import write_text
@@ -399,6 +428,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cost", default="measured:cpu",
                    help="operator costs as for capture (default measured:cpu: each operator timed on one thread, "
                         "as the executor runs it)")
+    p.add_argument("--executed-costs", action="store_true",
+                   help="run the one-device plan first (--steps steps) and solve on its operator times as the "
+                        "executor ran them (docs/execution.md, Executed costs)")
     p.add_argument("--cluster", required=True, help="cluster preset or file (e.g. local-cpu-2)")
     p.add_argument("--methods", default=DEFAULT_METHODS, help="makespan methods, comma-separated "
                                                               "(default %(default)s)")

@@ -92,6 +92,27 @@ def test_tune_measures_and_chooses(tmp_path, capfd):
     assert got.err.count("round 1: ") == 1 and "round 2" not in got.err and " step 1/" not in got.err, got.err
 
 
+@NO_TORCH
+@pytest.mark.slow
+def test_tune_on_executed_costs_predicts_the_one_device_plan_at_its_first_run(tmp_path, capfd):
+    """--executed-costs: the one-device plan runs first and its operator times become the
+    costs, so the one-device candidate is predicted at that run's step (docs/execution.md,
+    Executed costs); the result still runs with execute (the captured graph's fingerprint)."""
+    import re
+    out = tmp_path / "tuned.json"
+    rc = main(["tune", MODEL, *FLAGS, "--executed-costs", "--methods", "heft", "--top", "1", "--steps", "6",
+               "--max-steps", "6", "--time-limit", "5", "--out", str(out)])
+    got = capfd.readouterr()
+    assert rc == 0, got.err[-2000:]
+    first = re.search(r"executed costs: the one-device plan measured ([0-9.]+) ms over 6 steps; its operators sum "
+                      r"to ([0-9.]+) ms", got.err)
+    assert first, got.err
+    doc = json.loads(out.read_text())
+    assert doc["costs"] == "executed" and doc["candidates"][-1]["method"] == ONE_DEVICE
+    step, ops = float(first[1]), float(first[2])
+    assert doc["candidates"][-1]["predicted_step_ms"] == pytest.approx(max(step, ops), rel=1e-3)
+
+
 @pytest.mark.parametrize("flags, culprit", [
     (["--methods", "heft,nope"], "--methods: unknown method 'nope'"),
     (["--methods", "dp"], "--methods: 'dp' does not solve the makespan problem"),
