@@ -73,16 +73,19 @@ the config, the graph, its cluster variants and the ``pesto`` run;
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 from dnnplace.experiments.makespan_runs import replay
 from dnnplace.experiments.pesto_config import SCHEMA, Config
 from dnnplace.experiments.pesto_figures import RUNNERS as FIGURES
 from dnnplace.experiments.pesto_figures import records_only
-from dnnplace.experiments.pesto_gaps import run_gaps
+from dnnplace.experiments.pesto_gaps import long_run_cause, run_gaps
 
-RUNNERS = {**FIGURES, "gaps": run_gaps}
-"""The experiment of each config ``kind``: the three figures and ``gaps``, a figure's ILPs rerun per seed."""
+RUNNERS = {**FIGURES, "gaps": run_gaps,
+           **{k: functools.partial(FIGURES[k], long_cause=long_run_cause) for k in ("congestion", "hardware")}}
+"""The experiment of each config ``kind``: the three figures (Fig. 5 and Fig. 8 citing their long runs, a
+config's ``long_runs``) and ``gaps``, a figure's ILPs rerun per seed."""
 
 __all__ = ["Config", "SCHEMA", "replay", "reproduce", "rerender"]
 

@@ -53,6 +53,7 @@ class Config:
     name: str
     kind: str
     description: str = ""
+    notes: tuple = ()                                # text printed with the table (the gaps tables)
     graph: dict | str = field(default_factory=dict)  # generate(**graph), or a file under the bundled workloads
     cluster: dict = field(default_factory=dict)      # Cluster.single_host(**cluster)
     coarsen_to: int | None = 100
@@ -79,7 +80,7 @@ class Config:
     def of(cls, cfg: Reproduction) -> Config:
         """Pesto's view of a loaded config: the common keys and :data:`SCHEMA`'s own."""
         own = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.options.items()}
-        return cls(name=cfg.name, kind=cfg.kind, description=cfg.description, graph=cfg.graph or {},
+        return cls(name=cfg.name, kind=cfg.kind, description=cfg.description, notes=cfg.notes, graph=cfg.graph or {},
                    cluster=dict(cfg.cluster), time_limit=cfg.time_limit, rel_gap=cfg.rel_gap, out_dir=cfg.out_dir,
                    **own)
 

@@ -120,22 +120,20 @@ _FIG5_SWEEP = ("ratio 0.90-1.06 over coarse sizes 50-300, 2 seeds, CP-SAT and Hi
                "sends of one tensor, which the simulator sends once per consuming GPU")
 
 
-def _fig5_cause(row: dict, long_runs: str | None = None) -> str:
-    """The measured cause of one congestion row's ratio (its own gap, the seeds of the config ``long_runs``
-    names where it has records, then the sweep's finding)."""
+def _fig5_cause(row: dict, long: str | None = None) -> str:
+    """The measured cause of one congestion row's ratio (its own gap, what the long runs found, ``long``,
+    then the sweep's finding)."""
     gap = row.get("ilp_gap")
     if row.get("ratio", 1.0) < 1.0 and gap is not None and gap > 0.05:
         return f"the ILP with (7) stopped at a {gap:.1%} gap in {row.get('ilp_s') or 0:.0f} s; {_FIG5_SWEEP}"
-    return "; ".join(x for x in (_long_run_cause(long_runs, "fig5"), _FIG5_SWEEP) if x)
+    return "; ".join(x for x in (long, _FIG5_SWEEP) if x)
 
 
-def _long_run_cause(long_runs: str | None, figure: str) -> str | None:
-    """:func:`dnnplace.experiments.pesto_gaps.long_run_cause` of the gaps config ``long_runs`` (``None``: none)."""
-    if not long_runs:
-        return None
-    from dnnplace.experiments.pesto_gaps import long_run_cause
-
-    return long_run_cause(long_runs, figure)
+def _long(long_cause, cfg: Config, figure: str) -> str | None:
+    """``long_cause(cfg.long_runs, figure)``: what the gaps config ``cfg.long_runs`` names found on ``figure``
+    (:func:`dnnplace.experiments.pesto_gaps.long_run_cause`, handed in by :mod:`dnnplace.experiments.pesto`);
+    ``None`` without one."""
+    return long_cause(cfg.long_runs, figure) if long_cause is not None and cfg.long_runs else None
 
 
 # (label, congestion constraints in the ILP, further pesto options)
@@ -144,8 +142,9 @@ _CONGESTION_RUNS = (("without_congestion", False, {}), ("with_congestion", True,
 
 
 def run_congestion(name: str, cfg: Config, out: Path, *, quick: bool, fresh: bool, progress: bool,
-                   execute_fn=None) -> Path:
-    """Pesto ILP without / with congestion constraints, both re-simulated with congestion."""
+                   execute_fn=None, long_cause=None) -> Path:
+    """Pesto ILP without / with congestion constraints, both re-simulated with congestion (``long_cause``:
+    :func:`_long`)."""
     from dnnplace.evaluation.gantt import plot_gantt
 
     g, source = experiment_graph(cfg)
@@ -191,7 +190,7 @@ def run_congestion(name: str, cfg: Config, out: Path, *, quick: bool, fresh: boo
             r.update(ratio=a / r["makespan"], paper_ratio=PAPER_FIG5_RATIO)
             r["verdict"] = V.qualify(
                 V.with_cause(V.judge(PAPER_FIG5_RATIO, r["ratio"], abs_tol=FIG5_NOISE, neutral=1.0),
-                             _fig5_cause(r, cfg.long_runs if r["ilp"] == "with congestion" else None)),
+                             _fig5_cause(r, _long(long_cause, cfg, "fig5") if r["ilp"] == "with congestion" else None)),
                 vacuous=f"the answer came from its start ({r['source']}), not the ILP"
                 if r.get("source") not in (None, "ilp") else None)
     columns += [Column("ratio", "ratio without / this (ours)", fmt=_MS, numeric=True),
@@ -221,8 +220,9 @@ def _hardware_points(cfg: Config) -> list[tuple[str, float, float, float]]:
 
 
 def run_hardware(name: str, cfg: Config, out: Path, *, quick: bool, fresh: bool, progress: bool,
-                   execute_fn=None) -> Path:
-    """Compute and link speed sweeps: Pesto vs the layer-wise expert and the best list scheduler."""
+                   execute_fn=None, long_cause=None) -> Path:
+    """Compute and link speed sweeps: Pesto vs the layer-wise expert and the best list scheduler
+    (``long_cause``: :func:`_long`)."""
     g, source = experiment_graph(cfg)
     base = Cluster.single_host(**cfg.cluster)
     n_gpu = base.devices_of_kind("gpu").size
@@ -260,7 +260,7 @@ def run_hardware(name: str, cfg: Config, out: Path, *, quick: bool, fresh: bool,
               "nodes, keeping the better of the ILP's replay, the runtime's orders and the list-schedule start "
               "(`Pesto answer`: which one; `ilp/<order>` the ILP's placement in that order). The 1x point of both "
               "axes is the same instance, run once."]
-    footer += ["", *_fig8_verdicts(rows, variants, done, cfg)]
+    footer += ["", *_fig8_verdicts(rows, variants, done, cfg, long_cause)]
     return write_experiment_table(out, "hardware sensitivity", columns, rows, footer, name=name, cfg=cfg, quick=quick,
                                   specs=specs, done=done)
 
@@ -270,11 +270,12 @@ PAPER_FIG8 = {"compute": (True, "Pesto's reduction over the expert grows with co
               "link": (False, "Pesto's reduction over the expert is larger on slower links (Fig. 8b)")}
 
 
-def _fig8_verdicts(rows: list[dict], variants: dict, done: dict[str, dict], cfg: Config) -> list[str]:
+def _fig8_verdicts(rows: list[dict], variants: dict, done: dict[str, dict], cfg: Config,
+                   long_cause=None) -> list[str]:
     """Per axis: the paper's direction, ours (Pesto vs expert from the slowest to the fastest point) and the
     verdict; the cause measured on this run's records (transfers of the 1x expert and Pesto placements, and how
     much each one's makespan moves over the link axis), after what the long runs of the gaps config
-    ``cfg.long_runs`` found where it names one (:mod:`dnnplace.experiments.pesto_gaps`)."""
+    ``cfg.long_runs`` found where it names one (:func:`_long`)."""
     cause = ""
     base = variants.get("c1-l1")
     links = [r for r in rows if r["axis"] == "link" and None not in (r["expert"], r["pesto"])]
@@ -295,7 +296,7 @@ def _fig8_verdicts(rows: list[dict], variants: dict, done: dict[str, dict], cfg:
         rs = [r for r in rows if r["axis"] == axis]
         vals = [r["vs_expert"] for r in rs]
         ours = ", ".join(f"{r['scale']:g}x {r['vs_expert']:+.1%}" for r in rs if r["vs_expert"] is not None)
-        long = _long_run_cause(cfg.long_runs, axis)
+        long = _long(long_cause, cfg, axis)
         out.append((f"Fig. 8, {axis} axis", claim, ours,
                     V.with_cause(V.judge_direction(vals, increasing, abs_tol=0.01),
                                  "; ".join(x for x in (long, cause) if x))))

@@ -21,7 +21,7 @@ from dnnplace.provenance import provenance, stamp
 from dnnplace.reproduce import check, pack_records, reproductions
 from dnnplace.runs_file import read_runs
 
-REGISTERED = 20  # experiments/*.toml with a `reproduction` key
+REGISTERED = 22  # experiments/*.toml with a `reproduction` key
 EXCLUDED: dict[str, str] = {}  # reproduction -> why its records are not in the tree (none today)
 CHECKED = [n for n in reproductions() if n not in EXCLUDED]
 # checks over ~10 s, in the slow run: PARDNN captures its models with torch in every process
