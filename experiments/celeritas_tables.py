@@ -115,7 +115,7 @@ def fig6_verdicts(rows: list[dict]) -> None:
         paper = {k: t for k, r in mine.items() if (t := _fig6_minutes(r["paper"], dfs)) is not None}
         ours = {k: v for k, r in mine.items() if (v := _num(r["ours"])) is not None}
         for k, r in mine.items():
-            r["verdict"] = V.judge_ranking(paper, ours, tie=FIG6_TIE) if k == "Celeritas" else ""
+            r["verdict"] = V.with_cause(V.judge_ranking(paper, ours, tie=FIG6_TIE), None) if k == "Celeritas" else ""
 
 
 def table4_verdict(paper: Any, ours: Any, *, nodes: int | None = None, paper_nodes: int | None = None) -> str:

@@ -206,9 +206,10 @@ def summarise(verdict: str, parts: Iterable[str]) -> str:
 
 
 def with_cause(verdict: str, cause: str | None) -> str:
-    """``not reproduced: <cause>`` (the cause only where the verdict is not reproduced)."""
-    if verdict == NOT_REPRODUCED and cause:
-        return f"{NOT_REPRODUCED}: {cause}"
+    """``not reproduced: <cause>`` (the cause only where the verdict is not reproduced; a
+    cause no ablation measured is ``cause unknown``)."""
+    if verdict == NOT_REPRODUCED:
+        return f"{NOT_REPRODUCED}: {cause or 'cause unknown'}"
     return verdict
 
 
