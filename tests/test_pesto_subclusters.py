@@ -115,7 +115,8 @@ def test_the_time_limit_covers_the_sub_clusters():
     wall = time.monotonic() - t0
     tried = res.extra["model_size"]["subclusters"]
     assert set(tried) == {"1 of 4 gpu", "2 of 4 gpu"}
-    assert sum(t["seconds"] for t in tried.values()) <= 0.3 * limit + 0.5
+    # the rungs stop at their deadline's next check: up to about a second later on a 2-core host at load 5
+    assert sum(t["seconds"] for t in tried.values()) <= 0.3 * limit + 1.0
     assert wall <= limit + 2.0  # generous for a loaded machine: the evaluation and the record come after
 
 
