@@ -375,10 +375,17 @@ def solve(instance: Instance, method: str | Method, request: SolveRequest) -> Re
     return run_method(instance, method, request)[0]
 
 
+WARM_START_SHARE = 0.5
+"""The share of a run's remaining time a warm-start method may take: a local search that
+runs to its deadline would otherwise leave the method it starts nothing (the run's limit
+holds the start and the method together; docs/architecture.md, Time limits)."""
+
+
 def warm_start_placement(inst: Instance, request: SolveRequest, contiguity: str | None = None) -> WarmStart:
     """The placement named by ``request.warm_start``: a placement file, or a method's
     answer, run through :func:`run_method` (so re-scored) with the same problem,
-    objective and contiguity (a max-load-only method is run for max-load)."""
+    objective and contiguity (a max-load-only method is run for max-load), within
+    :data:`WARM_START_SHARE` of the run's remaining time."""
     from dnnplace.graphs.io import load_placement
 
     name = request.warm_start
@@ -396,10 +403,11 @@ def warm_start_placement(inst: Instance, request: SolveRequest, contiguity: str 
     problem = request.problem if request.problem in method.problems else "maxload"
     if problem not in method.problems:
         raise InputError(f"warm-start method {name!r} solves {list(method.problems)}, not {request.problem!r}")
+    share = None if request.deadline is None else request.deadline.share(WARM_START_SHARE)
     sub = SolveRequest(problem=problem, objective=request.objective,
                        contiguity=contiguity if request.problem == "maxload" else None,
                        solver=request.solver, seed=request.seed, congestion=request.congestion,
-                       transfer_mode=request.transfer_mode)
+                       transfer_mode=request.transfer_mode, deadline=share)
     res, p = run_method(inst, method, sub)
     if p is None:
         raise InputError(f"warm-start method {name!r} returned no placement ({res.message})")

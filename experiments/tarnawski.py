@@ -152,9 +152,12 @@ def _fill(cell: Cell, rec: dict | None) -> None:
     notes = []
     if rec.get("status") not in ("optimal", "feasible", "infeasible", "memory_infeasible"):
         notes.append(f"status {rec.get('status')}")
-    if spec.method == "ip" and rec.get("gap") is not None:
-        notes.append(f"gap {100 * rec['gap']:.1f}%")
-        cell.limited = rec["gap"] > (spec.solver.get("rel_gap") or 0.0) + 1e-9
+    if spec.method == "ip":   # stopped short of its gap target, or with no bound at all
+        gap = rec.get("gap")
+        if gap is not None:
+            notes.append(f"gap {100 * gap:.1f}%")
+        cell.limited = rec.get("status") != "optimal" and (gap is None or gap > (spec.solver.get("rel_gap") or 0.0)
+                                                           + 1e-9)
     if spec.warm_start and cell.extra.get("warm_start_objective") is not None:
         notes.append(f"start {spec.warm_start} {cell.extra['warm_start_objective']:.2f}")
     if ev and not ev.get("feasible", True):

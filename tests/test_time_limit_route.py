@@ -138,3 +138,28 @@ def test_the_relaxed_start_solves_within_the_ilp_deadline(monkeypatch):
     assert len(seen) == 2, seen  # the relaxed model, then the full one
     assert all(d is not None and d.end is not None and d.end <= run.end + 1e-9 for d in seen), seen
     assert seen[0].remaining() <= 0.3 * 20.0 + 1e-9
+
+
+def test_a_warm_start_method_runs_within_half_the_time_and_the_method_in_the_rest(monkeypatch):
+    """The latency IP warm-started by latency-ls (a search that runs to its deadline): the
+    search gets half of the run's remaining time, the IP the rest (a search given the run's
+    whole limit once left the IP 0.5 s of 60, and Table 4's IP cells read 'faster')."""
+    from instances import latency_tiny_instance
+
+    import dnnplace.registry as registry
+
+    real, given = registry.run_method, {}
+
+    def spy(inst, method, request):
+        name = method if isinstance(method, str) else method.name
+        given[name] = None if request.deadline is None else request.deadline.remaining()
+        return real(inst, method, request)
+
+    monkeypatch.setattr(registry, "run_method", spy)
+    limit = 4.0
+    res = registry.solve(latency_tiny_instance(3, k=2), "ip",
+                         registry.SolveRequest("latency", warm_start="latency-ls",
+                                               solver=registry.SolverOptions(time_limit=limit)))
+    assert set(given) == {"ip", "latency-ls"} and given["latency-ls"] is not None
+    assert 0.4 * limit <= given["latency-ls"] <= 0.5 * limit + 1e-6
+    assert "model build" not in (res.message or "") and res.status in ("optimal", "feasible")
