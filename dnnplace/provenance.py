@@ -40,8 +40,10 @@ def git_revision(path: str | os.PathLike | None = None) -> str | None:
 
 
 def git_dirty(path: str | os.PathLike | None = None) -> bool | None:
-    """Whether the checkout holding ``path`` has uncommitted changes to tracked files (``None``: not a checkout)."""
-    out = _git(["status", "--porcelain", "--untracked-files=no"], path)
+    """Whether the checkout holding ``path`` has uncommitted changes to tracked files outside
+    ``results/`` (``None``: not a checkout): the code a run ran, not the records it and its
+    resumed runs write."""
+    out = _git(["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"], path)
     return None if out is None else bool(out.strip())
 
 

@@ -151,3 +151,25 @@ def test_large_records_are_committed_compressed_and_read_back(tmp_path, monkeypa
     small.parent.mkdir()
     small.write_text(json.dumps(recs[0]) + "\n")
     assert pack_records(small) is None and not small.with_name("runs.jsonl.gz").exists()
+
+
+def test_records_written_into_the_checkout_do_not_make_it_dirty(tmp_path):
+    """A resumed reproduction appends to tracked records under results/: the code it ran is
+    unchanged, so its records say clean; a change to code says dirty."""
+    import subprocess
+
+    from dnnplace.provenance import git_dirty
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "runs.jsonl").write_text("{}\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    assert git_dirty(tmp_path) is False
+    (tmp_path / "results" / "runs.jsonl").write_text("{}\n{}\n")
+    assert git_dirty(tmp_path) is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_dirty(tmp_path) is True
