@@ -115,8 +115,9 @@ def test_the_time_limit_covers_the_sub_clusters():
     wall = time.monotonic() - t0
     tried = res.extra["model_size"]["subclusters"]
     assert set(tried) == {"1 of 4 gpu", "2 of 4 gpu"}
-    # the rungs stop at their deadline's next check: up to about a second later on a 2-core host at load 5
-    assert sum(t["seconds"] for t in tried.values()) <= 0.3 * limit + 1.0
+    # the rungs stop at their deadline's next check, after the stage that runs (a list schedule, an
+    # evaluation): 1.8 s later at most seen on a 2-core host at load 5; the run as a whole within its limit
+    assert sum(t["seconds"] for t in tried.values()) <= 0.3 * limit + 2.0
     assert wall <= limit + 2.0  # generous for a loaded machine: the evaluation and the record come after
 
 

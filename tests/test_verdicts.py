@@ -94,7 +94,8 @@ def test_celeritas_rows_carry_their_verdicts():
                                                                             6775.0),
                             ("sequential fill, CPD-TOPO", "", 1678.0), ("Celeritas", "DFS-TOPO + 6 s", 1655.0))]
     ce.fig6_verdicts(fig6)
-    assert [r["verdict"] for r in fig6] == ["", "", "", V.NOT_REPRODUCED]  # our M-TOPO and DFS-TOPO fills tie
+    # our M-TOPO and DFS-TOPO fills tie, the paper's DFS-TOPO is 30 % faster: no ablation explains it
+    assert [r["verdict"] for r in fig6] == ["", "", "", f"{V.NOT_REPRODUCED}: cause unknown"]
     assert abs(ce._fig6_minutes("DFS-TOPO + 6 s", 4.22) - 4.32) < 1e-12
     assert ce._fig6_minutes("OOM", None) == float("inf")
 
