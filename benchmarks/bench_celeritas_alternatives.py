@@ -30,7 +30,6 @@ import argparse
 import csv
 import dataclasses
 import gzip
-import json
 import os
 import shutil
 import subprocess
@@ -40,6 +39,7 @@ from pathlib import Path
 from benchmarks.machine import utc_now
 from benchmarks.options import add_shared
 from benchmarks.paths import REPO
+from benchmarks.rows import pack_runs
 
 RESULTS = REPO / "results" / "celeritas"
 COMMITTED = "committed (share 0.35, colocation on)"
@@ -162,13 +162,7 @@ def run(args) -> None:
         shutil.rmtree(work / "instances", ignore_errors=True)
     wall, cpu, up1 = time.perf_counter() - t0, time.process_time() - c0, uptime()
     _write(args, results, sources, checked, rev, (up0, up1), wall, cpu, resumed)
-    with runs.open("rb") as src, gzip.open(work / "runs.jsonl.gz", "wb") as dst:
-        for line in src:
-            rec = json.loads(line)
-            for key in ("start", "link_priorities"):
-                rec.pop(key, None)
-            dst.write((json.dumps(rec) + "\n").encode())
-    runs.unlink()
+    pack_runs(runs, work / "runs.jsonl.gz")
 
 
 def _num(x: str) -> float | None:

@@ -26,13 +26,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gzip
-import json
 import shutil
 import time
 
 from benchmarks.machine import machine_load, utc_now
 from benchmarks.options import add_shared
 from benchmarks.paths import REPO
+from benchmarks.rows import pack_runs
 
 RESULTS = REPO / "results" / "celeritas"
 MODEL = "Tensor Holography"
@@ -131,13 +131,7 @@ def run(args) -> None:
     info["stand-in (table3.md)"]["span"] = compute_span(generate(**base.generator))
     paper = {k: x for k, x in base.paper["t3"].items() if isinstance(x, float)}
     _write(args, cols, info, infeasible, paper, base, wall, cpu, load0)
-    with runs.open("rb") as src, gzip.open(work / "runs.jsonl.gz", "wb") as dst:
-        for line in src:
-            rec = json.loads(line)
-            for key in ("start", "link_priorities"):
-                rec.pop(key, None)
-            dst.write((json.dumps(rec) + "\n").encode())
-    runs.unlink()
+    pack_runs(runs, work / "runs.jsonl.gz")
     shutil.rmtree(work / "instances", ignore_errors=True)
 
 

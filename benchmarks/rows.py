@@ -26,6 +26,20 @@ def read_jsonl(path: Path | str) -> list[dict]:
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
 
 
+def pack_runs(runs: Path, dest: Path, drop: tuple[str, ...] = ("start", "link_priorities")) -> None:
+    """Write the records of ``runs`` (JSON lines) to ``dest`` gzip-compressed without the keys
+    ``drop`` (the schedules no table reads), then remove ``runs``."""
+    import gzip
+
+    with Path(runs).open("rb") as src, gzip.open(dest, "wb") as dst:
+        for line in src:
+            rec = json.loads(line)
+            for key in drop:
+                rec.pop(key, None)
+            dst.write((json.dumps(rec) + "\n").encode())
+    Path(runs).unlink()
+
+
 def fmt(x: float | None, digits: int = 2) -> str:
     """``x`` with ``digits`` decimals, ``-`` for ``None``."""
     return "-" if x is None else f"{x:.{digits}f}"
