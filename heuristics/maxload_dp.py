@@ -44,9 +44,9 @@ with the number of ideals (``max_ideals``, default 6 million; measured in
 nodes). So there are three limits: ``max_ideals``, known at once to be exceeded where an
 antichain of the DP graph has more subsets (:func:`~dnnplace.heuristics.ideals.antichain_width`;
 the captured NASNet's DP graph has 1125 sources); a memory budget (``max_bytes``, default
-:func:`memory_budget`; the ``dp`` method passes what the run's ``--memory-limit`` leaves,
+:func:`~.dp_memory.memory_budget`; the ``dp`` method passes what the run's ``--memory-limit`` leaves,
 :func:`dnnplace.runtime.memory.headroom`) checked before every growth of the arrays, with what
-the DP allocates per ideal afterwards (:func:`bytes_per_ideal`), and between the preparation's
+the DP allocates per ideal afterwards (:func:`~.dp_memory.bytes_per_ideal`), and between the preparation's
 phases the memory watchdog's stop; and the time limit, which holds for the whole call. Past
 any of them the DP does not give up silently: it returns DPL's split as the incumbent with
 ``complete=False`` and a valid lower bound (:func:`load_lower_bound`), so the caller reports a
@@ -68,6 +68,7 @@ from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.replication import Replication, node_weights
 from dnnplace.heuristics import aot
 from dnnplace.heuristics.dp_backward import backward_contiguity
+from dnnplace.heuristics.dp_memory import bytes_per_ideal, memory_budget
 from dnnplace.heuristics.dp_runs import Prepared, prefix_lower_bound, run_table, threshold_runs
 from dnnplace.heuristics.dp_segments import narrow_cuts, segment_arrays
 from dnnplace.heuristics.ideals import (
@@ -85,12 +86,6 @@ from dnnplace.runtime.termination import Termination
 __all__ = ["DPResult", "maxload_dp", "load_lower_bound"]
 
 OBJECTIVES = ("pipedream", "overlap")
-
-MAX_BYTES = 4e9
-"""The exact DP's memory budget (bytes) unless the caller gives one: its lattice and tables
-(results/dp-scale.md: 4.3M ideals took 2.0 GB)."""
-AVAILABLE_SHARE = 0.5
-"""At most this share of the machine's available memory goes to the exact DP by default."""
 
 GRACE = 0.5
 """Seconds past its time limit after which a call still inside code that checks no deadline
@@ -154,27 +149,6 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
     if not np.isfinite(best).all():
         return float("inf")
     return float(max(best.max(initial=0.0) / replicas, best.sum() / max(1, accs.size + cpus.size)))
-
-
-def memory_budget() -> float:
-    """The exact DP's default memory budget in bytes: :data:`MAX_BYTES`, and at most
-    :data:`AVAILABLE_SHARE` of the memory the machine has available now (Linux
-    ``MemAvailable``; :data:`MAX_BYTES` where it cannot be read)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            avail = next(float(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return MAX_BYTES
-    return min(MAX_BYTES, AVAILABLE_SHARE * avail)
-
-
-def bytes_per_ideal(g: OpGraph, k: int, l: int) -> float:  # noqa: E741 (the paper's k, l)
-    """What the exact DP allocates per ideal after the enumeration (an estimate, rounded up):
-    the tables (14 bytes an entry, :func:`~dnnplace.heuristics.dp_kernel.new_tables`, and the
-    prefix bound's temporaries, 24), the backward parts' bitsets of a training graph and about
-    a dozen per-ideal vectors (sizes, sums, segment queries)."""
-    words_bw = (int(g.backward.sum()) + 63) // 64
-    return (k + 1) * (l + 1) * (14 + 24) + 8 * words_bw + 128
 
 
 def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 6_000_000,
@@ -354,8 +328,8 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
         the result is DPL's split with ``complete=False`` and ``lower_bound`` from
         :func:`load_lower_bound`.
     max_bytes : float, optional
-        Memory budget of the exact DP (default :func:`memory_budget`): an enumeration whose
-        arrays, with the tables to come (:func:`bytes_per_ideal`), would outgrow it stops
+        Memory budget of the exact DP (default :func:`~.dp_memory.memory_budget`): an enumeration whose
+        arrays, with the tables to come (:func:`~.dp_memory.bytes_per_ideal`), would outgrow it stops
         before it allocates more, with the same answer as past ``max_ideals``
         (``stopped`` ``MEMORY_LIMIT``).
     replicas : int
