@@ -42,6 +42,7 @@ SCHEMA = Schema(kinds=("congestion", "hardware", "coarsening", "gaps"), out_dir=
                     "seeds": Key(list, [0], item=int),  # gaps: the ILP's solver seeds (HiGHS random_seed)
                     "jobs": Key(int, 1),               # gaps: runs in parallel (worker processes)
                     "long_runs": Key(str, None),       # congestion, hardware: the gaps config that reran its ILPs
+                    "subclusters": Key(bool, True),    # the pesto method's sub-cluster rungs (off: the ILP alone)
                 })
 
 
@@ -68,6 +69,7 @@ class Config:
     seeds: tuple = (0,)                              # gaps: the ILP's solver seeds
     jobs: int = 1                                    # gaps: runs in parallel
     long_runs: str | None = None                     # the gaps config that reran this config's ILPs
+    subclusters: bool = True                         # the pesto method's sub-cluster rungs (False: the ILP alone)
     out_dir: str = "results/pesto"
 
     @classmethod
@@ -118,9 +120,11 @@ def scaled_cluster(base: Cluster, compute: float = 1.0, link: float = 1.0) -> Cl
 def pesto_spec(v: Variant, cfg: Config, coarsen_to: int | None, *, seed: int | None = None,
                **params: Any) -> RunSpec:
     """The run of the ``pesto`` method on ``v`` (coarsened to ``coarsen_to``, with the config's
-    engine where it names one) under the config's ILP limits (and the solver seed ``seed``)."""
+    engine where it names one, without its sub-cluster rungs where the config turns them off)
+    under the config's ILP limits (and the solver seed ``seed``)."""
     engine = {} if cfg.engine is None else {"engine": cfg.engine}
-    return run_spec(v, "pesto", {"coarsen_to": coarsen_to, **engine, **params}, cfg.solver(seed))
+    rungs = {} if cfg.subclusters else {"subclusters": False}   # (on: the keys of the records before the key)
+    return run_spec(v, "pesto", {"coarsen_to": coarsen_to, **engine, **rungs, **params}, cfg.solver(seed))
 
 
 def ilp_gap(rec: dict | None) -> float | None:
