@@ -48,7 +48,7 @@ def one_device_run(graph: Any, runs: Sequence[RunTrace]) -> RunTrace:
     each, or an :class:`InputError` saying that none does."""
     ids = [str(v) for v in graph.ids]
     for run in runs:
-        if len({run.placement.get(v) for v in ids}) == 1 and all(v in run.op_ms for v in ids):
+        if _spans_devices(run, ids) == 1 and all(v in run.op_ms for v in ids):
             return run
     raise InputError("executed costs need a run of the graph's one-device plan (dnnplace execute with every "
                      "node on one device, --out RUN.json): none of the runs places every node on one device")
@@ -65,11 +65,17 @@ def executed_graph(graph: Any, run: RunTrace) -> Any:
     return graph.with_(compute=np.repeat(cost[:, None], len(graph.kinds), axis=1), unit="ms")
 
 
-def _with_costs(cluster: Cluster, op_overhead: float, top_up: float) -> Cluster:
+def _spans_devices(run: RunTrace, ids: Sequence[str]) -> int:
+    """How many devices ``run`` places the nodes ``ids`` on."""
+    return len({run.placement.get(v) for v in ids})
+
+
+def _with_costs(cluster: Cluster, op_overhead: float, top_up: float, *, name: str | None = None,
+                meta: dict | None = None) -> Cluster:
     devices = tuple(replace(d, op_overhead=op_overhead, send_overhead=d.send_overhead + top_up)
                     for d in cluster.devices)
-    return Cluster(devices, cluster.beta0, cluster.beta1, cluster.cost_factor, name=cluster.name,
-                   meta=cluster.meta, ports=cluster.ports)
+    return Cluster(devices, cluster.beta0, cluster.beta1, cluster.cost_factor, name=name or cluster.name,
+                   meta=cluster.meta if meta is None else meta, ports=cluster.ports)
 
 
 def fit_model(graph: Any, base: Cluster, runs: Sequence[RunTrace], *,
@@ -83,7 +89,7 @@ def fit_model(graph: Any, base: Cluster, runs: Sequence[RunTrace], *,
     queue = base.default_congestion if congestion is None else congestion
     fitted = calibrated_cluster(base, fit(runs), replay=True, congestion=queue)
     ids = [str(v) for v in graph.ids]
-    spread = [r for r in runs if len({r.placement.get(v) for v in ids}) > 1]
+    spread = [r for r in runs if _spans_devices(r, ids) > 1]
 
     def shortfall(x: float) -> float:
         c = _with_costs(fitted, gap, x)
@@ -95,9 +101,7 @@ def fit_model(graph: Any, base: Cluster, runs: Sequence[RunTrace], *,
         for _ in range(40):
             mid = (lo + top_up) / 2
             lo, top_up = (mid, top_up) if shortfall(mid) > 0 else (lo, mid)
-    cluster = _with_costs(fitted, gap, top_up)
     figures = {"op_overhead_ms": gap, "send_top_up_ms": top_up, "one_device_run": one.source,
                "one_device_ms": one.step_ms, "spread_runs": len(spread)}
-    meta = {**cluster.meta, "executed_costs": figures}
-    return g, Cluster(cluster.devices, cluster.beta0, cluster.beta1, cluster.cost_factor,
-                      name=f"{base.name}-executed", meta=meta, ports=cluster.ports), figures
+    return g, _with_costs(fitted, gap, top_up, name=f"{base.name}-executed",
+                          meta={**fitted.meta, "executed_costs": figures}), figures
