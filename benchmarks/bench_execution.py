@@ -52,8 +52,8 @@ METHODS = {"heft": {}, "dpos": {}, "celeritas": {}, "pesto": {"coarsen_to": 40}}
 
 def plans_for(inst, methods: dict, time_limit: float):
     """``[(method, Plan, predicted SimResult, solve seconds)]`` on ``inst``
-    (:func:`dnnplace.tune_command.method_plans`)."""
-    from dnnplace.tune_command import method_plans
+    (:func:`dnnplace.tune_candidates.method_plans`)."""
+    from dnnplace.tune_candidates import method_plans
     return method_plans(inst, methods, time_limit)
 
 
@@ -113,8 +113,8 @@ def run_model(name: str, devices: list[int], methods: dict, steps: int, warmup: 
 
 def one_device_plan(inst, device: str):
     """``(method, Plan, predicted SimResult, 0)`` of the whole step on ``device``, in the
-    simulator's FIFO order (:func:`dnnplace.tune_command.one_device_plan`)."""
-    from dnnplace.tune_command import one_device_plan as whole_step
+    simulator's FIFO order (:func:`dnnplace.tune_candidates.one_device_plan`)."""
+    from dnnplace.tune_candidates import one_device_plan as whole_step
     return whole_step(inst, device)
 
 

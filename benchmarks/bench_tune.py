@@ -8,7 +8,11 @@ interleaved until every median's 95 % interval is within +-3 % (or 30 steps), th
 best chosen only where its interval lies below the one-device plan's (docs/execution.md,
 Measured selection).
 
-    .venv/bin/python -m benchmarks tune [--models towers,...] [--cluster FILE]
+    .venv/bin/python -m benchmarks tune [--models towers,...] [--cluster FILE] [--executed-costs]
+
+With ``--executed-costs`` each model's one-device plan runs first and the methods solve on
+its operator times (docs/execution.md, Executed costs); every run solves the operator and
+the layer graph (``tune``'s default ``--granularity op,layer``, "Layer plans").
 
 Writes ``OUT/<model>.json`` (``dnnplace tune --out``), ``OUT/<model>.png`` and
 ``OUT/README.md`` (one row per model: chosen method, measured and one-device medians with
@@ -24,6 +28,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.bench_execution import MODELS, MODELS_FILE
+from benchmarks.machine import machine_load, utc_now
 from benchmarks.options import add_shared
 from benchmarks.paths import REPO as ROOT
 
@@ -42,27 +47,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                help={"out": "folder of one tuned JSON and plot per model and README.md"})
     parser.add_argument("--cluster", default="results/execution/calibration/cluster.json",
                         help="the calibrated cluster, relative to the checkout (default: %(default)s)")
+    parser.add_argument("--executed-costs", action="store_true",
+                        help="tune --executed-costs: solve on the one-device run's operator times")
 
 
 def run(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
+    load_at_start = machine_load()
     for name in args.models:
         spec, inputs, params = specs()[name]
         path = out / f"{name}.json"
         cmd = [sys.executable, "-m", "dnnplace", "tune", spec, *(f"--input={x}" for x in inputs),
                *(f"--param={k}={v}" for k, v in params.items()), "--loss", "cross_entropy", "--cluster",
-               args.cluster, "--time-limit", str(args.time_limit), "--out", str(path.resolve()),
+               args.cluster, "--time-limit", str(args.time_limit), *(["--executed-costs"] * args.executed_costs),
+               "--out", str(path.resolve()),
                "--plot", str((out / f"{name}.png").resolve())]
         print(f"{name}: {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
         doc = json.loads(path.read_text())
         rows.append((name, doc))
+    costs = ("the one-device run's operator times (`--executed-costs`)" if args.executed_costs
+             else "profiled (`measured:cpu`)")
     lines = ["# Measured selection (`dnnplace tune`) on this host", "",
              f"Command: `{args.command_line}`; cluster `{args.cluster}` (calibrated, "
-             "results/execution/calibration/README.md). Medians with their 95 % intervals; `three-branches` was "
-             "never part of the calibration.", "",
+             f"results/execution/calibration/README.md); costs {costs}; {utc_now()}, {load_at_start} at the start. "
+             "Medians with their 95 % "
+             "intervals; `three-branches` was never part of the calibration; `(layers)`: a plan of the layer graph "
+             "(docs/execution.md, Layer plans).", "",
              "| model | chosen | measured ms (CI) | one device ms (CI) | speed-up | predicted ms | candidates |",
              "|---|---|---|---|---:|---:|---|"]
     for name, d in rows:

@@ -100,9 +100,15 @@ def cmd_execute(args: argparse.Namespace) -> int:
     """Run the plan in RESULT.json across processes; print and write the measurement."""
     check_flags(args)
     from dnnplace.command_args import check_out, cluster_file
-    from dnnplace.graphs.io import check_result_doc, graph_fingerprint, instance_for_placement, read_json, write_json
+    from dnnplace.graphs.io import (
+        check_result_doc,
+        graph_fingerprint,
+        instance_for_placement,
+        read_cluster,
+        read_json,
+        write_json,
+    )
     from dnnplace.graphs.io.native import cluster_to_dict
-    from dnnplace.graphs.presets import cluster_preset
     from dnnplace.pytorch.execution.launch import Plan, execute
     from dnnplace.pytorch.execution.reference import captured_meta
     model_file = args.model.rpartition(":")[0]  # mymodel.py:Net reads mymodel.py
@@ -126,7 +132,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     if inst is not None and inst.cluster is not None:
         names, kinds, note = list(inst.cluster.names), list(inst.cluster.kinds), None
     elif args.cluster:
-        cl = cluster_preset(args.cluster)
+        cl = read_cluster(args.cluster, None)   # a preset or a cluster file
         names, kinds, note = list(cl.names), list(cl.kinds), "no graph with costs: give --graph GRAPH.json"
     else:
         names = sorted(set(placement.values()))

@@ -9,10 +9,14 @@ The simulator ranks plans by a predicted step time that measured runs can contra
    the costs (:mod:`dnnplace.pytorch.execution.executed_costs`, docs/execution.md, Executed
    costs);
 2. solve the makespan problem with each of ``--methods`` through the registry, each under
-   ``--time-limit`` seconds, and predict each plan with the simulator
+   ``--time-limit`` seconds, on the operator graph and (``--granularity``, default both) on
+   the layer graph, whose plans are refined by whole-layer moves, with the one-device plan
+   so refined besides (:func:`dnnplace.tune_candidates.method_plans`, docs/execution.md,
+   "Layer plans"); predict each plan with the simulator
    (:func:`dnnplace.execute_command.predict`);
-3. keep the ``--top`` best predicted distinct plans and the one-device plan (every node on
-   the cluster's first device that can run them all, in the simulator's FIFO order);
+3. keep ``--top`` distinct plans, the best predicted of each granularity in turn
+   (:func:`dnnplace.tune_candidates.shortlist`), and the one-device plan (every node on the
+   cluster's first device that can run them all, in the simulator's FIFO order);
 4. run them interleaved (:func:`~dnnplace.pytorch.execution.launch.execute` with
    ``interleave=True``: after each plan's warm-up, one step of each plan in turn, so a drift
    of the host falls on all of them alike), ``--steps`` measured steps per plan and round,
@@ -39,10 +43,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dnnplace import tune_candidates as candidates
 from dnnplace.graphs.errors import InputError
+from dnnplace.tune_candidates import GRANULARITIES, ONE_DEVICE, one_device_plan
 
-__all__ = ["cmd_tune", "add_parser", "median_ci", "choose", "method_plans", "one_device_plan", "DEFAULT_METHODS",
-           "PRECISION", "LEVEL"]
+__all__ = ["cmd_tune", "add_parser", "median_ci", "choose", "DEFAULT_METHODS", "PRECISION", "LEVEL"]
 
 DEFAULT_METHODS = "heft,dpos,celeritas,pesto"
 METHOD_PARAMS = {"pesto": {"coarsen_to": 40}}
@@ -51,7 +56,6 @@ METHOD_PARAMS = {"pesto": {"coarsen_to": 40}}
 PRECISION = 0.03
 """Rounds stop when every plan's interval lies within +-3 % of its median."""
 LEVEL = 0.95
-ONE_DEVICE = "one device"
 
 
 def median_ci(xs: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
@@ -114,83 +118,6 @@ def choose(rows: Sequence[dict], one: dict) -> dict:
     return one
 
 
-def method_plans(inst: Any, methods: dict[str, dict], time_limit: float | None) -> list[tuple[str, Any, Any, float]]:
-    """``[(method, Plan, predicted SimResult, solve seconds)]``: each method's makespan plan
-    on ``inst`` (a method without a placement is reported on stderr and left out), each
-    device in the plan's order, or the simulated FIFO order for a placement without one."""
-    import time
-
-    from dnnplace.execute_command import predict
-    from dnnplace.formulations.solvers.options import SolverOptions
-    from dnnplace.methods.base import SolveRequest
-    from dnnplace.pytorch.execution.launch import Plan
-    from dnnplace.registry import solve
-    out = []
-    for method, params in methods.items():
-        t0 = time.perf_counter()
-        res = solve(inst, method, SolveRequest("makespan", solver=SolverOptions(time_limit=time_limit),
-                                               congestion=inst.cluster.default_congestion, params=dict(params)))
-        took = time.perf_counter() - t0
-        if res.placement is None:
-            print(f"{method}: no placement ({res.status}: {res.message})", file=sys.stderr)
-            continue
-        sim = predict(inst, res.placement, res.start)
-        order = res.start or dict(zip(inst.graph.ids, sim.schedule.start.tolist()))
-        out.append((method, Plan(dict(res.placement), dict(order)), sim, took))
-    return out
-
-
-def one_device_plan(inst: Any, device: str | None = None) -> tuple[str, Any, Any, float]:
-    """``(ONE_DEVICE, Plan, predicted SimResult, 0)``: the whole step on ``device`` (default:
-    the cluster's first device whose kind has a finite cost for every node), in the
-    simulator's FIFO order."""
-    import numpy as np
-
-    from dnnplace.execute_command import predict
-    from dnnplace.pytorch.execution.launch import Plan
-    g, cl = inst.graph, inst.cluster
-    if device is None:
-        able = [d for d, k in zip(cl.names, cl.kinds)
-                if k in g.kinds and bool(np.isfinite(g.compute[:, g.kind_index(k)]).all())]
-        if not able:
-            raise InputError(f"no device of the cluster ({', '.join(cl.names)}) can run every node of the graph "
-                             f"(its cost columns: {', '.join(g.kinds)})")
-        device = able[0]
-    placement = {v: device for v in g.ids}
-    sim = predict(inst, placement, None)
-    return ONE_DEVICE, Plan(placement, dict(zip(g.ids, sim.schedule.start.tolist()))), sim, 0.0
-
-
-def executed_instance(spec: Any, inst: Any, one: tuple, args: argparse.Namespace) -> Any:
-    """``inst`` with its executed costs: the one-device plan ``one`` run for ``--steps``
-    steps, its operator times as the graph's costs and the cluster's per-operator
-    overhead fitted to its step (:func:`~dnnplace.pytorch.execution.executed_costs.fit_model`;
-    messages and links stay the cluster's)."""
-    from dnnplace.graphs.instance import Instance
-    from dnnplace.pytorch.execution.calibration import read_run
-    from dnnplace.pytorch.execution.executed_costs import fit_model
-    from dnnplace.pytorch.execution.launch import execute
-    from dnnplace.pytorch.execution.reference import captured_meta
-    m = execute(spec, [one[1]], list(inst.cluster.names), steps=args.steps, warmup=args.warmup,
-                timeout_s=args.timeout, captured=captured_meta(inst), live=False)[0]
-    plan = {"placement": dict(one[1].placement), "start": dict(one[1].start)}
-    run = read_run({**m.to_dict(), "plan": plan}, "the one-device run")
-    graph, cluster, figures = fit_model(inst.graph, inst.cluster, [run])
-    print(f"executed costs: the one-device plan measured {run.step_ms:.3f} ms over {args.steps} steps; its "
-          f"operators sum to {float(graph.compute[:, 0].sum()):.3f} ms (profiled "
-          f"{float(inst.graph.compute.min(axis=1).sum()):.3f} ms), {figures['op_overhead_ms']:.4f} ms per operator "
-          "besides", file=sys.stderr, flush=True)
-    return Instance(graph, cluster, inst.source)
-
-
-def _plan_key(ids: Sequence[str], plan: Any) -> tuple:
-    """Two plans are the same when they place every node alike and order each device alike."""
-    start = plan.start or {}
-    rank = {v: i for i, v in enumerate(ids)}
-    return (tuple(plan.placement[v] for v in ids),
-            tuple(sorted(ids, key=lambda v: (plan.placement[v], float(start.get(v, 0.0)), rank[v]))))
-
-
 def check_flags(args: argparse.Namespace) -> dict[str, dict]:
     """The flags, before anything is read or run (one :class:`InputError` each); the methods
     with their options."""
@@ -204,6 +131,9 @@ def check_flags(args: argparse.Namespace) -> dict[str, dict]:
             raise InputError(f"{flag} {value:g}: must be a number of seconds > 0")
     if not (math.isfinite(args.lr) and args.lr >= 0):
         raise InputError(f"--lr {args.lr:g}: must be a finite learning rate >= 0")
+    grains = [x.strip() for x in args.granularity.split(",") if x.strip()]
+    if not grains or len(set(grains)) != len(grains) or not set(grains) <= set(GRANULARITIES):
+        raise InputError(f"--granularity {args.granularity!r}: expected op, layer or op,layer")
     names = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not names or len(set(names)) != len(names):
         raise InputError(f"--methods {args.methods!r}: expected method names, each once, joined by commas "
@@ -333,20 +263,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     one = one_device_plan(inst)
     spec = model_spec(args)
     if args.executed_costs:
-        inst = executed_instance(spec, inst, one, args)
+        inst = candidates.executed_instance(spec, inst, one, args)
         one = one_device_plan(inst)
-    found = sorted(method_plans(inst, methods, args.time_limit), key=lambda c: float(c[2].makespan))
-    seen = {_plan_key(ids, one[1]): ONE_DEVICE}
-    cands = []
-    for c in found:
-        key = _plan_key(ids, c[1])
-        if key in seen:
-            print(f"{c[0]}: the same plan as {seen[key]}", file=sys.stderr)
-            continue
-        seen[key] = c[0]
-        if len(cands) < args.top:
-            cands.append(c)
-    cands.append(one)
+    grains = [x.strip() for x in args.granularity.split(",") if x.strip()]
+    found = sorted(candidates.method_plans(inst, methods, args.time_limit, grains), key=lambda c: float(c[2].makespan))
+    print("predicted: " + ", ".join(f"{c[0]} {float(c[2].makespan):.3f} ms" for c in [*found, one]), file=sys.stderr)
+    cands = candidates.shortlist(ids, found, one, args.top)
     print(f"measuring {len(cands)} plans ({', '.join(c[0] for c in cands)}) interleaved, {args.steps} steps each per "
           f"round, until every median's 95 % interval is within +-{100 * PRECISION:g} % or {args.max_steps} steps",
           file=sys.stderr, flush=True)
@@ -434,7 +356,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cluster", required=True, help="cluster preset or file (e.g. local-cpu-2)")
     p.add_argument("--methods", default=DEFAULT_METHODS, help="makespan methods, comma-separated "
                                                               "(default %(default)s)")
-    p.add_argument("--top", type=int, default=3, help="best predicted plans measured (default 3), besides one device")
+    p.add_argument("--granularity", default="op,layer",
+                   help="graphs each method solves: op (the operator graph), layer (every layer one colocation "
+                        "class: cuts only between layers) or op,layer (default: both, each plan a candidate)")
+    p.add_argument("--top", type=int, default=4,
+                   help="plans measured besides one device (default 4: operator and layer plans in turn, each the "
+                        "best predicted of its kind left)")
     p.add_argument("--time-limit", type=float, default=20.0, metavar="S", help="seconds per method (default 20)")
     p.add_argument("--steps", type=int, default=10, help="measured steps per plan and round (default 10)")
     p.add_argument("--max-steps", type=int, default=30, help="measured steps per plan at most (default 30)")

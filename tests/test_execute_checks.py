@@ -192,3 +192,24 @@ def test_ctrl_c_during_execute_leaks_nothing(plan, tmp_path):
     assert not out.exists() and (tmp_path / "stdout.txt").read_text() == ""
     assert err.rstrip().endswith("dnnplace: interrupted"), err[-3000:]
     assert "leaked" not in err and "resource_tracker" not in err, err[-3000:]
+
+
+def test_execute_takes_a_cluster_file_for_a_plan_without_its_graph(plan, capfd, tmp_path):
+    """A plan with no graph beside it (a ``{node: device}`` map, a tuned file) and
+    ``--cluster`` a cluster *file* (as ``tune`` writes it): the devices come from the file
+    (it was read as a preset name and refused)."""
+    import json
+
+    from dnnplace.graphs.io.native import cluster_to_dict
+    from dnnplace.graphs.presets import cluster_preset
+    cl = tmp_path / "cluster.json"
+    cl.write_text(json.dumps(cluster_to_dict(cluster_preset("local-cpu-2"))))
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps(json.loads(plan.read_text())["placement"]))
+    out = tmp_path / "run.json"
+    rc = main(["execute", MODEL, str(mapping), "--input", "32x64", "--loss", "mse", "--cluster", str(cl),
+               "--steps", "1", "--warmup", "0", "--out", str(out)])
+    got = capfd.readouterr()
+    assert rc == 0, got.err[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["matches_reference"] is True and sorted(doc["devices"]) == ["cpu0", "cpu1"]

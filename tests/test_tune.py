@@ -93,6 +93,43 @@ def test_tune_measures_and_chooses(tmp_path, capfd):
 
 
 @NO_TORCH
+def test_layer_plans_cut_only_between_layers():
+    """``--granularity layer``: on the two towers (roofline costs x 100, 2 GPUs of a host) every
+    method's layer plan, and the one-device plan moved layer by layer (``moves (layers)``),
+    keeps each layer (its forward and backward operators, parameters and updates) on one
+    device, and so sends no parameter; the moves shorten the one-device step; every plan
+    feasible and predicted at the evaluator's makespan on the operator graph."""
+    from dnnplace.api import capture, evaluate
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.transforms.layers import layer_labels
+    from dnnplace.tune_candidates import LAYER_SUFFIX, MOVES, method_plans, one_device_plan
+    inst = capture(f"{Path(__file__).with_name('exec_models.py')}:two_towers", inputs=["64x256"],
+                   params={"width": 256}, loss="cross_entropy", cluster="single-host-2-pcie")
+    inst = Instance(inst.graph.with_(compute=inst.graph.compute * 100), inst.cluster, inst.source)  # compute-bound
+    lab, rule = layer_labels(inst.graph)
+    assert rule.startswith("layerId") and lab.max() + 1 < inst.graph.n
+    ops = {p[0]: p for p in method_plans(inst, {"heft": {}, "etf": {}}, 5.0, ("op",))}
+    plans = method_plans(inst, {"heft": {}, "etf": {}}, 5.0, ("op", "layer"))
+    assert [p[0] for p in plans] == ["heft", "etf", "heft" + LAYER_SUFFIX, "etf" + LAYER_SUFFIX, MOVES]
+    g, ids = inst.graph, inst.graph.ids
+    checked = 0
+    for method, plan, sim, _ in plans:
+        ev = evaluate(inst, {"placement": plan.placement, "start": plan.start}, problem="makespan")
+        assert ev.feasible and sim.makespan == pytest.approx(ev.objective, rel=1e-6)
+        if not method.endswith(LAYER_SUFFIX):
+            assert sim.makespan == pytest.approx(ops[method][2].makespan, rel=1e-9)
+            continue
+        for layer in np.unique(lab):
+            assert len({plan.placement[ids[i]] for i in np.flatnonzero(lab == layer)}) == 1
+            checked += 1
+        sent = [(ids[u], ids[v]) for u, v in zip(g.src, g.dst)
+                if g.roles[u] == "param" and plan.placement[ids[u]] != plan.placement[ids[v]]]
+        assert not sent, sent
+    assert checked == 3 * (lab.max() + 1)
+    assert plans[-1][2].makespan < 0.8 * one_device_plan(inst)[2].makespan
+
+
+@NO_TORCH
 @pytest.mark.slow
 def test_tune_on_executed_costs_predicts_the_one_device_plan_at_its_first_run(tmp_path, capfd):
     """--executed-costs: the one-device plan runs first and its operator times become the
@@ -119,6 +156,7 @@ def test_tune_on_executed_costs_predicts_the_one_device_plan_at_its_first_run(tm
     (["--top", "0"], "--top 0: must be an integer >= 1"),
     (["--max-steps", "0"], "--max-steps 0: must be an integer >= 1"),
     (["--time-limit", "0"], "--time-limit 0: must be a number of seconds > 0"),
+    (["--granularity", "op,module"], "--granularity 'op,module': expected op, layer or op,layer"),
 ])
 def test_tune_bad_flags(tmp_path, capfd, flags, culprit):
     """Each bad flag: exit 2, one line naming it, nothing on stdout, no output, before any work."""
