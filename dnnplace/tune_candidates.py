@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dnnplace.graphs.errors import InputError
@@ -146,17 +146,39 @@ def executed_instance(spec: Any, inst: Any, one: tuple, args: argparse.Namespace
     return Instance(graph, cluster, inst.source)
 
 
-def plan_key(ids: Sequence[str], plan: Any) -> tuple:
-    """Two plans are the same when they place every node alike and order each device alike."""
+def plan_key(ids: Sequence[str], plan: Any, kind: Mapping[str, str]) -> tuple:
+    """Two plans are the same when they place every node alike and order each device alike,
+    up to a renaming of devices of one kind (``kind``: device -> kind; on one host, two CPU
+    processes or two GPUs of a model run a plan alike): devices are renamed by the first
+    node each runs.
+
+    >>> from types import SimpleNamespace as P
+    >>> kind = {"cpu0": "cpu", "cpu1": "cpu"}
+    >>> a = P(placement={"x": "cpu0", "y": "cpu1"}, start={"x": 0.0, "y": 0.0})
+    >>> b = P(placement={"x": "cpu1", "y": "cpu0"}, start={"x": 0.0, "y": 0.0})
+    >>> plan_key(["x", "y"], a, kind) == plan_key(["x", "y"], b, kind)
+    True
+    """
     start = plan.start or {}
     rank = {v: i for i, v in enumerate(ids)}
-    return (tuple(plan.placement[v] for v in ids),
-            tuple(sorted(ids, key=lambda v: (plan.placement[v], float(start.get(v, 0.0)), rank[v]))))
+    seen: dict[str, str] = {}
+    count: dict[str, int] = {}
+    for v in ids:
+        d = plan.placement[v]
+        if d not in seen:
+            k = kind.get(d, d)
+            seen[d] = f"{k}#{count.get(k, 0)}"
+            count[k] = count.get(k, 0) + 1
+    name = [seen[plan.placement[v]] for v in ids]
+    order = sorted(ids, key=lambda v: (seen[plan.placement[v]], float(start.get(v, 0.0)), rank[v]))
+    return tuple(name), tuple(order)
 
 
-def shortlist(ids: Sequence[str], found: Sequence[tuple], one: tuple, top: int) -> list[tuple]:
+def shortlist(ids: Sequence[str], found: Sequence[tuple], one: tuple, top: int,
+              kind: Mapping[str, str] | None = None) -> list[tuple]:
     """The plans to measure: ``top`` distinct plans of ``found`` (a plan equal to an earlier
-    one, or to the one-device plan ``one``, named on stderr and dropped), then ``one``.
+    one, or to the one-device plan ``one``, up to renaming devices of one kind (``kind``:
+    device -> kind, :func:`plan_key`), named on stderr and dropped), then ``one``.
 
     The operator plans and the layer plans (named ``... (layers)``) take turns, each the
     best predicted of its kind left: the simulator's error is not the same for both kinds
@@ -169,11 +191,15 @@ def shortlist(ids: Sequence[str], found: Sequence[tuple], one: tuple, top: int) 
     >>> found = [c("heft", "d1", 5.0), c("dpos", "d0", 4.0), c("heft (layers)", "d3", 6.0), c("etf", "d2", 4.5)]
     >>> [p[0] for p in shortlist(["x"], found, c("one device", "d0", 9.0), top=2)]   # dpos: one device's plan
     ['etf', 'heft (layers)', 'one device']
+    >>> kind = {"d0": "cpu", "d1": "cpu", "d2": "cpu", "d3": "cpu"}   # any one-node plan is one device's
+    >>> [p[0] for p in shortlist(["x"], found, c("one device", "d0", 9.0), top=2, kind=kind)]
+    ['one device']
     """
-    seen = {plan_key(ids, one[1]): one[0]}
+    kind = kind or {}
+    seen = {plan_key(ids, one[1], kind): one[0]}
     kinds: dict[bool, list[tuple]] = {False: [], True: []}
     for c in sorted(found, key=lambda c: float(c[2].makespan)):
-        key = plan_key(ids, c[1])
+        key = plan_key(ids, c[1], kind)
         if key in seen:
             print(f"{c[0]}: the same plan as {seen[key]}", file=sys.stderr)
             continue

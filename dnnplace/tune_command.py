@@ -268,7 +268,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     grains = [x.strip() for x in args.granularity.split(",") if x.strip()]
     found = sorted(candidates.method_plans(inst, methods, args.time_limit, grains), key=lambda c: float(c[2].makespan))
     print("predicted: " + ", ".join(f"{c[0]} {float(c[2].makespan):.3f} ms" for c in [*found, one]), file=sys.stderr)
-    cands = candidates.shortlist(ids, found, one, args.top)
+    cands = candidates.shortlist(ids, found, one, args.top, dict(zip(inst.cluster.names, inst.cluster.kinds)))
     print(f"measuring {len(cands)} plans ({', '.join(c[0] for c in cands)}) interleaved, {args.steps} steps each per "
           f"round, until every median's 95 % interval is within +-{100 * PRECISION:g} % or {args.max_steps} steps",
           file=sys.stderr, flush=True)
