@@ -95,3 +95,21 @@ def test_auto_without_a_host_cpu_keeps_the_dp(monkeypatch):
     res = solve(inst, "auto", SolveRequest(problem="maxload"))
     assert res.extra["auto_choice"] == "dp" and "host CPU" in res.extra["auto_reason"]
     assert res.evaluation["feasible"] and res.lower_bound <= res.objective
+
+
+def test_auto_keeps_the_dps_bound_when_the_ip_has_none(monkeypatch):
+    """The DP stops with a bound, the IP then ends with its warm start and no bound (a time
+    limit before its first bound): the answer still carries the DP's bound (it was dropped, and the record said
+    "no bound" beside a DP that had proven one)."""
+    from dnnplace.methods import base
+    monkeypatch.setattr(exact_auto, "AUTO_MAX_IDEALS", 1)
+    inst = random_training(1)
+    assert inst.cluster.devices_of_kind("cpu").size
+
+    def no_bound(inst, req, opts):   # the IP's incumbent is its warm start, the DP's split; no bound yet
+        return base.MethodOutput(placement=req.warm.placement, status="feasible", termination="time_limit",
+                                 message="time limit reached before the IP's first bound")
+    monkeypatch.setattr(exact_auto, "run_ip", no_bound)
+    res = solve(inst, "auto", SolveRequest(problem="maxload"))
+    assert res.extra["auto_choice"] == "ip" and res.evaluation["feasible"]
+    assert res.bound is not None and res.bound == pytest.approx(res.extra["auto_dp"]["bound"]) and res.bound > 0

@@ -75,8 +75,8 @@ def run_auto(inst, req: SolveRequest, opts: Options) -> MethodOutput:
         return _auto_out(dp, "dp", f"{why}; no time left for the IP", attempt)
     warm = WarmStart(dp.placement, "method dp (auto)") if dp.placement is not None else req.warm
     ip = run_ip(inst, dataclasses.replace(req, warm=warm), IPOptions())
-    if ip.bound is not None and dp.bound is not None and dp.bound > ip.bound:
-        ip.bound = dp.bound  # both are valid lower bounds
+    if dp.bound is not None and (ip.bound is None or dp.bound > ip.bound):
+        ip.bound = dp.bound  # both are valid lower bounds; an IP stopped before its first bound keeps the DP's
     if ip.placement is None or (dp.placement is not None and dp.objective is not None and ip.objective is not None
                                 and dp.objective < ip.objective):
         if dp.placement is not None:
