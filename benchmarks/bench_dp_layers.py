@@ -123,7 +123,7 @@ def _write(args, rows: list[dict], load_at_start: str) -> None:
         note = d.get("message") or ""
         if isinstance(note, list):
             note = " ".join(note)
-        ideals = f"{d['ideals']:,}" if isinstance(d.get("ideals"), int) else "-"
+        ideals = f"{d['ideals']:,}" if d.get("ideals") else "-"   # 0: the enumeration stopped (the note says where)
         lines.append(f"| {d['graph']} | {d['method']} | {d.get('n', '-')} | {d.get('layers', '-')} | {ideals} "
                      f"| {_outcome(d)} | {d.get('auto_choice') or d['method']} "
                      f"| {_ms(d.get('objective'))} | {_ms(d.get('bound'))} | {gap} | {d.get('seconds', d['wall']):.1f} "

@@ -325,3 +325,42 @@ def test_simulator_sends_what_the_executor_sends(name, two_gpu_cluster):
             assert simulated[k] == pytest.approx(nbytes, rel=1e-9), (name, cap.ids[k[0]], simulated[k], nbytes)
         compared += len(sends)
     assert compared >= 20, compared
+
+
+def _write_then_abort(rank: int, out_dir: str) -> None:
+    """A worker that writes its measurements, then (rank 0) aborts as gloo's teardown can."""
+    import json
+    torch.save([{"rank": rank}], os.path.join(out_dir, f"outputs-{rank}.pt"))
+    with open(os.path.join(out_dir, f"times-{rank}.json"), "w") as f:
+        json.dump({"rank": rank, "jobs": []}, f)
+    if rank == 0:   # as after the workers' last barrier: every rank has written
+        import time
+        while not os.path.exists(os.path.join(out_dir, "times-1.json")):
+            time.sleep(0.01)
+        time.sleep(0.2)
+        os.abort()
+
+
+def _abort_before_writing(rank: int, out_dir: str) -> None:
+    if rank == 0:
+        os.abort()
+    _write_then_abort(rank, out_dir)
+
+
+def test_an_abort_after_every_worker_wrote_loses_nothing(tmp_path, capfd):
+    """A worker killed by a signal (SIGABRT, "terminate called without an active exception"
+    in gloo's teardown) after every rank wrote its measurements: the run is kept, with a
+    warning; killed before its rank wrote: an ExecutionError naming the signal."""
+    import torch.multiprocessing as mp
+
+    from dnnplace.pytorch.execution.launch import _written, run_processes
+    done = tmp_path / "done"
+    done.mkdir()
+    run_processes(mp, str(done), 2, 60, fn=_write_then_abort, written=lambda: _written(str(done), 2))
+    err = capfd.readouterr().err
+    assert "SIGABRT" in err and "the run is complete" in err, err
+    assert _written(str(done), 2)
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    with pytest.raises(ExecutionError, match="a worker exited: .*SIGABRT"):
+        run_processes(mp, str(torn), 2, 60, fn=_abort_before_writing, written=lambda: _written(str(torn), 2))

@@ -189,7 +189,7 @@ def execute(model: ModelSpec, plans: Sequence[Plan], device_names: Sequence[str]
                   f"{world} process(es), {max(sum(len(p.recvs) for p in pr) for pr in progs_of)} transfers in "
                   f"{max(sum(1 for p in pr for pk in p.packs_in if pk.nbytes) for pr in progs_of)} messages per "
                   "step at most", file=sys.stderr, flush=True)
-        run_processes(mp, wp, world, timeout_s * len(plans))
+        run_processes(mp, wp, world, timeout_s * len(plans), written=lambda: _written(tmp, world))
         records = []
         for r in range(world):
             with open(os.path.join(tmp, f"times-{r}.json")) as f:
@@ -369,9 +369,25 @@ def worker_error(text: str) -> str:
     return lines[found] + (" ..." if found < len(lines) - 1 else "")
 
 
-def run_processes(mp: Any, plan: Any, world: int, timeout_s: float, fn: Any = run_worker) -> None:
+def _written(tmp: str, world: int) -> bool:
+    """Whether every rank's measurements are in ``tmp``, whole (each file reads back)."""
+    import torch
+    try:
+        for r in range(world):
+            with open(os.path.join(tmp, f"times-{r}.json")) as f:
+                json.load(f)
+            torch.load(os.path.join(tmp, f"outputs-{r}.pt"))
+    except Exception:   # noqa: BLE001 (missing, torn or unreadable: not written)
+        return False
+    return True
+
+
+def run_processes(mp: Any, plan: Any, world: int, timeout_s: float, fn: Any = run_worker,
+                  written: Any = None) -> None:
     """Start ``world`` processes of ``fn(rank, plan)`` and wait for all of them; kill every one on a failure, on the
-    deadline, or on Ctrl-C."""
+    deadline, or on Ctrl-C. A worker killed by a signal after every rank wrote its measurements (``written()``;
+    the ranks write before their last barrier) loses nothing: gloo's teardown of a finished run can abort a
+    process ("terminate called without an active exception"), and the run is kept with a warning."""
     ctx = mp.start_processes(fn, args=(plan,), nprocs=world, join=False, start_method="spawn")
     deadline = time.monotonic() + timeout_s
     try:
@@ -382,6 +398,10 @@ def run_processes(mp: Any, plan: Any, world: int, timeout_s: float, fn: Any = ru
     except mp.ProcessRaisedException as exc:
         raise ExecutionError(f"a worker failed: {worker_error(str(exc))}") from None
     except mp.ProcessExitedException as exc:
+        if exc.exit_code < 0 and written is not None and written():
+            print(f"dnnplace: warning: {exc} after every worker wrote its measurements (gloo's teardown); the run is "
+                  "complete", file=sys.stderr, flush=True)
+            return
         raise ExecutionError(f"a worker exited: {exc}") from None
     finally:
         for p in ctx.processes:

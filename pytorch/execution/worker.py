@@ -161,10 +161,10 @@ def run_worker(rank: int, plan: WorkerPlan, world: int | None = None) -> list | 
             got: list | None = [None] * world if rank == 0 else None
             dist.gather_object((results, outs), got, dst=0)
             return got
-        dist.barrier()
         torch.save(outs, os.path.join(plan.out_dir, f"outputs-{rank}.pt"))
         with open(os.path.join(plan.out_dir, f"times-{rank}.json"), "w") as f:
             json.dump({"rank": rank, "jobs": results}, f)
+        dist.barrier()   # every rank's files are written before any rank tears gloo down
         return None
     finally:
         dist.destroy_process_group()
