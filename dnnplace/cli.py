@@ -222,6 +222,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     g.add_argument("--congestion", dest="congestion", action="store_true", default=None)
     g.add_argument("--no-congestion", dest="congestion", action="store_false")
     _add_transfer_mode(g)
+    g.add_argument("--transform", metavar="NAME",
+                   help="solve a transformed graph, as a config's 'transform' key: contract-layers (every captured "
+                        "layer one colocation class, Tarnawski's layer granularity; an optimum is the layer graph's)")
     g.add_argument("--split", metavar="FILE", help="expert: the split file to evaluate")
     g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="method-specific parameter (value parsed as JSON if possible), repeatable")

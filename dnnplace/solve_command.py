@@ -125,6 +125,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from dnnplace.graphs.io import prepare_instance
 
     inst = prepare_instance(args.graph, args.cluster)  # infeasible instance -> one line naming why
+    transformed = None
+    if args.transform:   # as a config's transform: the result is for the transformed graph
+        from dnnplace.graphs.transforms.replay import apply_transform
+        inst, transformed = apply_transform(args.transform, inst)
     if args.congestion is None and req.congestion != inst.cluster.default_congestion:   # a calibrated cluster's links
         req = dataclasses.replace(req, congestion=inst.cluster.default_congestion)
     if args.split and not Path(args.split).is_file():
@@ -138,6 +142,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     for note in deprecation_notes(args):
         warn(note)
     res, placed = run_method(inst, method, req)
+    if transformed is not None:
+        res.extra["transform"] = {"name": transformed.name, "nodes": transformed.graph.n, **transformed.meta}
     if getattr(args, "bound_time_limit", None):  # opt-in: the comm-aware relaxation bound (results/makespan-bounds.md)
         from dnnplace.registry import relaxed_lower_bound
 
@@ -162,6 +168,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     say(f"objective: {fmt_num(res.objective)} {unit}   bound: {fmt_num(res.lower_bound)}   "
         f"gap: {'-' if res.certified_gap is None else f'{100 * res.certified_gap:.2f}%'}"
         f"   ({_bound_source(res)})")
+    if transformed is not None:
+        groups = transformed.meta.get("groups")
+        say(f"solved on the graph after --transform {transformed.name}"
+            + (f" ({groups:,} colocation groups)" if groups else "") + ": its status and bound are that graph's")
     if res.transform is not None:
         g = res.transform["graph"]
         say(f"answers on a transformed graph ({g['name']}: {g['nodes']:,} nodes, {g['edges']:,} edges; the input "

@@ -368,3 +368,22 @@ def test_solver_layer_knows_no_flags():
         text = path.read_text()
         for flag in [*SOLVER_FLAGS.values(), "--mip-gap"]:
             assert f"{flag} " not in text and f"{flag}:" not in text, (path.name, flag)
+
+
+def test_solve_with_a_transform_answers_the_layer_graph(tmp_path, capsys):
+    """``solve --transform contract-layers``: the captured ResNet-50 at layer granularity,
+    the DP proves the layer graph's optimum (results/dp-layers.md: 34.119 ms, 200 groups),
+    the record names the transform, and the placement re-scores the same on the operator
+    graph (an unknown transform: tests/test_bad_input.py)."""
+    out = tmp_path / "r.json"
+    assert main(["solve", "captured/resnet-50", "--cluster", "single-host-4-nvlink", "--problem", "maxload",
+                 "--method", "dp", "--transform", "contract-layers", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "--transform contract-layers (200 colocation groups)" in said, said
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "optimal" and doc["objective"] == pytest.approx(34.119, abs=5e-4)
+    assert doc["extra"]["transform"]["name"] == "contract-layers" and doc["extra"]["transform"]["groups"] == 200
+    assert doc["instance"].endswith("| contract-layers")
+    from dnnplace.api import evaluate
+    ev = evaluate("captured/resnet-50", str(out), cluster="single-host-4-nvlink")
+    assert ev.feasible and ev.objective == pytest.approx(doc["objective"], rel=1e-9)
