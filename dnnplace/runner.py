@@ -107,7 +107,7 @@ def _execute(spec: RunSpec) -> dict:
             else:
                 inst, t = apply_transform(spec.transform, inst)  # the result is for the transformed graph
                 res = solve(inst, spec.method, spec.request())
-                res.extra["transform"] = {"name": t.name, "nodes": t.graph.n, **t.meta}
+                res.extra["transform"] = t.record()
         if res.status == "error" and res.termination is Termination.LICENCE:  # say the licence's limits too
             from dnnplace.formulations.solvers.options import licence_message
 

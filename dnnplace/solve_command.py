@@ -143,7 +143,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         warn(note)
     res, placed = run_method(inst, method, req)
     if transformed is not None:
-        res.extra["transform"] = {"name": transformed.name, "nodes": transformed.graph.n, **transformed.meta}
+        res.extra["transform"] = transformed.record()
     if getattr(args, "bound_time_limit", None):  # opt-in: the comm-aware relaxation bound (results/makespan-bounds.md)
         from dnnplace.registry import relaxed_lower_bound
 

@@ -58,16 +58,13 @@ def refined(inst: Any, layers: Any, cand: tuple, time_limit: float) -> tuple:
     after whole-layer moves under the simulator (critical-path dispatch, the cluster's
     links), in the order the simulator gives it; ``cand`` itself where that is not
     predicted shorter."""
-    import numpy as np
-
     from dnnplace.evaluation.simulate import simulate
     from dnnplace.graphs.placement import Placement
     from dnnplace.heuristics.refine import refine_placement
     name, plan, sim, took = cand
     cl, ids = inst.cluster, inst.graph.ids
     t0 = time.perf_counter()
-    at = {d: i for i, d in enumerate(cl.names)}
-    dev = np.array([at[plan.placement[v]] for v in ids], dtype=np.int64)
+    dev = Placement.from_mapping(inst.graph, cl, plan.placement).device
     links = cl.default_congestion
     dev, _, _ = refine_placement(layers.graph, cl, dev, policy="critical_path", congestion=links,
                                  time_limit=time_limit)

@@ -118,9 +118,9 @@ def choose(rows: Sequence[dict], one: dict) -> dict:
     return one
 
 
-def check_flags(args: argparse.Namespace) -> dict[str, dict]:
+def check_flags(args: argparse.Namespace) -> tuple[dict[str, dict], tuple[str, ...]]:
     """The flags, before anything is read or run (one :class:`InputError` each); the methods
-    with their options."""
+    with their options, and the granularities."""
     from dnnplace.registry import all_methods
     for flag, value, low in (("--top", args.top, 1), ("--steps", args.steps, 1), ("--max-steps", args.max_steps, 1),
                              ("--warmup", args.warmup, 0), ("--batch", args.batch, 1), ("--seq", args.seq, 1)):
@@ -146,7 +146,7 @@ def check_flags(args: argparse.Namespace) -> dict[str, dict]:
         if name not in makespan:
             raise InputError(f"--methods: {name!r} does not solve the makespan problem; makespan methods: "
                              f"{', '.join(makespan)}")
-    return {n: dict(METHOD_PARAMS.get(n, {})) for n in names}
+    return {n: dict(METHOD_PARAMS.get(n, {})) for n in names}, tuple(grains)
 
 
 def _row(method: str, plan: Any, sim: Any, samples: list[float], m: Any, matches: bool) -> dict:
@@ -233,7 +233,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """Capture, solve, predict, measure the candidates interleaved, choose (module docstring)."""
     from dnnplace.command_args import cluster_file
     from dnnplace.outpaths import check_outputs
-    methods = check_flags(args)
+    methods, grains = check_flags(args)
     model_file = args.model.rpartition(":")[0]
     check_outputs([("--out", args.out), ("--table", args.table), ("--plot", args.plot)],
                   [("model", model_file if model_file.endswith(".py") else None),
@@ -265,7 +265,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.executed_costs:
         inst = candidates.executed_instance(spec, inst, one, args)
         one = one_device_plan(inst)
-    grains = [x.strip() for x in args.granularity.split(",") if x.strip()]
     found = sorted(candidates.method_plans(inst, methods, args.time_limit, grains), key=lambda c: float(c[2].makespan))
     print("predicted: " + ", ".join(f"{c[0]} {float(c[2].makespan):.3f} ms" for c in [*found, one]), file=sys.stderr)
     cands = candidates.shortlist(ids, found, one, args.top, dict(zip(inst.cluster.names, inst.cluster.kinds)))

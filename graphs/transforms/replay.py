@@ -47,6 +47,10 @@ class Transformed:
     name: str
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def record(self) -> dict[str, Any]:
+        """What a result solved on this graph records (``extra["transform"]``)."""
+        return {"name": self.name, "nodes": self.graph.n, **self.meta}
+
     @property
     def sizes(self) -> np.ndarray:
         """Number of original nodes per transformed node."""
