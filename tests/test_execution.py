@@ -150,7 +150,7 @@ def test_missing_transfer_is_caught():
     """A device whose program lost a transfer fails naming the value, instead of computing
     with garbage."""
     from dnnplace.pytorch.execution.device_step import DeviceStep
-    from dnnplace.pytorch.execution.worker import _bind
+    from dnnplace.pytorch.execution.worker import bind_step
     ms = spec("mlp")
     net, inputs, loss_fn = load(ms)
     cap = trace_step(ms, net, inputs, loss_fn)
@@ -165,7 +165,7 @@ def test_missing_transfer_is_caught():
     victim = next(iter(prog.waits))
     dropped = prog.waits.pop(victim)
     assert dropped
-    step = DeviceStep(cap, prog, _bind(cap, net, inputs), [0, 1], ms)
+    step = DeviceStep(cap, prog, bind_step(cap, net, inputs), [0, 1], ms)
     with pytest.raises(RuntimeError, match="a transfer is missing"):
         step.run(_LocalDist(), record=False)
 

@@ -52,7 +52,8 @@ from typing import Any
 from dnnplace.pytorch.capture.ops import steady_malloc
 from dnnplace.pytorch.execution.device_step import DeviceStep
 
-__all__ = ["ModelSpec", "WorkerPlan", "run_worker", "load", "exact_cuda_math", "step_span_ms", "no_process_locks"]
+__all__ = ["ModelSpec", "WorkerPlan", "run_worker", "load", "exact_cuda_math", "step_span_ms", "no_process_locks",
+           "bind_step"]
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def run_worker(rank: int, plan: WorkerPlan, world: int | None = None) -> list | 
                 bad = next(r for r, x in enumerate(seen) if x != seen[0])
                 raise RuntimeError(f"rank {bad} traced another step or read another plan than rank 0: every node "
                                    "needs the same model file, arguments and result file")
-        initial = {k: v.clone() for k, v in _bind(cap, net, inputs).items()}
+        initial = {k: v.clone() for k, v in bind_step(cap, net, inputs).items()}
         total = plan.warmup + plan.steps
         if plan.interleave:   # every plan's warm-up, then one step of each plan in turn
             jobs = [_Job(j, plan, cap, initial, rank, world) for j in range(len(plan.jobs))]
@@ -259,7 +260,7 @@ def exact_cuda_math() -> None:
     torch.backends.cudnn.allow_tf32 = False
 
 
-def _bind(cap: Any, net: Any, inputs: tuple) -> dict[str, Any]:
+def bind_step(cap: Any, net: Any, inputs: tuple) -> dict[str, Any]:
     """Placeholder name -> the tensor it stands for (an ``apply`` node's update replaces its
     parameter's entry after the step, so the next step reads the updated value)."""
     params = dict(net.named_parameters())
