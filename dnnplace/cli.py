@@ -224,7 +224,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _add_transfer_mode(g)
     g.add_argument("--transform", metavar="NAME",
                    help="solve a transformed graph, as a config's 'transform' key: contract-layers (every captured "
-                        "layer one colocation class, Tarnawski's layer granularity; an optimum is the layer graph's)")
+                        "layer one colocation class, Tarnawski's layer granularity; an optimum is the layer graph's) "
+                        "or contract-calls (the same, with a layer that is not contiguous, an RNN cell called at "
+                        "every step, split into its calls)")
     g.add_argument("--split", metavar="FILE", help="expert: the split file to evaluate")
     g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="method-specific parameter (value parsed as JSON if possible), repeatable")

@@ -14,7 +14,7 @@ import numpy as np
 
 from dnnplace.graphs.graph import OpGraph
 
-__all__ = ["closure_bits", "reachability", "descendant_matrix", "narrow_cut_mask"]
+__all__ = ["closure_bits", "reachability", "descendant_matrix", "narrow_cut_mask", "descendant_bits_within"]
 
 
 def _bits(n: int, order: np.ndarray, ptr: np.ndarray, nbr: np.ndarray) -> np.ndarray:
@@ -42,6 +42,21 @@ def closure_bits(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
     desc = _bits(graph.n, order[::-1], graph.out_ptr, graph.out_nbr)
     anc = _bits(graph.n, order, graph.in_ptr, graph.in_nbr)
     return desc, anc
+
+
+def descendant_bits_within(graph: OpGraph, keep: np.ndarray) -> np.ndarray:
+    """Strict descendants of every node along paths inside the node mask ``keep`` (edges
+    with both ends kept), as ``uint64`` bitset rows (nodes outside ``keep``: empty rows).
+
+    >>> g = OpGraph(ids=[0, 1, 2], kinds=("x",), compute=[[0.0]] * 3, memory=[0] * 3, src=[0, 1], dst=[1, 2])
+    >>> [int(w) for w in descendant_bits_within(g, np.array([True, True, False]))[:, 0]]
+    [2, 0, 0]
+    """
+    inside = keep[graph.src] & keep[graph.dst]
+    src, dst = graph.src[inside], graph.dst[inside]
+    order = np.argsort(src, kind="stable")
+    ptr = np.r_[0, np.cumsum(np.bincount(src, minlength=graph.n))]
+    return _bits(graph.n, graph.topo_order[::-1], ptr, dst[order])
 
 
 def _unpack(bits: np.ndarray, n: int) -> np.ndarray:

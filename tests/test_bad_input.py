@@ -343,10 +343,10 @@ KINDS = {
         "past the range"),
     "config: an unknown transform": (
         ["run", "c.toml"], {"c.toml": _config('transform = "nope"')},
-        "c.toml: [grid]: transform = \"nope\": unknown graph transform; known: ['contract-layers']"),
+        "c.toml: [grid]: transform = \"nope\": unknown graph transform; known: ['contract-calls', 'contract-layers']"),
     "`solve --transform nope`": (
         [*SOLVE, "--transform", "nope"], {"g.json": GOOD_TEXT},
-        "unknown graph transform 'nope'; known: ['contract-layers']"),
+        "unknown graph transform 'nope'; known: ['contract-calls', 'contract-layers']"),
     "config: a warm start that is neither a file nor a method": (
         ["run", "c.toml"], {"c.toml": _config('warm_start = "start.json"')},
         'c.toml: [grid]: warm_start = "start.json": no such file, nor a method name (see `dnnplace methods`)'),

@@ -78,14 +78,19 @@ class Transformed:
         return Placement(original, placement.cluster, placement.device[self.labels])
 
 
-def _contract_layers(inst: Instance) -> Transformed:
-    coarse, rule = contract_layers(inst)
-    return Transformed(coarse.graph, np.arange(inst.graph.n, dtype=np.int64), "contract-layers",
-                       {"rule": rule, "groups": int(np.unique(coarse.graph.colocation).size)})
+def _contract(name: str, calls: bool) -> Callable[[Instance], Transformed]:
+    def transform(inst: Instance) -> Transformed:
+        coarse, rule = contract_layers(inst, calls=calls)
+        return Transformed(coarse.graph, np.arange(inst.graph.n, dtype=np.int64), name,
+                           {"rule": rule, "groups": int(np.unique(coarse.graph.colocation).size)})
+    return transform
 
 
 TRANSFORMS: dict[str, Callable[[Instance], Transformed]] = {
-    "contract-layers": _contract_layers,  # layers become colocation groups (same nodes)
+    # layers become colocation groups (same nodes); non-contiguous layers left alone (Tarnawski
+    # Table 3's rule) or split into their calls
+    "contract-layers": _contract("contract-layers", calls=False),
+    "contract-calls": _contract("contract-calls", calls=True),
 }
 
 
