@@ -2,7 +2,8 @@
 
 The Python API (docs/guide.md, "The Python API"): ``from dnnplace import load_graph,
 load_cluster, capture, solve, evaluate, simulate, execute, list_methods`` (the functions of
-:mod:`dnnplace.api`, imported on first use so that ``import dnnplace`` stays cheap) and the
+:mod:`dnnplace.api`, :mod:`dnnplace.api_scoring` and :mod:`dnnplace.api_torch`,
+imported on first use so that ``import dnnplace`` stays cheap) and the
 types they take and return, ``Instance``, ``Cluster``, ``Result`` and ``InputError``.
 
 The user-facing layer: the method registry (:mod:`dnnplace.registry`), result records
@@ -14,9 +15,10 @@ The user-facing layer: the method registry (:mod:`dnnplace.registry`), result re
 
 __version__ = "0.1.0"
 
-_API = {"load_graph": "dnnplace.api", "load_cluster": "dnnplace.api", "capture": "dnnplace.api",
-        "solve": "dnnplace.api", "evaluate": "dnnplace.api", "simulate": "dnnplace.api", "execute": "dnnplace.api",
-        "list_methods": "dnnplace.api", "Instance": "dnnplace.graphs.instance", "Cluster": "dnnplace.graphs.cluster",
+_API = {"load_graph": "dnnplace.api", "load_cluster": "dnnplace.api", "capture": "dnnplace.api_torch",
+        "solve": "dnnplace.api", "evaluate": "dnnplace.api_scoring", "simulate": "dnnplace.api_scoring",
+        "execute": "dnnplace.api_torch", "list_methods": "dnnplace.api", "Instance": "dnnplace.graphs.instance",
+        "Cluster": "dnnplace.graphs.cluster",
         "Result": "dnnplace.results", "InputError": "dnnplace.graphs.errors"}
 """Each public name and the module it comes from."""
 

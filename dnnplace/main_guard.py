@@ -1,4 +1,4 @@
-"""The main-guard check before worker processes start (used by :func:`dnnplace.api.execute`).
+"""The main-guard check before worker processes start (used by :func:`dnnplace.api_torch.execute`).
 
 The executor starts its workers with the ``spawn`` method, which runs the main script again
 in every worker; a call at a script's top level outside ``if __name__ == "__main__":`` would

@@ -1,4 +1,4 @@
-"""The Python API (dnnplace/api.py; docs/guide.md, "The Python API"): the guide's and the
+"""The Python API (dnnplace/api.py, api_scoring.py, api_torch.py; docs/guide.md, "The Python API"): the guide's and the
 README's snippets run as written, every argument that asks for a cluster or a graph takes a
 preset, a file or an object, ``solve`` gives what ``dnnplace solve`` gives, bad input is an
 ``InputError`` naming the culprit, and ``execute`` outside a script's ``__main__`` guard
@@ -78,8 +78,8 @@ def test_the_guide_script_runs_as_written(tmp_path):
 def test_the_names_are_exported_lazily():
     """``import dnnplace`` imports none of the API (``dnnplace --version`` stays as fast);
     every exported name resolves, also after the ``dnnplace.methods`` package is loaded."""
-    code = ("import sys, dnnplace; heavy = [m for m in ('dnnplace.api', 'numpy', 'dnnplace.registry') "
-            "if m in sys.modules]; print(heavy)")
+    code = ("import sys, dnnplace; heavy = [m for m in ('dnnplace.api', 'dnnplace.api_scoring', 'dnnplace.api_torch', "
+            "'numpy', 'dnnplace.registry') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
     import dnnplace.methods  # noqa: F401  (a subpackage: no API name may shadow it)

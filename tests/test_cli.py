@@ -384,6 +384,6 @@ def test_solve_with_a_transform_answers_the_layer_graph(tmp_path, capsys):
     assert doc["status"] == "optimal" and doc["objective"] == pytest.approx(34.119, abs=5e-4)
     assert doc["extra"]["transform"]["name"] == "contract-layers" and doc["extra"]["transform"]["groups"] == 200
     assert doc["instance"].endswith("| contract-layers")
-    from dnnplace.api import evaluate
+    from dnnplace.api_scoring import evaluate
     ev = evaluate("captured/resnet-50", str(out), cluster="single-host-4-nvlink")
     assert ev.feasible and ev.objective == pytest.approx(doc["objective"], rel=1e-9)

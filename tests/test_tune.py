@@ -99,7 +99,8 @@ def test_layer_plans_cut_only_between_layers():
     keeps each layer (its forward and backward operators, parameters and updates) on one
     device, and so sends no parameter; the moves shorten the one-device step; every plan
     feasible and predicted at the evaluator's makespan on the operator graph."""
-    from dnnplace.api import capture, evaluate
+    from dnnplace.api_scoring import evaluate
+    from dnnplace.api_torch import capture
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.transforms.layers import layer_labels
     from dnnplace.tune_candidates import LAYER_SUFFIX, MOVES, method_plans, one_device_plan
