@@ -4,8 +4,10 @@
   ``"layer"`` granularity, of the *layer graph*: every layer of the model (the operators
   of one module call, forward and backward, its parameters and their updates) one
   colocation class (:func:`~dnnplace.graphs.transforms.layers.contract_layers`, the layer
-  granularity of Tarnawski et al., Table 3). A layer plan cuts the step only between
-  layers, where a message is an activation or its gradient, never a layer's weights.
+  granularity of Tarnawski et al., Table 3), a layer that is not contiguous (a recurrent
+  cell called at every time step) split into its calls. A layer plan cuts the step only
+  between layers or calls, where a message is an activation or its gradient, never a
+  layer's weights.
   Each layer plan is then refined by whole-layer moves under the simulator
   (:func:`~dnnplace.heuristics.refine.refine_placement`, the refinement stage of Pesto's
   pipeline), and so is the one-device plan (``moves (layers)``: layers moved off one
@@ -85,7 +87,7 @@ def method_plans(inst: Any, methods: dict[str, dict], time_limit: float | None,
     from dnnplace.graphs.transforms.layers import contract_layers
     from dnnplace.methods.base import SolveRequest
     from dnnplace.registry import solve
-    layers = contract_layers(inst)[0] if "layer" in granularities else None
+    layers = contract_layers(inst, calls=True)[0] if "layer" in granularities else None
     views = ([(inst, "")] if "op" in granularities else []) + ([(layers, LAYER_SUFFIX)] if layers else [])
     refine_s = REFINE_SHARE * (time_limit or 20.0)
     out = []

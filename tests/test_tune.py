@@ -107,7 +107,7 @@ def test_layer_plans_cut_only_between_layers():
     inst = capture(f"{Path(__file__).with_name('exec_models.py')}:two_towers", inputs=["64x256"],
                    params={"width": 256}, loss="cross_entropy", cluster="single-host-2-pcie")
     inst = Instance(inst.graph.with_(compute=inst.graph.compute * 100), inst.cluster, inst.source)  # compute-bound
-    lab, rule = layer_labels(inst.graph)
+    lab, rule = layer_labels(inst.graph, calls=True)
     assert rule.startswith("layerId") and lab.max() + 1 < inst.graph.n
     ops = {p[0]: p for p in method_plans(inst, {"heft": {}, "etf": {}}, 5.0, ("op",))}
     plans = method_plans(inst, {"heft": {}, "etf": {}}, 5.0, ("op", "layer"))
