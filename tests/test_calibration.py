@@ -176,7 +176,7 @@ def test_a_pack_counts_once_split_over_its_tensors():
 def test_a_clusters_own_link_model_is_the_default_of_simulate_and_solve():
     import dataclasses
 
-    from dnnplace import api
+    import dnnplace as api
     from dnnplace.graphs import OpGraph
     # a (1.0) sends two tensors over one link of 1.0 each: queued they arrive at 2 and 3, overlapping both at 2
     g = OpGraph.from_ids("abc", [("a", "b"), ("a", "c")], kinds=["cpu"], compute=[[1.0], [0.0], [0.0]],

@@ -364,3 +364,16 @@ def test_an_abort_after_every_worker_wrote_loses_nothing(tmp_path, capfd):
     torn.mkdir()
     with pytest.raises(ExecutionError, match="a worker exited: .*SIGABRT"):
         run_processes(mp, str(torn), 2, 60, fn=_abort_before_writing, written=lambda: _written(str(torn), 2))
+
+
+@pytest.mark.parametrize("name", ["cnn", "lstm"])
+def test_the_overhead_pairs_eager_and_executor_steps_of_the_same_work(name):
+    """``interleaved_overhead``: as many pairs as asked, each side a real step, and both sides
+    take the same steps (every step's loss equal: BatchNorm's buffers and Adam's state each
+    side's own), so the ratio compares the same work."""
+    from dnnplace.pytorch.execution.overhead import interleaved_overhead
+    o = interleaved_overhead(spec(name), steps=4, warmup=1)
+    s = o.summary()
+    assert len(o.eager_ms) == len(o.executor_ms) == s["pairs"] == 4
+    assert min(o.eager_ms) > 0 and min(o.executor_ms) > 0 and s["ratio"] > 0
+    assert s["max_loss_diff"] <= 1e-4, s

@@ -111,10 +111,11 @@ def test_solve_rnnlm_by_call_is_proved_by_the_dp(tmp_path, capsys):
     out = tmp_path / "r.json"
     rc = main(["solve", str(REPO / "graphs" / "workloads" / "captured" / "rnnlm-2x2048.json"), "--cluster",
                "single-host-4-nvlink", "--problem", "maxload", "--method", "dp", "--transform", "contract-calls",
-               "--time-limit", "60", "--out", str(out)])
+               "--time-limit", "120", "--out", str(out)])   # solve's limit counts from the process's start,
+    # up to a minute back: in a long test process 60 s would be spent before the DP starts
     text = capsys.readouterr().out
     assert rc == 0 and "independent evaluation" in text and "agrees with the method" in text, text
     res = json.loads(out.read_text())
-    assert res["status"] == "optimal"
+    assert res["status"] == "optimal", (res["status"], res["termination"], res["message"], res["extra"].get("memory"))
     assert res["objective"] == pytest.approx(90.91, abs=0.01)
     assert res["extra"]["transform"]["groups"] <= 230 and res["extra"]["transform"]["nodes"] == 2634

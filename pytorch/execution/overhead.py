@@ -1,18 +1,17 @@
 """The executor's own cost: its one-device step against an eager step, interleaved in one
 process (docs/execution.md, "The executor's overhead").
 
-Two runs of the same model measured minutes apart on this VM differ by more than the
-overhead being measured (an eager step of the Inception cell took 25.5 ms in one run and
-36.1 ms in the next), so :func:`interleaved_overhead` takes both in one process, one thread,
+Two runs of the same model measured minutes apart on a shared VM can differ by more than
+the overhead being measured (docs/execution.md, The executor's overhead), so
+:func:`interleaved_overhead` takes both in one process, one thread,
 one allocator: the eager step (``loss.backward()`` and the ``torch.optim`` step of the
 model as built, as :func:`~dnnplace.pytorch.execution.reference.eager_reference` runs it) and
 the executor's step of the whole graph on one device (:class:`DeviceStep` over the
 one-device program of :func:`~dnnplace.pytorch.execution.program.build_programs`, in trace
 order, on a one-process gloo group, as a worker runs it) alternate step by step, which of
 the two goes first alternating too. Each pair gives a ratio executor / eager; the overhead
-is the median ratio with its order-statistic interval
-(:func:`dnnplace.tune_command.median_ci`), so a drift of the host falls on both sides of
-every pair.
+is the median of the ratios (their interval is the benchmark's, results/execution/overhead.md),
+so a drift of the host falls on both sides of every pair.
 """
 
 from __future__ import annotations
@@ -34,23 +33,25 @@ class Overhead:
 
     eager_ms: list[float]
     executor_ms: list[float]
+    max_loss_diff: float = 0.0    # largest |executor loss - eager loss| over the steps: the same work
 
     @property
     def ratios(self) -> list[float]:
         return [b / a for a, b in zip(self.eager_ms, self.executor_ms)]
 
     def summary(self) -> dict:
-        """Medians, the median ratio executor / eager and its 95 % interval."""
-        from dnnplace.tune_command import median_ci
-        med, lo, hi = median_ci(self.ratios)
+        """The medians of the step times and of the ratios executor / eager."""
         return {"eager_ms": statistics.median(self.eager_ms), "executor_ms": statistics.median(self.executor_ms),
-                "ratio": med, "ratio_ci": [lo, hi], "pairs": len(self.eager_ms)}
+                "ratio": statistics.median(self.ratios), "pairs": len(self.eager_ms),
+                "max_loss_diff": self.max_loss_diff}
 
 
 def interleaved_overhead(model: ModelSpec, *, steps: int = 30, warmup: int = 3, threads: int = 1) -> Overhead:
     """``steps`` measured pairs (after ``warmup`` unmeasured ones) of an eager step and the
     executor's one-device step, alternating in this process on ``threads`` threads (module
-    docstring). Each side has its own copy of the model's parameters and optimizer state."""
+    docstring). Each side has its own copy of the model's parameters and optimizer state, so
+    both take the same steps: their losses agree at every step (``max_loss_diff``), which
+    makes the times comparable."""
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -73,19 +74,26 @@ def interleaved_overhead(model: ModelSpec, *, steps: int = 30, warmup: int = 3, 
     bound = {k: v.clone() for k, v in bind_step(cap, other, other_inputs).items()}
     runner = DeviceStep(cap, prog, bound, [0], model)
 
+    losses: list[list[float]] = [[], []]
+
     def eager() -> float:
         t0 = time.perf_counter()
         if opt is not None:
             opt.zero_grad(set_to_none=True)
-        loss_fn(net(*inputs), *inputs).backward()
+        loss = loss_fn(net(*inputs), *inputs)
+        loss.backward()
         if opt is not None:
             opt.step()
-        return (time.perf_counter() - t0) * 1e3
+        t = (time.perf_counter() - t0) * 1e3
+        losses[0].append(float(loss.detach()))
+        return t
 
     def executor() -> float:
         t0 = time.perf_counter()
         runner.run(dist, record=False)
-        return (time.perf_counter() - t0) * 1e3
+        t = (time.perf_counter() - t0) * 1e3
+        losses[1].append(runner.loss_value)
+        return t
 
     with tempfile.TemporaryDirectory(prefix="dnnplace-overhead-") as tmp:
         dist.init_process_group("gloo", init_method=f"file://{os.path.join(tmp, 'rendezvous')}", rank=0,
@@ -100,6 +108,7 @@ def interleaved_overhead(model: ModelSpec, *, steps: int = 30, warmup: int = 3, 
                 if s >= warmup:
                     out.eager_ms.append(a)
                     out.executor_ms.append(b)
+            out.max_loss_diff = max(abs(x - y) for x, y in zip(*losses))
             return out
         finally:
             dist.destroy_process_group()
