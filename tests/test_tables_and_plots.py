@@ -103,7 +103,7 @@ def test_log_axis_tick_labels_never_overlap():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dnnplace.compare_plots import _plain_log_ticks
+    from dnnplace.log_axis import plain_log_ticks
 
     checked = 0
     for width in (4.0, 9.5):
@@ -112,7 +112,7 @@ def test_log_axis_tick_labels_never_overlap():
             ax.set_xscale("log")
             ax.plot([lo, hi], [0, 1])
             ax.set_xlim(lo, hi)
-            _plain_log_ticks(ax)
+            plain_log_ticks(ax)
             fig.canvas.draw()
             r = fig.canvas.get_renderer()
             labels = [t.label1 for t in ax.xaxis.get_major_ticks() + ax.xaxis.get_minor_ticks()
