@@ -133,7 +133,9 @@ class Deadline:
         the memory watchdog trips (:mod:`dnnplace.runtime.memory`), while the block runs
         (delivered at the next Python instruction: C code, e.g. a solver's own search,
         finishes its call first). Only for stages whose partial
-        work is thrown away. Past the deadline already, the block is not entered."""
+        work is thrown away. Past the deadline already, the block is not entered. Library code
+        that turns the exception into its own (naming it, or with it as the cause or context)
+        leaves the block as :class:`TimeLimitReached` too."""
         return _Guard(self, what)
 
     def __repr__(self) -> str:
@@ -352,9 +354,11 @@ class _Guard:
         interrupt = _interrupt_in(exc) if exc_type is TimeLimitReached else None
         if interrupt is not None:  # the deadline's exception landed while a Ctrl-C unwound the block: Ctrl-C wins
             raise interrupt
+        why = f"{'memory' if stop_requested() else 'time'} limit reached during {self.what}"
         if exc_type is TimeLimitReached and not (exc is not None and exc.args):
-            raise TimeLimitReached(f"{'memory' if stop_requested() else 'time'} limit reached during {self.what}") \
-                from None
+            raise TimeLimitReached(why) from None
+        if self._fired and exc is not None and _wraps_deadline(exc):
+            raise TimeLimitReached(f"{why} (stopped there: {type(exc).__name__}: {exc})") from exc
         return False
 
 
@@ -371,6 +375,21 @@ def _stop_guards() -> None:
 
 
 memory.on_stop(_stop_guards)
+
+
+def _wraps_deadline(exc: BaseException) -> bool:
+    """Whether ``exc`` is a library's wrapping of the guard's :class:`TimeLimitReached`: it
+    names it or has it among its causes and contexts (Pyomo's output capture, interrupted in
+    its clean-up, raises ``RuntimeError("TimeLimitReached: (5: <redirect_fd ...>)")``). A
+    Ctrl-C is never one."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, KeyboardInterrupt):
+            return False
+        if isinstance(exc, TimeLimitReached) or "TimeLimitReached" in str(exc):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _interrupt_in(exc: BaseException | None) -> KeyboardInterrupt | None:
