@@ -30,6 +30,8 @@ from benchmarks.options import add_shared, selected
 from benchmarks.paths import REPO
 
 CAPTURED = REPO / "graphs" / "workloads" / "captured"
+GROUPINGS = (("layer", "contract-layers"), ("call", "contract-calls"))
+"""The table's groupings and the graph transform of each (graphs/transforms/replay.py)."""
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -37,12 +39,14 @@ from dnnplace.formulations.solvers.options import SolverOptions
 from dnnplace.graphs.io import load_instance
 from dnnplace.graphs.presets import cluster_preset
 from dnnplace.graphs.instance import Instance
-from dnnplace.graphs.transforms.layers import contract_layers
+from dnnplace.graphs.transforms.replay import apply_transform
 from dnnplace.methods.base import SolveRequest
 from dnnplace.registry import solve
-path, cluster, method, limit, memory, calls = sys.argv[1:4] + [float(x) for x in sys.argv[4:6]] + [sys.argv[6] == "1"]
+path, cluster, method, transform = sys.argv[1:5]
+limit, memory = float(sys.argv[5]), float(sys.argv[6])
 g = load_instance(path).graph
-inst, rule = contract_layers(Instance(g, cluster_preset(cluster), path), calls=calls)
+inst, done = apply_transform(transform, Instance(g, cluster_preset(cluster), path))
+rule = done.meta["rule"]
 t = time.perf_counter()
 res = solve(inst, method, SolveRequest("maxload", solver=SolverOptions(time_limit=limit, memory_limit=memory)))
 ev = res.evaluation or {}
@@ -73,27 +77,33 @@ def run(args) -> None:
     print(f"{'graph':18} {'group':5} {'method':6} {'ops':>5} {'layers':>6} {'outcome':>22} {'answer':>9} {'bound':>9} "
           f"{'gap':>7} {'s':>6} {'RSS MB':>7}", flush=True)
     for path in graphs:
-        for calls in (False, True):
-            if calls and not any("left ungrouped" in str(d.get("rule")) for d in rows if d["graph"] == path.stem):
+        for grouping, transform in GROUPINGS:
+            if grouping == "call" and not any("left ungrouped" in str(d.get("rule")) for d in rows
+                                              if d["graph"] == path.stem):
                 continue   # every layer contiguous: the same graph by call
             for method in methods:
-                t0 = time.perf_counter()
-                out = subprocess.run([sys.executable, "-c", _CHILD, str(path), args.cluster, method,
-                                      str(args.time_limit), str(memory), str(int(calls))],
-                                     capture_output=True, text=True, cwd=REPO)
-                if out.returncode != 0:
-                    d = {"status": f"exit {out.returncode}", "message": out.stderr.strip().splitlines()[-1:]}
-                else:
-                    d = json.loads(out.stdout.strip().splitlines()[-1])
-                d.update(graph=path.stem, method=method, wall=time.perf_counter() - t0,
-                         grouping="call" if calls else "layer")
-                if d.get("objective") is not None and not d.get("feasible"):
-                    raise RuntimeError(f"{path.stem} {method}: the evaluator finds the answer infeasible: {d}")
-                rows.append(d)
-                print(_line(d), flush=True)
+                d = _solve(path, method, transform, args.cluster, args.time_limit, memory)
+                rows.append({**d, "grouping": grouping})
+                print(_line(rows[-1]), flush=True)
     if args.out and rows:
         _write(args, rows, load_at_start)
         print(f"\nwrote {args.out}")
+
+
+def _solve(path, method: str, transform: str, cluster: str, time_limit: float, memory: float) -> dict:
+    """One row: ``method`` on ``path`` after ``transform``, in its own process; the answer must
+    be feasible by the evaluator."""
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(path), cluster, method, transform, str(time_limit),
+                          str(memory)], capture_output=True, text=True, cwd=REPO)
+    if out.returncode != 0:
+        d = {"status": f"exit {out.returncode}", "message": out.stderr.strip().splitlines()[-1:]}
+    else:
+        d = json.loads(out.stdout.strip().splitlines()[-1])
+    d.update(graph=path.stem, method=method, wall=time.perf_counter() - t0)
+    if d.get("objective") is not None and not d.get("feasible"):
+        raise RuntimeError(f"{path.stem} {method}: the evaluator finds the answer infeasible: {d}")
+    return d
 
 
 def _outcome(d: dict) -> str:

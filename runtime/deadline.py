@@ -42,7 +42,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from dnnplace.runtime import memory
 from dnnplace.runtime.memory import stop_requested
@@ -377,30 +377,30 @@ def _stop_guards() -> None:
 memory.on_stop(_stop_guards)
 
 
+def _chain(exc: BaseException | None, most: int = 20) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised while handling (``__context__``, which ``raise
+    ... from`` sets too), nearest first, at most ``most``."""
+    while exc is not None and most > 0:
+        yield exc
+        exc, most = exc.__context__, most - 1
+
+
 def _wraps_deadline(exc: BaseException) -> bool:
     """Whether ``exc`` is a library's wrapping of the guard's :class:`TimeLimitReached`: it
-    names it or has it among its causes and contexts (Pyomo's output capture, interrupted in
-    its clean-up, raises ``RuntimeError("TimeLimitReached: (5: <redirect_fd ...>)")``). A
-    Ctrl-C is never one."""
-    seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, KeyboardInterrupt):
+    names it or has it in its chain (Pyomo's output capture, interrupted in its clean-up,
+    raises ``RuntimeError("TimeLimitReached: (5: <redirect_fd ...>)")``). A Ctrl-C is never one."""
+    for e in _chain(exc):
+        if isinstance(e, KeyboardInterrupt):
             return False
-        if isinstance(exc, TimeLimitReached) or "TimeLimitReached" in str(exc):
+        if isinstance(e, TimeLimitReached) or "TimeLimitReached" in str(e):
             return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
 
 
 def _interrupt_in(exc: BaseException | None) -> KeyboardInterrupt | None:
-    """The :class:`KeyboardInterrupt` among ``exc``'s contexts, if any: a guard's exception that
+    """The :class:`KeyboardInterrupt` in ``exc``'s chain, if any: a guard's exception that
     lands while a Ctrl-C unwinds the block replaces it (``exc.__context__``)."""
-    seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, KeyboardInterrupt):
-            return exc
-        exc, seen = exc.__context__, seen + 1
-    return None
+    return next((e for e in _chain(exc) if isinstance(e, KeyboardInterrupt)), None)
 
 
 NO_DEADLINE = Deadline(None)

@@ -48,7 +48,7 @@ def layer_labels(g: OpGraph, *, calls: bool = False) -> tuple[np.ndarray, str]:
         lay = np.array([-1 if x is None else hash(str(x)) for x in g.layers], dtype=np.int64)
         labels = np.arange(g.n, dtype=np.int64)
         parts = [~g.backward, g.backward] if g.is_training else [np.ones(g.n, bool)]
-        dropped = []
+        dropped, names = [], []
         for key in np.unique(lay[lay != -1]):
             members = np.flatnonzero(lay == key)
             inner = [_between(g, np.intersect1d(members, np.flatnonzero(pt)), pt) for pt in parts
@@ -57,7 +57,8 @@ def layer_labels(g: OpGraph, *, calls: bool = False) -> tuple[np.ndarray, str]:
                 labels[members] = members[0]
             else:
                 dropped.append(key)
-        names = sorted(str(g.layers[int(np.flatnonzero(lay == k)[0])]) for k in dropped)
+                names.append(str(g.layers[members[0]]))
+        names.sort()
         if dropped and calls:
             pieces = _split_calls(g, lay, dropped, parts, labels)
             rule = f"layerId (non-contiguous layer(s) {names} split into {pieces} groups by call)"
@@ -118,14 +119,17 @@ def _split_calls(g: OpGraph, lay: np.ndarray, keys: list, parts: list[np.ndarray
         fwd, bwd = pieces.get((key, 0), []), pieces.get((key, 1), [])
         if not fwd or not bwd:
             continue
-        which = np.full(g.n, -1, dtype=np.int64)
+        which, whose = np.full(g.n, -1, dtype=np.int64), np.full(g.n, -1, dtype=np.int64)
         for i, grp in enumerate(fwd):
             which[grp] = i
+        for j, grp in enumerate(bwd):
+            whose[grp] = j
+        read = (which[g.src] >= 0) & (whose[g.dst] >= 0)   # a forward group's value read by a backward group
+        reads = np.zeros((len(bwd), len(fwd)), dtype=np.int64)
+        np.add.at(reads, (whose[g.dst[read]], which[g.src[read]]), 1)
         joining: dict[int, list[np.ndarray]] = {}
-        for grp in bwd:
-            into = np.isin(g.dst, grp) & (which[g.src] >= 0)
-            if into.any():
-                joining.setdefault(int(np.bincount(which[g.src[into]]).argmax()), []).append(grp)
+        for j in np.flatnonzero(reads.any(axis=1)):
+            joining.setdefault(int(reads[j].argmax()), []).append(bwd[j])
         for i, grps in joining.items():
             together = np.concatenate(grps)
             if not (lay[_between(g, together, parts[1])] != -1).any():
