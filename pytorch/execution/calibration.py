@@ -25,10 +25,16 @@ per device and per directed link, the parameters of docs/semantics.md 2.1:
   thread was descheduled, docs/execution.md, Message timeline);
   ``beta0 + beta1 * bytes`` is fitted to those samples by least squares (``beta0, beta1 >= 0``);
   a blocked receiver's wake-up is part of ``beta0``, as it delays only a receiver that waits;
-* the per-operator overhead: what a device's step spends outside operators, messages and
-  waits, ``gap_d = span_d - sum(ops) - sum(send costs) - sum(recv costs) - sum(blocked waits)``,
-  per operator (the executor's loop, the interpreter), where ``end_d`` is the device's last
-  operator or message end since the step's start;
+* the per-operator and per-message overheads: what a device's step spends outside operators,
+  messages and waits, ``gap_d = end_d - sum(ops) - sum(send costs) - sum(recv costs) - sum(blocked
+  waits)`` (the executor's loop, the interpreter, the bookkeeping of each message), where
+  ``end_d`` is the device's last operator or message end since the step's start, fitted over
+  every device of every run as ``gap_d = a * ops_d + b * sent_d + c * received_d`` (messages
+  counted as packs; non-negative least squares): ``a`` is every device's per-operator
+  overhead, ``b`` and ``c`` join the send and receive costs per message. A step with
+  messages leaves more unexplained time per operator than a step without (results/execution/calibration/README.md):
+  charged per operator alone, that per-message share would make one-device steps replay long
+  and many-message steps short;
 * with the graph's profiled compute times ``c_v`` (``measured:cpu``): ``m_v = s_d c_v + i_d``
   fitted to the measured operator times ``m_v`` by least squares (``s_d > 0``, ``i_d >= 0``),
   which sets the device's ``speed = 1 / s_d`` and adds ``i_d`` to its ``op_overhead``.
@@ -187,7 +193,8 @@ def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = 
     send: dict[str, list[float]] = {}
     recv: dict[str, list[float]] = {}
     transit: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
-    gap: dict[str, list[float]] = {}   # [gap time, operators]
+    gaps: list[tuple[float, float, float, float]] = []   # per run and device: gap, operators, packs sent, received
+    shares: dict[str, tuple[list[float], list[float]]] = {}   # per device: shares of tensors sent, received
     pairs: dict[str, tuple[list[float], list[float]]] = {}
     for k, run in enumerate(runs):
         producer = _producers(run)
@@ -201,6 +208,8 @@ def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = 
         typical = {d: statistics.median(v) for d, v in posts.items()}
         departs = {key: t + count * typical[key[0]] for key, (t, count) in first_post.items()}
         seen: set = set()
+        packs_out: dict[str, float] = {}
+        packs_in: dict[str, float] = {}
         spent: dict[str, float] = {}
         last: dict[str, float] = {}
         for msg, p in zip(run.messages, producer):
@@ -213,6 +222,10 @@ def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = 
             wait *= share
             send.setdefault(a, []).append(s)
             recv.setdefault(b, []).append(r)
+            shares.setdefault(a, ([], []))[0].append(share)
+            shares.setdefault(b, ([], []))[1].append(share)
+            packs_out[a] = packs_out.get(a, 0.0) + share
+            packs_in[b] = packs_in.get(b, 0.0) + share
             spent[a] = spent.get(a, 0.0) + s
             spent[b] = spent.get(b, 0.0) + r + (wait if blocked else 0.0)
             last[a] = max(last.get(a, -np.inf), float(msg["send_end_ms"]))
@@ -228,9 +241,8 @@ def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = 
         for d, ops in by_dev.items():
             end = max(max(float(o["end_ms"]) for o in ops), last.get(d, -np.inf))
             busy = sum(float(o["end_ms"]) - float(o["start_ms"]) for o in ops)
-            g = gap.setdefault(d, [0.0, 0.0])
-            g[0] += max(end - busy - spent.get(d, 0.0), 0.0)   # every device starts with the step (0)
-            g[1] += len(ops)
+            gaps.append((max(end - busy - spent.get(d, 0.0), 0.0),   # every device starts with the step (0)
+                         float(len(ops)), packs_out.get(d, 0.0), packs_in.get(d, 0.0)))
         cost = costs[k] if k < len(costs) else None
         if cost:
             for v, m in run.op_ms.items():
@@ -240,9 +252,13 @@ def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = 
                     cs.append(float(c))
                     ms.append(float(m))
     cal = Calibration()
-    cal.send_overhead = {d: statistics.fmean(v) for d, v in sorted(send.items())}
-    cal.recv_overhead = {d: statistics.fmean(v) for d, v in sorted(recv.items())}
-    cal.op_gap = {d: g / n for d, (g, n) in sorted(gap.items()) if n}
+    per_op, per_sent, per_received = _gap_fit(gaps)
+    # a pack of k tensors is k messages of share 1/k to the simulator (see the send costs)
+    cal.send_overhead = {d: statistics.fmean(v) + per_sent * statistics.fmean(shares[d][0])
+                         for d, v in sorted(send.items())}
+    cal.recv_overhead = {d: statistics.fmean(v) + per_received * statistics.fmean(shares[d][1])
+                         for d, v in sorted(recv.items())}
+    cal.op_gap = {d: per_op for d in sorted({o["device"] for run in runs for o in run.ops})}
     for d, (cs, ms) in sorted(pairs.items()):
         cal.op_scale[d], cal.op_intercept[d] = _op_fit(cs, ms)
     cal.links = {ab: link_fit(xs, ys) for ab, (xs, ys) in sorted(transit.items())}
@@ -250,6 +266,21 @@ def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = 
                    "blocked": sum(len(xs) for xs, _ in transit.values()),
                    "operators": sum(len(r.ops) for r in runs)}
     return cal
+
+
+def _gap_fit(gaps: Sequence[tuple[float, float, float, float]]) -> tuple[float, float, float]:
+    """``(a, b, c) >= 0`` minimising ``sum (gap - a * ops - b * sent - c * received)^2`` over
+    ``gaps`` (rows ``(gap, ops, packs sent, packs received)``, see :func:`fit`).
+
+    >>> [round(x, 6) for x in _gap_fit([(1.0, 100, 0, 0), (3.0, 100, 20, 20), (2.0, 50, 30, 0)])]
+    [0.01, 0.05, 0.05]
+    """
+    if not gaps:
+        return 0.0, 0.0, 0.0
+    from scipy.optimize import nnls
+    rows = np.array(gaps, dtype=np.float64)
+    coef = nnls(rows[:, 1:], rows[:, 0])[0]
+    return float(coef[0]), float(coef[1]), float(coef[2])
 
 
 def _pooled(values: Mapping[str, float], name: str, kind: str, kinds: Mapping[str, str], default: float) -> float:
@@ -309,13 +340,18 @@ def simulate_run(graph: Any, cluster: Cluster, run: RunTrace, *, congestion: boo
 
 
 def replay(graph: Any, cluster: Cluster, run: RunTrace, *, congestion: bool = True) -> Any:
-    """:func:`simulate_run` on the run's measured operator times (``op_median_ms``) as
-    compute; ``cluster`` as ``calibrated_cluster(..., replay=True)`` makes it."""
+    """:func:`simulate_run` on the operator times of the run's recorded step (``ops``, the
+    median step, whose messages :func:`fit` reads too; ``op_median_ms`` for an operator
+    the step has no row of) as compute; ``cluster`` as ``calibrated_cluster(..., replay=True)``
+    makes it. The step's own times, not the medians over the steps: a replay reproduces
+    one step, and an operator's time varies from step to step as much as the step does
+    (docs/execution.md, Calibration)."""
     ids = [str(v) for v in graph.ids]
-    missing = next((v for v in ids if v not in run.op_ms), None)
+    own = {o["node"]: float(o["end_ms"]) - float(o["start_ms"]) for o in run.ops}
+    missing = next((v for v in ids if v not in own and v not in run.op_ms), None)
     if missing is not None:
         raise InputError(f"{run.source}: no measured time for node {missing!r} of the graph (another model's run?)")
-    measured = np.array([run.op_ms[v] for v in ids], dtype=np.float64)
+    measured = np.array([own[v] if v in own else run.op_ms[v] for v in ids], dtype=np.float64)
     g = graph.with_(compute=np.repeat(measured[:, None], len(graph.kinds), axis=1))
     return simulate_run(g, cluster, run, congestion=congestion)
 
