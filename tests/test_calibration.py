@@ -22,7 +22,8 @@ from dnnplace.pytorch.execution.calibration import (
 
 # "posting" is a message's cost the sender's timeline does not show (the executor's bookkeeping
 # before ``isend``): the fit finds it in the device's unexplained time, per message sent
-TRUE = {"send": 0.3, "posting": 0.04, "recv": 0.2, "gap": 0.05, "beta0": 0.8, "beta1": 2e-6, "scale": 1.25, "intercept": 0.01}
+TRUE = {"send": 0.3, "posting": 0.04, "recv": 0.2, "gap": 0.05, "beta0": 0.8, "beta1": 2e-6, "scale": 1.25,
+        "intercept": 0.01}
 
 
 def true_cluster(n: int = 2) -> Cluster:

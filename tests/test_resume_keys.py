@@ -23,7 +23,8 @@ SPECS = {"celeritas-fig6": 8, "celeritas-table2": 2, "celeritas-table3": 14, "ce
          "fastt-memory": 6, "fastt-scaling": 12, "fastt-splits": 4,
          "pesto-coarsening-captured": 8, "pesto-coarsening": 18, "pesto-congestion-captured": 3,
          "pesto-congestion-wide": 3, "pesto-congestion": 3, "pesto-hardware-100": 63, "pesto-hardware-captured": 35,
-         "pesto-hardware": 63, "pesto-hardware-gaps": 36, "pesto-congestion-gaps": 4, "tarnawski-table1": 86, "tarnawski-table3": 16, "tarnawski-table4": 35}
+         "pesto-hardware": 63, "pesto-hardware-gaps": 36, "pesto-congestion-gaps": 4, "tarnawski-table1": 86,
+         "tarnawski-table3": 16, "tarnawski-table4": 35}
 SLOW = ("pardnn",)  # modules whose quick build captures models with torch (tens of seconds): opt in with -m slow
 
 

@@ -38,12 +38,12 @@ def test_the_quickstart_ip_whose_build_runs_out_of_time_shows_its_fallback_in_th
     """The quickstart's bert24_inference IP (20 s, HiGHS): when its model build runs out
     of time, the answer is DPL's split, and the runs table and compare say so (the
     table used to show a bare "ip feasible 17.79")."""
-    import dnnplace.methods.tarnawski as tarnawski
+    import dnnplace.methods.tarnawski_ip as tarnawski_ip
 
     def slow_build(*_a, **_k):
         raise TimeLimitReached("time limit reached during the IP's model build")
 
-    monkeypatch.setattr(tarnawski, "_build_ip", slow_build)  # a build that outlasts the limit, at once
+    monkeypatch.setattr(tarnawski_ip, "_build_ip", slow_build)  # a build that outlasts the limit, at once
     cfg = tmp_path / "quick.toml"
     cfg.write_text(f'name = "quick"\nout_dir = "out"\n[grid]\ngraphs = "{BERT}"\nproblems = "maxload"\n'
                    'methods = ["greedy", "ip"]\n[grid.solver]\nsolver = "highs"\ntime_limit = 20.0\n'

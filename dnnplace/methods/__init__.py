@@ -14,7 +14,7 @@ must stop by itself declares the limit it runs under when a request sets none he
 
 from __future__ import annotations
 
-from dnnplace.methods import baselines, celeritas, exact_auto, fastt, makespan, pardnn, tarnawski
+from dnnplace.methods import baselines, celeritas, exact_auto, fastt, makespan, pardnn, tarnawski, tarnawski_ip
 from dnnplace.methods.base import Method
 
 __all__ = ["METHODS"]
@@ -38,9 +38,10 @@ METHODS: tuple[Method, ...] = (
            options=tarnawski.DPOptions, kind="exact", default_contiguity="both"),
     Method("dpl", ("maxload",), tarnawski.run_dpl, "DP over the ideals of a linearisation (Tarnawski Sec. 5.1.2)",
            default_contiguity="both"),
-    Method("ip", ("maxload", "latency"), tarnawski.run_ip,
+    Method("ip", ("maxload", "latency"), tarnawski_ip.run_ip,
            "Tarnawski et al. integer programs (max-load Fig. 6; latency Figs. 3-4) on any Pyomo MIP backend",
-           options=tarnawski.IPOptions, kind="ip", objective_exact=False, default_contiguity="both", warm_start=True),
+           options=tarnawski_ip.IPOptions, kind="ip", objective_exact=False, default_contiguity="both",
+           warm_start=True),
     Method("auto", ("maxload", "latency"), exact_auto.run_auto,
            "the exact method for the graph: the DP where its ideals are few, else (or where the DP does not prove "
            "its split) the IP; the result says which proved the answer", kind="exact", objective_exact=False,

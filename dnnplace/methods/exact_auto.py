@@ -6,7 +6,8 @@ method list); the record says which one proved the answer and why.
 from __future__ import annotations
 
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest
-from dnnplace.methods.tarnawski import DPOptions, IPOptions, _dp, run_dp, run_ip
+from dnnplace.methods.tarnawski import DPOptions, _dp, run_dp
+from dnnplace.methods.tarnawski_ip import IPOptions, run_ip
 from dnnplace.runtime.deadline import NO_DEADLINE
 from dnnplace.runtime.termination import Termination
 
