@@ -33,14 +33,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dnnplace.config_checks import (
+    as_list,
+    check_axis_types,
+    check_keys,
+    check_param_strings,
+    check_solver,
+    check_sub_tables,
+    sub_table,
+    toml_text,
+)
 from dnnplace.data import bundled_graph, workloads_dir
-from dnnplace.formulations.solvers.options import MAX_SEED
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.presets import cluster_preset
 from dnnplace.registry import SolveRequest, SolverOptions
 
 __all__ = ["REPO_ROOT", "WORKLOADS_DIR", "RECORDS_ONLY", "RunSpec", "ExperimentConfig", "graph_label_of", "load_config",
-           "parse_config", "check_param_strings"]
+           "parse_config"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout (git provenance); a wheel has none
 WORKLOADS_DIR = workloads_dir()
@@ -145,23 +154,6 @@ class ExperimentConfig:
     source: str | None = None
 
 
-def _as_list(value: Any, key: str, where: str) -> list:
-    if isinstance(value, list):
-        if not value:
-            raise InputError(f"{where}: {key!r} is an empty list")
-        return value
-    return [value]
-
-
-def _check_keys(table: Any, allowed: set[str], where: str) -> dict:
-    if not isinstance(table, dict):
-        raise InputError(f"{where}: expected a table, got {type(table).__name__}")
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise InputError(f"{where}: unknown key {unknown[0]!r}; allowed: {sorted(allowed)}")
-    return table
-
-
 RECORDS_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("RECORDS_ONLY", default=False)
 """True while a table is re-rendered from its records (``dnnplace reproduce NAME --check``):
 :func:`dnnplace.runner.execute` then refuses (``InputError``) to run a spec that has no record."""
@@ -203,180 +195,29 @@ def _resolve_graphs(pattern: str, base: Path, where: str) -> list[tuple[str, str
                      f"and {WORKLOADS_DIR})")
 
 
-def _sub(where: str, key: str) -> str:
-    """``cfg.toml: [grid]`` -> ``cfg.toml: [grid.solver]`` (a sub-table's label)."""
-    if where.endswith("]") and not where.endswith("]]") and "[" in where:
-        return f"{where[:-1]}.{key}]"
-    return f"{where} {key}"
-
-
-def _check_solver(solver: dict, where: str, checked: dict[str, list[str]] | None) -> None:
-    """A run table's ``solver`` settings, checked before any run: values (``time_limit =
-    -5`` or ``"fast"``, negative gaps, ``threads = 0``), the backend (an unknown or
-    missing solver) and its raw ``solver_options`` against the backend's option list.
-    ``checked`` caches backend checks (their warnings are printed once)."""
-    import sys
-
-    from dnnplace.formulations.solvers.options import check_backend, check_values
-
-    try:
-        check_values(solver)
-        opts = SolverOptions(**solver)
-    except InputError as exc:
-        raise InputError(f"{where} {exc}") from None
-    except TypeError as exc:
-        raise InputError(f"{where}: {exc}") from None
-    if opts.solver.strip().lower() == "highs" and not opts.solver_options:
-        return  # the default backend (a dependency) with no raw options: nothing to ask it
-    key = json.dumps(solver, sort_keys=True, default=str)
-    if checked is not None and key in checked:
-        return
-    try:
-        warnings = check_backend(opts)
-    except InputError as exc:
-        raise InputError(f"{where} {exc}") from None
-    for w in warnings:
-        print(f"dnnplace: warning: {where} {w}", file=sys.stderr)
-    if checked is not None:
-        checked[key] = warnings
-
-
-# what each run key's values must be, as TOML writes them: strings are never read as
-# booleans or numbers (``congestion = "false"`` is an error, not ``True``)
-_AXIS_TYPES = {"congestion": (bool, "true or false (a TOML boolean, not a string)"),
-               "seed": (int, f"a whole number from 0 to {MAX_SEED}")}
-_AXIS_NAMES = {"graphs": "a graph path or glob", "problems": "a problem name", "methods": "a method name",
-               "objective": "an objective name", "contiguity": "a contiguity mode", "cluster": "a cluster preset",
-               "warm_start": "a method name or a placement file", "policy": "a policy name",
-               "transform": "a transform name", "transfer_mode": "a transfer mode"}
-
-
-def _toml(value: Any) -> str:
-    """A value as TOML writes it (``"false"``, ``5``, ``true``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    return repr(value) if isinstance(value, (int, float)) else type(value).__name__
-
-
-_SUB_TABLES = {"solver": 'solver settings (e.g. [grid.solver] with solver = "highs", time_limit = 60)',
-               "params": "the method's options (e.g. [grid.params] with coarsen_to = 100)"}
-
-
-def _check_sub_tables(table: dict, where: str) -> None:
-    """``solver`` and ``params`` of a run table (``[defaults]``, ``[grid]``, ``[[runs]]``)
-    are tables: ``solver = "highs"`` is one line naming the key, not a failed merge."""
-    for key, what in _SUB_TABLES.items():
-        if key in table and not isinstance(table[key], dict):
-            raise InputError(f"{where}: {key} = {_toml(table[key])}: expected a table of {what}, got "
-                             f"{_kind(table[key])}")
-
-
-def _kind(value: Any) -> str:
-    """``a string``, ``a number``, ``a boolean``, ``a list`` ... (what a TOML value is)."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return "a list" if isinstance(value, list) else f"a {type(value).__name__}"
-
-
-def _scalar_kind(hint: Any) -> str | None:
-    """What a method option of type ``hint`` takes when that is only numbers or booleans
-    (``"a whole number"``, ``"a number"``, ``"true or false"``), else ``None``."""
-    import types
-    import typing
-
-    names = {int: "a whole number", float: "a number", bool: "true or false"}
-    if hint in names:
-        return names[hint]
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(hint) if a is not type(None)]
-        kinds = [_scalar_kind(a) for a in inner]
-        return " or ".join(dict.fromkeys(kinds)) if kinds and all(kinds) else None
-    return None
-
-
-def check_param_strings(options: type, params: dict, where: str) -> None:
-    """A config's method options, as TOML writes them: a string is never read as a number
-    or a boolean (``coarsen_to = "100"`` is an error naming the key, as every run key is;
-    ``--param coarsen_to=100`` on the command line is parsed, the config's value is not).
-
-    >>> from dnnplace.methods.makespan import PestoMethodOptions
-    >>> check_param_strings(PestoMethodOptions, {"coarsen_to": "100"}, "c.toml: [grid.params]")
-    Traceback (most recent call last):
-    ...
-    dnnplace.graphs.errors.InputError: c.toml: [grid.params]: coarsen_to = "100": expected a whole number (a TOML ...
-    """
-    import typing
-
-    hints = typing.get_type_hints(options)
-    for key, value in params.items():
-        kind = _scalar_kind(hints.get(key))
-        if kind is not None and isinstance(value, str):
-            form = "a TOML boolean" if kind == "true or false" else "a TOML number"
-            raise InputError(f"{where}: {key} = {_toml(value)}: expected {kind} ({form}, not a string), got a string")
-
-
-def _check_axis_types(axes: dict[str, list], where: str) -> None:
-    """Every value of every run key of the right type, and the named transforms and
-    warm starts known, before any run (``seed = "zero"``, ``methods = 5``, ``transform =
-    "nope"`` and a missing warm-start file are one line each)."""
-    for key, values in axes.items():
-        for v in values:
-            typ, what = _AXIS_TYPES.get(key, (str, _AXIS_NAMES.get(key, "a string")))
-            ok = isinstance(v, typ) and (typ is bool or not isinstance(v, bool))
-            if typ is str:
-                ok = ok and bool(v.strip())
-            if typ is int and ok:
-                ok = 0 <= v <= MAX_SEED
-            if not ok:
-                got = ("an empty string" if isinstance(v, str) and not v.strip() else "a string" if isinstance(v, str)
-                       else "a boolean" if isinstance(v, bool) else "a negative number" if typ is int and
-                       isinstance(v, int) and v < 0 else "a number past the range" if typ is int and
-                       isinstance(v, int) else "a number" if isinstance(v, (int, float)) else f"a {type(v).__name__}")
-                raise InputError(f"{where}: {key} = {_toml(v)}: expected {what}, got {got}")
-    from dnnplace.graphs.transforms.replay import TRANSFORMS
-
-    for v in axes.get("transform", []):
-        if v not in TRANSFORMS:
-            raise InputError(f"{where}: transform = {_toml(v)}: unknown graph transform; known: {sorted(TRANSFORMS)}")
-    if axes.get("warm_start"):
-        from dnnplace.registry import all_methods
-
-        known = all_methods()
-        for v in axes["warm_start"]:
-            if v not in known and not os.path.exists(v):
-                raise InputError(f"{where}: warm_start = {_toml(v)}: no such file, nor a method name (see "
-                                 "`dnnplace methods`)")
-
-
 def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | None = None) -> list[RunSpec]:
     from dnnplace.evaluation.evaluate import CONTIGUITY_MODES, MAXLOAD_OBJECTIVES, PROBLEMS
 
-    _check_keys(spec, _RUN_KEYS, where)
+    check_keys(spec, _RUN_KEYS, where)
     if "graphs" not in spec:
         raise InputError(f"{where}: missing key 'graphs'")
     if "methods" not in spec:
         raise InputError(f"{where}: missing key 'methods'")
-    solver = dict(_check_keys(spec.get("solver", {}), _SOLVER_KEYS, _sub(where, "solver")))
-    _check_solver(solver, _sub(where, "solver"), checked)
+    solver = dict(check_keys(spec.get("solver", {}), _SOLVER_KEYS, sub_table(where, "solver")))
+    check_solver(solver, sub_table(where, "solver"), checked)
     params = spec.get("params", {})
     if not isinstance(params, dict):
         raise InputError(f"{where}: 'params' must be a table")
     params = dict(params)
-    axes = {k: _as_list(spec[k], k, where) for k in _AXES if k in spec}
-    _check_axis_types(axes, where)
+    axes = {k: as_list(spec[k], k, where) for k in _AXES if k in spec}
+    check_axis_types(axes, where)
     if params:
         from dnnplace.registry import all_methods
 
         known = all_methods()
         for m in axes.get("methods", []):
             if m in known:  # an unknown method is named by the method check
-                check_param_strings(known[m].options, params, _sub(where, "params"))
+                check_param_strings(known[m].options, params, sub_table(where, "params"))
     axes.setdefault("problems", ["maxload"])
     for v in axes["problems"]:
         if v not in PROBLEMS:
@@ -391,7 +232,7 @@ def _expand(spec: dict, base: Path, where: str, checked: dict[str, list[str]] | 
         try:
             cluster_preset(v)  # validate early
         except InputError as exc:
-            raise InputError(f"{where}: cluster = {_toml(v)}: {exc}") from None
+            raise InputError(f"{where}: cluster = {toml_text(v)}: {exc}") from None
     from dnnplace.evaluation.sim_costs import TRANSFER_MODES
 
     for v in axes.get("transfer_mode", []):
@@ -422,14 +263,14 @@ def parse_config(doc: dict, *, base: str | os.PathLike | None = None, source: st
     expand to the product of their list-valued axes. Unknown keys are errors.
     """
     where = source or "config"
-    _check_keys(doc, _TOP_KEYS, where)
+    check_keys(doc, _TOP_KEYS, where)
     name = doc["name"] if "name" in doc else (Path(source).stem if source else None)
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-        shown = f" = {_toml(name)}" if "name" in doc else f" (the file's stem {name!r})" if name else ""
+        shown = f" = {toml_text(name)}" if "name" in doc else f" (the file's stem {name!r})" if name else ""
         raise InputError(f"{where}: name{shown}: must be a non-empty word of letters, digits, '.', '_' or '-' "
                          "(it names the results folder)")
     base_dir = Path(base) if base is not None else Path.cwd()
-    defaults = dict(_check_keys(doc.get("defaults", {}), _RUN_KEYS, f"{where}: [defaults]"))
+    defaults = dict(check_keys(doc.get("defaults", {}), _RUN_KEYS, f"{where}: [defaults]"))
     tables: list[tuple[str, dict]] = []
     if "grid" in doc:
         tables.append(("[grid]", doc["grid"]))
@@ -442,8 +283,8 @@ def parse_config(doc: dict, *, base: str | os.PathLike | None = None, source: st
     specs: list[RunSpec] = []
     checked: dict[str, list[str]] = {}
     for label, table in [("[defaults]", defaults), *tables]:
-        _check_keys(table, _RUN_KEYS, f"{where}: {label}")
-        _check_sub_tables(table, f"{where}: {label}")
+        check_keys(table, _RUN_KEYS, f"{where}: {label}")
+        check_sub_tables(table, f"{where}: {label}")
     for label, table in tables:
         merged = {**defaults, **table}
         for sub in ("solver", "params"):

@@ -276,7 +276,7 @@ def _graph(value: Any, where: str) -> Any:
 
 
 def _methods(doc: Mapping, schema: Schema, where: str, quick: bool) -> dict[str, MethodSpec]:
-    from dnnplace.config import check_param_strings
+    from dnnplace.config_checks import check_param_strings
     from dnnplace.methods.base import parse_options
     from dnnplace.registry import all_methods
 
