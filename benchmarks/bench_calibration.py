@@ -3,11 +3,14 @@
 Per model of the execution benchmark (``benchmarks/bench_execution.py``, ``measured:cpu``
 costs, ``local-cpu-2``): the one-device plan, two random placements (seeded, each device in
 the simulated FIFO order) and the plans of HEFT, DPOS, Celeritas and Pesto, all executed
-interleaved (A, B, C, A, B, C, ...) by ``dnnplace execute``'s engine, each step's operator
+interleaved (A, B, C, A, B, C, ...) by ``dnnplace execute``'s engine in rounds of ``--steps``
+steps, until every plan's median has a 95 % interval within +-3 % or ``--max-steps`` steps ran
+(:func:`~dnnplace.measured_rounds.measure_rounds`), the last round's median step's operator
 and message timeline recorded. Then:
 
-* **replay** -- every run's own placement and order simulated on its measured operator
-  times and the messages and links calibrated on all runs (``dnnplace calibrate``);
+* **replay** -- every run's own placement and order simulated on its recorded step's operator
+  times and the messages and links calibrated on all runs (``dnnplace calibrate``), against
+  that step's time;
 * **predict** -- calibrated on the one-device and random plans of every model, the
   simulator predicts the methods' plans from the profiled costs; and held out: calibrated
   on the other models' plans only;
@@ -18,7 +21,7 @@ and message timeline recorded. Then:
   whether the predicted best is the measured best (or not separated from it by the 95 %
   intervals of the median step).
 
-    .venv/bin/python -m benchmarks calibration [--models mlp,cnn,...] [--steps 15] [--fresh]
+    .venv/bin/python -m benchmarks calibration [--models mlp,cnn,...] [--steps 15] [--max-steps 60] [--fresh]
         [--analyse-only]
 
 Rows (with their timelines) go to ``OUT/runs.jsonl.gz`` as each model finishes (a rerun
@@ -66,27 +69,32 @@ def random_plan(inst, seed: int):
     return f"random-{seed}", Plan(placement, dict(zip(inst.graph.ids, sim.schedule.start.tolist()))), sim, 0.0
 
 
-def run_model(name: str, steps: int, warmup: int, time_limit: float) -> list[dict]:
-    """The rows of one model: every plan executed interleaved, with its timeline."""
+def run_model(name: str, steps: int, max_steps: int, warmup: int, time_limit: float) -> list[dict]:
+    """The rows of one model: every plan executed interleaved in rounds of ``steps`` steps
+    until every plan's median is known within +-3 % (95 % interval) or ``max_steps`` steps
+    ran (:func:`~dnnplace.measured_rounds.measure_rounds`), with the last round's timeline."""
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.presets import cluster_preset
-    from dnnplace.pytorch.execution.launch import execute
+    from dnnplace.measured_rounds import measure_rounds
     spec, graph = model_graph(name)
     inst = Instance(graph, cluster_preset(CLUSTER, graph), f"bench:{name}")
     plans = [one_device_plan(inst, "cpu0"), random_plan(inst, 1), random_plan(inst, 2),
              *plans_for(inst, METHODS, time_limit)]
-    measured = execute(spec, [p for _, p, _, _ in plans], list(inst.cluster.names), steps=steps, warmup=warmup,
-                       timeout_s=600, interleave=True)
+    measured = measure_rounds(spec, [p for _, p, _, _ in plans], list(inst.cluster.names), [p[0] for p in plans],
+                              steps=steps, max_steps=max_steps, warmup=warmup, timeout_s=600, desc=name)
     rows = []
     today = datetime.date.today().isoformat()
-    for (method, plan, sim, _), m in zip(plans, measured):
+    for (method, plan, sim, _), samples, m, ok in zip(plans, measured.samples, measured.last, measured.matches):
         d = m.to_dict()
         rows.append({"model": name, "method": method, "date": today, "nodes": graph.n,
                      "preset_predicted_ms": float(sim.makespan),
                      "profile_ms": dict(zip(graph.ids, graph.compute[:, 0].tolist())),
                      "plan": {"placement": dict(plan.placement), "start": dict(plan.start)},
-                     **{k: d[k] for k in ("measured_step_ms", "measured_steps_ms", "eager_step_ms", "matches_reference",
-                                          "transfers", "ops", "messages", "op_median_ms")}})
+                     "measured_step_ms": statistics.median(samples), "measured_steps_ms": samples,
+                     "matches_reference": ok, "rounds": measured.rounds, "steps_per_round": steps,
+                     "max_steps": max_steps,
+                     **{k: d[k] for k in ("recorded_step_ms", "eager_step_ms", "transfers", "ops", "messages",
+                                          "op_median_ms")}})
     return rows
 
 
@@ -131,6 +139,7 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
     """Per row its replayed and predicted steps (calibrated on all training plans and on
     the other models' only); per model tau and the best plan; the summary figures."""
     from dnnplace.graphs.presets import cluster_preset
+    from dnnplace.measured_rounds import median_ci
     from dnnplace.pytorch.execution.calibration import (
         calibrated_cluster,
         fit,
@@ -140,7 +149,6 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
         simulate_run,
     )
     from dnnplace.pytorch.execution.executed_costs import fit_model
-    from dnnplace.tune_command import median_ci
     graphs = {m: with_profile(model_graph(m)[1], next(r for r in rows if r["model"] == m))
               for m in sorted({r["model"] for r in rows})}
     runs = [read_run(r, f"{r['model']}/{r['method']}") for r in rows]
@@ -152,14 +160,14 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
 
     every, train = fitted(lambda r: True), fitted(lambda r: r["method"] in TRAIN)
     held = {m: fitted(lambda r, m=m: r["method"] in TRAIN and r["model"] != m) for m in graphs}
-    replayed = [{"measured_ms": r["measured_step_ms"],
+    replayed = [{"measured_ms": r["measured_step_ms"], "recorded_ms": run.replay_target_ms,
                  **replays(graphs[r["model"]], cluster_preset(CLUSTER, graphs[r["model"]]), every, run)}
                 for r, run in zip(rows, runs)]
     queue = links_queue([x for x, r in zip(replayed, rows) if r["method"] in TRAIN])   # chosen on the training plans
     own = {m: fit([run for r, run in zip(rows, runs) if r["model"] == m]) for m in graphs}
     key = "replayed_ms" if queue else "replayed_ms_overlap"
     own_err = [abs(replays(graphs[r["model"]], cluster_preset(CLUSTER, graphs[r["model"]]), own[r["model"]], run)[key]
-                   / r["measured_step_ms"] - 1) for r, run in zip(rows, runs)]
+                   / run.replay_target_ms - 1) for r, run in zip(rows, runs)]
     executed = {m: fit_model(g, cluster_preset(CLUSTER, g),
                              [run for r, run in zip(rows, runs) if r["model"] == m and r["method"] in TRAIN],
                              congestion=queue)[:2] for m, g in graphs.items()}
@@ -172,6 +180,7 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
                      for k, cal in (("train", train), ("held", held[r["model"]]))}
         med, lo, hi = median_ci(r["measured_steps_ms"])
         out.append({"model": r["model"], "method": r["method"], "transfers": r["transfers"], "measured_ms": med,
+                    "recorded_ms": run.replay_target_ms, "rounds": r.get("rounds", 1),
                     "ci": (lo, hi), "steps": len(r["measured_steps_ms"]), "preset_ms": r["preset_predicted_ms"],
                     "replayed_ms": rep["replayed_ms" if queue else "replayed_ms_overlap"],
                     "replayed_queue_ms": rep["replayed_ms"],
@@ -179,7 +188,8 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
                     "executed_ms": float(simulate_run(ge, ce, run, congestion=queue).makespan),
                     "one_device": len(set(r["plan"]["placement"].values())) == 1, "plan": _plan_key(r["plan"]),
                     "matches_reference": r["matches_reference"]})
-    err = {k: [abs(x[k] / x["measured_ms"] - 1) for x in out if x["method"] not in TRAIN or k == "replayed_ms"]
+    err = {k: [abs(x[k] / x["recorded_ms" if k == "replayed_ms" else "measured_ms"] - 1) for x in out
+               if x["method"] not in TRAIN or k == "replayed_ms"]
            for k in ("replayed_ms", "predicted_ms", "held_out_ms", "executed_ms", "preset_ms")}
     per_model = {}
     for m in graphs:
@@ -201,9 +211,9 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
                "calibration": train.to_dict(), "every": every.to_dict(), "congestion": queue,
                "cluster": calibrated_cluster(cluster_preset(CLUSTER), train, congestion=queue),
                "replay_per_model": {"median": statistics.median(own_err), "worst": max(own_err)},
-               "replay_queue": {"median": statistics.median(abs(x["replayed_queue_ms"] / x["measured_ms"] - 1)
+               "replay_queue": {"median": statistics.median(abs(x["replayed_queue_ms"] / x["recorded_ms"] - 1)
                                                             for x in out),
-                                "worst": max(abs(x["replayed_queue_ms"] / x["measured_ms"] - 1) for x in out)}}
+                                "worst": max(abs(x["replayed_queue_ms"] / x["recorded_ms"] - 1) for x in out)}}
     return out, summary
 
 
@@ -211,23 +221,26 @@ def markdown(out: list[dict], s: dict, meta: dict) -> str:
     pct = lambda a, b: f"{100 * (a / b - 1):+.1f} %"  # noqa: E731
     lines = ["# The simulator calibrated from execution traces (two CPU worker processes on this host)", "",
              f"## {meta['date']}", "",
-             f"Measured by `python -m benchmarks calibration --steps 15` (on the date above; the operators "
+             f"Measured by `{meta['measure']}` (on the date above; the operators "
              "profiled afresh with an empty `DNNPLACE_PROFILE_CACHE`); this table rendered by "
              f"`{meta['command']}`. Machine: {meta['machine']}. Every plan of a model executed "
-             "interleaved; measured: the median step with its 95 % interval (order statistics). Replayed: the "
-             "run's own plan on its measured operator times and the messages and links calibrated on all runs. "
+             f"interleaved{meta['rounds']}; measured: the median step with its 95 % interval (order statistics). "
+             "Replayed: the run's own plan on the operator times of its recorded step (the median step of the "
+             "last round, whose messages are recorded) and the messages and links calibrated on all runs, "
+             "against that step's time (recorded). "
              "Predicted: profiled costs, calibrated on the one-device and random plans of every model; held out: "
              "calibrated on the other models' plans only. Executed: the model's operators at the times its "
              "one-device run measured, messages fitted on its one-device and random plans "
              "(docs/execution.md, Executed costs). Preset: the uncalibrated `local-cpu-2` prediction.", "",
-             "| model | plan | transfers | measured ms (95 % CI) | replayed | predicted | held out | executed "
-             "| preset |",
-             "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+             "| model | plan | transfers | steps | measured ms (95 % CI) | recorded | replayed | predicted "
+             "| held out | executed | preset |",
+             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for x in out:
         m = x["measured_ms"]
-        cells = " | ".join(f"{x[k]:.2f} ({pct(x[k], m)})" for k in COLUMNS)
-        lines.append(f"| {x['model']} | {x['method']} | {x['transfers']} | {m:.2f} "
-                     f"({x['ci'][0]:.2f}-{x['ci'][1]:.2f}) | {cells} |")
+        cells = " | ".join(f"{x[k]:.2f} ({pct(x[k], x['recorded_ms'] if k == 'replayed_ms' else m)})"
+                           for k in COLUMNS)
+        lines.append(f"| {x['model']} | {x['method']} | {x['transfers']} | {x['steps']} | {m:.2f} "
+                     f"({x['ci'][0]:.2f}-{x['ci'][1]:.2f}) | {x['recorded_ms']:.2f} | {cells} |")
     med, worst = s["median"], s["worst"]
     yes = lambda b: "yes" if b else "no"  # noqa: E731
     lines += ["", "## Summary", "",
@@ -282,6 +295,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                help={"out": "folder of runs.jsonl.gz and README.md",
                      "fresh": "start over instead of resuming from OUT/runs.jsonl.gz"})
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--max-steps", type=int, default=60,
+                        help="per plan: rounds of --steps steps run until every median's 95 %% interval is within "
+                             "+-3 %% or this many steps (default 60)")
     parser.add_argument("--analyse-only", action="store_true", help="no execution: the table from the stored rows")
 
 
@@ -300,12 +316,18 @@ def run(args) -> None:
         for name in args.models:
             if name in done:
                 continue
-            new = run_model(name, args.steps, args.warmup, args.time_limit)
+            new = run_model(name, args.steps, args.max_steps, args.warmup, args.time_limit)
             rows += new
             with gzip.open(path, "wt") as fh:   # small enough to rewrite whole
                 fh.write("".join(json.dumps(r) + "\n" for r in rows))
             print(f"{name}: {len(new)} plans measured", file=sys.stderr, flush=True)
     meta["date"] = " to ".join(sorted({r.get("date", "undated") for r in rows}))
+    per_round = sorted({(r.get("steps_per_round", len(r["measured_steps_ms"])), r.get("max_steps")) for r in rows},
+                       key=str)
+    steps, cap = per_round[0]
+    meta["measure"] = f"python -m benchmarks calibration --steps {steps}" + (f" --max-steps {cap}" if cap else "")
+    meta["rounds"] = (f", in rounds of {steps} steps until every median's 95 % interval was within +-3 % or "
+                      f"{cap} steps" if cap else "")
     table, summary = analyse(rows)
     (out / "README.md").write_text(markdown(table, summary, meta))
     from dnnplace.graphs.io import write_json

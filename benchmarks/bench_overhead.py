@@ -63,8 +63,8 @@ def measure(spec: str, inputs: tuple, params: dict, steps: int, warmup: int):
 
 
 def run(args) -> None:
+    from dnnplace.measured_rounds import median_ci
     from dnnplace.pytorch.execution.overhead import Overhead
-    from dnnplace.tune_command import median_ci
     load_at_start = machine_load()
     rows = []
     for name in args.models:

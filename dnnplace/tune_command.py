@@ -26,18 +26,14 @@ The simulator ranks plans by a predicted step time that measured runs can contra
    wholly below the one-device plan's; otherwise the one-device plan. The answer is then
    never measured slower than one device.
 
-The interval is the distribution-free order-statistic confidence interval of the median
-(:func:`median_ci`): with ``n`` sorted steps, ``[x_(j), x_(n+1-j)]`` for the largest ``j`` whose
-binomial(n, 1/2) coverage is at least ``LEVEL``; it assumes only independent steps of one
-distribution (no normality: step times are skewed by the host's interruptions). Under 6
-steps no such pair exists, and the interval is unbounded (nothing is separated).
+The interval is the distribution-free order-statistic confidence interval of the median, and
+the rounds are :func:`~dnnplace.measured_rounds.measure_rounds` (:mod:`dnnplace.measured_rounds`).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,57 +41,15 @@ from typing import Any
 
 from dnnplace import tune_candidates as candidates
 from dnnplace.graphs.errors import InputError
+from dnnplace.measured_rounds import LEVEL, PRECISION, measure_rounds, median_ci, ms_text
 from dnnplace.tune_candidates import GRANULARITIES, ONE_DEVICE, one_device_plan
 
-__all__ = ["cmd_tune", "add_parser", "median_ci", "choose", "DEFAULT_METHODS", "PRECISION", "LEVEL"]
+__all__ = ["cmd_tune", "add_parser", "choose", "DEFAULT_METHODS"]
 
 DEFAULT_METHODS = "heft,dpos,celeritas,pesto"
 METHOD_PARAMS = {"pesto": {"coarsen_to": 40}}
 """Options each method is solved with (Pesto's ILP on a coarsened graph, as
 ``benchmarks/bench_execution.py`` solves it)."""
-PRECISION = 0.03
-"""Rounds stop when every plan's interval lies within +-3 % of its median."""
-LEVEL = 0.95
-
-
-def median_ci(xs: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
-    """``(median, lo, hi)``: the order-statistic confidence interval of the median.
-
-    With ``n`` sorted values, ``[x_(j), x_(n+1-j)]`` (1-based) covers the median with
-    probability ``P(j <= B <= n - j)``, ``B ~ binomial(n, 1/2)``; ``j`` is the largest with
-    coverage >= ``level``. With too few values for any ``j`` (``n < 6`` at 95 %) the
-    interval is ``(-inf, inf)``.
-
-    >>> median_ci([5, 1, 4, 2, 3, 6])
-    (3.5, 1, 6)
-    >>> median_ci(range(1, 21))   # j = 6: P(6 <= B <= 14) = 0.959
-    (10.5, 6, 15)
-    >>> median_ci([1, 2, 3])
-    (2, -inf, inf)
-    """
-    s = sorted(xs)
-    n = len(s)
-    if not n:
-        raise ValueError("no values")
-    med = statistics.median(s)
-    best = 0
-    for j in range(1, n // 2 + 1):
-        cover = sum(math.comb(n, i) for i in range(j, n - j + 1)) / 2 ** n
-        if cover >= level:
-            best = j
-        else:
-            break
-    if not best:
-        return med, -math.inf, math.inf
-    return med, s[best - 1], s[n - best]
-
-
-def converged(xs: Sequence[float], precision: float = PRECISION) -> bool:
-    """Whether the median's interval lies within ``+-precision`` of the median."""
-    med, lo, hi = median_ci(xs)
-    return lo >= (1 - precision) * med and hi <= (1 + precision) * med
-
-
 def choose(rows: Sequence[dict], one: dict) -> dict:
     """The row to answer with: among ``rows`` (each with ``measured_step_ms``, ``ci`` =
     ``[lo, hi]`` and ``matches_reference``) that equal the eager step, the one with the
@@ -157,17 +111,13 @@ def _row(method: str, plan: Any, sim: Any, samples: list[float], m: Any, matches
             "plan": {"placement": dict(plan.placement), "start": dict(plan.start)}}
 
 
-def _ms(x: float) -> str:
-    return f"{x:.3f}" if math.isfinite(x) else "-"
-
-
 def table(rows: Sequence[dict], chosen: dict) -> str:
     """The candidates as a markdown table (the chosen row marked)."""
     out = ["| method | predicted ms | measured ms (median) | 95 % CI ms | steps | transfers | matches eager | chosen |",
            "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| {r['method']} | {r['predicted_step_ms']:.3f} | {r['measured_step_ms']:.3f} | "
-                   f"{_ms(r['ci'][0])}-{_ms(r['ci'][1])} | {r['steps']} | {r['transfers']} | "
+                   f"{ms_text(r['ci'][0])}-{ms_text(r['ci'][1])} | {r['steps']} | {r['transfers']} | "
                    f"{'yes' if r['matches_reference'] else 'NO'} | {'**yes**' if r is chosen else ''} |")
     return "\n".join(out) + "\n"
 
@@ -247,15 +197,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from dnnplace.pytorch.capture.ops import require_torch
     require_torch()
 
-    from tqdm import tqdm
-
     from dnnplace.capture_commands import capture_one, model_params
     from dnnplace.execute_command import model_spec
-    from dnnplace.formulations.solvers.progress import show_progress
     from dnnplace.graphs.instance import Instance
     from dnnplace.graphs.io import graph_fingerprint, write_json
     from dnnplace.pytorch.capture.costs import cost_models
-    from dnnplace.pytorch.execution.launch import execute
     from dnnplace.pytorch.execution.reference import captured_meta
     captured, _ = capture_one(args, args.batch, model_params(args.param), cost_models(args.cost))
     inst = Instance(captured.graph, read_cluster(args.cluster, captured.graph), captured.source)
@@ -271,34 +217,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"measuring {len(cands)} plans ({', '.join(c[0] for c in cands)}) interleaved, {args.steps} steps each per "
           f"round, until every median's 95 % interval is within +-{100 * PRECISION:g} % or {args.max_steps} steps",
           file=sys.stderr, flush=True)
-    samples: list[list[float]] = [[] for _ in cands]
-    matches = [True] * len(cands)
-    last: list[Any] = [None] * len(cands)
-    rounds = 0
-    bar = tqdm(total=math.ceil(args.max_steps / args.steps), desc="tune", unit="round", file=sys.stderr,
-               disable=not show_progress(), leave=False)
-    try:
-        while True:
-            n = min(args.steps, args.max_steps - len(samples[0]))
-            runs = execute(spec, [c[1] for c in cands], list(inst.cluster.names), steps=n, warmup=args.warmup,
-                           timeout_s=args.timeout, captured=captured_meta(captured), interleave=True, live=False)
-            rounds += 1
-            for i, m in enumerate(runs):
-                samples[i] += m.step_ms
-                matches[i] = matches[i] and m.matches_reference
-                last[i] = m
-            line = f"round {rounds}: " + ", ".join(
-                f"{c[0]} {_ms(med)} ms [{_ms(lo)}, {_ms(hi)}]"
-                for c, (med, lo, hi) in zip(cands, map(median_ci, samples)))
-            if bar.disable:
-                print(line, file=sys.stderr, flush=True)
-            else:
-                bar.write(line, file=sys.stderr)
-            bar.update(1)
-            if len(samples[0]) >= args.max_steps or all(converged(s) for s in samples):
-                break
-    finally:
-        bar.close()
+    measured = measure_rounds(spec, [c[1] for c in cands], list(inst.cluster.names), [c[0] for c in cands],
+                              steps=args.steps, max_steps=args.max_steps, warmup=args.warmup, timeout_s=args.timeout,
+                              captured=captured_meta(captured), desc="tune")
+    samples, last, matches, rounds = measured.samples, measured.last, measured.matches, measured.rounds
     rows = [_row(c[0], c[1], c[2], s, m, ok) for c, s, m, ok in zip(cands, samples, last, matches)]
     for r in rows:
         if not r["matches_reference"]:

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from dnnplace.cli import main
-from dnnplace.tune_command import ONE_DEVICE, choose, converged, median_ci
+from dnnplace.measured_rounds import converged, median_ci
+from dnnplace.tune_command import ONE_DEVICE, choose
 
 MODEL = f"{Path(__file__).with_name('exec_models.py')}:mlp"
 NO_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None and not os.environ.get(
@@ -68,7 +69,8 @@ def test_tune_measures_and_chooses(tmp_path, capfd):
     one-device plan, and the top-level placement and start are the chosen plan's (a result
     for `dnnplace execute`)."""
     out, table, png = (tmp_path / f for f in ("tuned.json", "t.md", "t.png"))
-    rc = main(["tune", MODEL, *FLAGS, "--methods", "heft,dpos", "--top", "1", "--steps", "6", "--max-steps", "6",
+    # two rounds of 3 steps: 3 steps give no interval, so the first round cannot stop the measurement
+    rc = main(["tune", MODEL, *FLAGS, "--methods", "heft,dpos", "--top", "1", "--steps", "3", "--max-steps", "6",
                "--time-limit", "5", "--out", str(out), "--table", str(table), "--plot", str(png)])
     got = capfd.readouterr()
     assert rc == 0, got.err[-2000:]
@@ -89,7 +91,9 @@ def test_tune_measures_and_chooses(tmp_path, capfd):
     assert doc["placement"] == chosen["plan"]["placement"] and doc["start"] == chosen["plan"]["start"]
     assert "| one device |" in table.read_text() and png.stat().st_size > 10_000
     assert f"chosen: {doc['chosen_method']}" in got.out and "| method |" not in got.out
-    assert got.err.count("round 1: ") == 1 and "round 2" not in got.err and " step 1/" not in got.err, got.err
+    assert doc["rounds"] == 2
+    assert got.err.count("round 1: ") == 1 and got.err.count("round 2: ") == 1 and "round 3" not in got.err
+    assert " step 1/" not in got.err, got.err
 
 
 @NO_TORCH

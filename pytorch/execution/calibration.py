@@ -77,6 +77,13 @@ class RunTrace:
     placement: dict[str, str]
     start: dict[str, float] | None
     source: str = "run"
+    recorded_ms: float | None = None   # the recorded step's own time (``ops``, ``messages``); None: ``step_ms``
+
+    @property
+    def replay_target_ms(self) -> float:
+        """What a replay reproduces: the recorded step's time (``recorded_step_ms``, the
+        median step's), else the median step."""
+        return self.step_ms if self.recorded_ms is None else self.recorded_ms
 
 
 def read_run(doc: Mapping[str, Any], source: str = "run") -> RunTrace:
@@ -97,7 +104,8 @@ def read_run(doc: Mapping[str, Any], source: str = "run") -> RunTrace:
     return RunTrace(ops=[{**o, "node": str(o["node"])} for o in doc["ops"]], messages=_shares(doc["messages"]),
                     op_ms=op_ms, step_ms=float(doc["measured_step_ms"]), placement=placement,
                     start={str(k): float(v) for k, v in start.items()} if isinstance(start, Mapping) else None,
-                    source=source)
+                    source=source,
+                    recorded_ms=float(doc["recorded_step_ms"]) if doc.get("recorded_step_ms") is not None else None)
 
 
 def _shares(rows: Sequence[Mapping]) -> list[dict]:
@@ -368,8 +376,9 @@ def replays(graph: Any, base: Cluster, cal: Calibration, run: RunTrace) -> dict[
 def links_queue(rows: list[dict]) -> bool:
     """Whether the runs' transfers queued on their links: the link model (one transfer at
     a time per link, or overlapping transfers) whose replays have the smaller median |error|
-    (queues where no run was replayed)."""
-    err = {q: [abs(r[k] / r["measured_ms"] - 1) for r in rows if r.get(k) is not None]
+    against the steps they replay (``recorded_ms``, else ``measured_ms``; queues where no run
+    was replayed)."""
+    err = {q: [abs(r[k] / r.get("recorded_ms", r["measured_ms"]) - 1) for r in rows if r.get(k) is not None]
            for q, k in ((True, "replayed_ms"), (False, "replayed_ms_overlap"))}
     if not err[True]:
         return True

@@ -72,6 +72,7 @@ class Measured(ReferenceCompared):
         s = self.step_ms
         return {"measured_step_ms": statistics.median(s), "measured_min_ms": min(s), "measured_max_ms": max(s),
                 "measured_steps_ms": s, "eager_step_ms": self.eager_step_ms,
+                "recorded_step_ms": sorted(s)[len(s) // 2],   # the step whose ops and messages are recorded
                 **self.reference_dict(), "devices": self.devices, "peak_rss_bytes": self.peak_rss_bytes,
                 "torch_devices": self.torch_devices, "peak_cuda_bytes": self.peak_cuda_bytes,
                 "transfers": self.transfers, "transfer_bytes": self.transfer_bytes,
