@@ -72,13 +72,16 @@ class Rounds:
     """What :func:`measure_rounds` measured, per plan (in the order given): every measured
     step (``samples``, ms), the last round's record (``last``: a
     :class:`~dnnplace.pytorch.execution.launch.Measured`, with that round's median step's
-    timeline), whether every round equalled the eager step (``matches``); and how many
+    timeline), whether every round equalled the eager step (``matches``), each operator's
+    median time over every round's steps (``op_median_ms``, node id -> ms: the same steps as
+    ``samples``, where a round's own medians would follow a drift of the host); and how many
     rounds ran."""
 
     samples: list[list[float]]
     last: list[Any]
     matches: list[bool]
     rounds: int
+    op_median_ms: list[dict[str, float]]
 
 
 def measure_rounds(spec: Any, plans: Sequence[Any], device_names: Sequence[str], names: Sequence[str], *,
@@ -94,6 +97,7 @@ def measure_rounds(spec: Any, plans: Sequence[Any], device_names: Sequence[str],
     from dnnplace.pytorch.execution.launch import execute
 
     samples: list[list[float]] = [[] for _ in plans]
+    durations: list[dict[str, list[float]]] = [{} for _ in plans]
     matches = [True] * len(plans)
     last: list[Any] = [None] * len(plans)
     rounds = 0
@@ -107,6 +111,8 @@ def measure_rounds(spec: Any, plans: Sequence[Any], device_names: Sequence[str],
             rounds += 1
             for i, m in enumerate(runs):
                 samples[i] += m.step_ms
+                for v, d in m.op_durations_ms.items():
+                    durations[i].setdefault(v, []).extend(d)
                 matches[i] = matches[i] and m.matches_reference
                 last[i] = m
             line = f"round {rounds}: " + ", ".join(f"{name} {ms_text(med)} ms [{ms_text(lo)}, {ms_text(hi)}]"
@@ -120,7 +126,8 @@ def measure_rounds(spec: Any, plans: Sequence[Any], device_names: Sequence[str],
                 break
     finally:
         bar.close()
-    return Rounds(samples, last, matches, rounds)
+    return Rounds(samples, last, matches, rounds,
+                  [{v: statistics.median(d) for v, d in per.items()} for per in durations])
 
 
 def ms_text(x: float) -> str:
