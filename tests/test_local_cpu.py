@@ -121,8 +121,10 @@ def test_profile_links_gloo_writes_a_local_cpu_cluster(tmp_path, monkeypatch, ca
     assert "cpu0-cpu1" in capsys.readouterr().out
     c = cluster_from_dict(read_json(out))
     assert c.names == ("cpu0", "cpu1") and c.kinds == ("cpu", "cpu") and c.meta["threads"] == 1
-    # (the figures themselves depend on the load: a 2-repeat fit can even come out flat)
-    assert c.beta0[0, 1] == c.beta0[1, 0] > 0 and c.beta1[0, 1] >= 0 and "cpu0-cpu1" in c.meta["fits"]
+    # (the figures themselves depend on the load: a 2-repeat fit can come out flat, or, under a
+    # loaded test run, with a negative intercept that the cluster clips to a latency of 0)
+    assert c.beta0[0, 1] == c.beta0[1, 0] >= 0 and c.beta1[0, 1] >= 0 and "cpu0-cpu1" in c.meta["fits"]
+    assert c.beta0[0, 1] > 0 or c.beta1[0, 1] > 0   # a message never costs nothing
     # the file is a cluster like the preset: --cluster FILE works for a graph of kind cpu
     g = lstm_grid(layers=1, steps=2, hidden=8, batch=2, vocab=10, kinds=["cpu"], training=False)
     res = solve(Instance(g, c, "t"), "heft", SolveRequest(problem="makespan"))
