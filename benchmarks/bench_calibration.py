@@ -180,7 +180,7 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
                      for k, cal in (("train", train), ("held", held[r["model"]]))}
         med, lo, hi = median_ci(r["measured_steps_ms"])
         out.append({"model": r["model"], "method": r["method"], "transfers": r["transfers"], "measured_ms": med,
-                    "recorded_ms": run.replay_target_ms, "rounds": r.get("rounds", 1),
+                    "recorded_ms": run.replay_target_ms,
                     "ci": (lo, hi), "steps": len(r["measured_steps_ms"]), "preset_ms": r["preset_predicted_ms"],
                     "replayed_ms": rep["replayed_ms" if queue else "replayed_ms_overlap"],
                     "replayed_queue_ms": rep["replayed_ms"],

@@ -66,8 +66,12 @@ class Measured(ReferenceCompared):
     transfer_bytes: int
     messages: list[dict] = field(default_factory=list)   # median step: one per received tensor (message_rows)
     n_messages: int = 0             # messages per step: packs of tensors with bytes (program.Pack)
-    op_median_ms: dict[str, float] = field(default_factory=dict)   # node id -> median duration over the steps
-    op_durations_ms: dict[str, list[float]] = field(default_factory=dict, repr=False)   # every step's, not in to_dict
+    op_durations_ms: dict[str, list[float]] = field(default_factory=dict, repr=False)   # node id -> every step's
+
+    @property
+    def op_median_ms(self) -> dict[str, float]:
+        """Node id -> its median duration over the measured steps."""
+        return {v: statistics.median(d) for v, d in self.op_durations_ms.items()}
 
     def to_dict(self) -> dict:
         s = self.step_ms
@@ -329,7 +333,6 @@ def _measured(j: int, ids: list[str], device_names: Sequence[str], used: list[in
                     n_messages=sum(1 for p in progs for pk in p.packs_in if pk.nbytes),
                     messages=message_rows(progs, [rec["steps"][med] for rec in records], t0, ids,
                                           [device_names[d] for d in used]),
-                    op_median_ms={ids[v]: statistics.median(d) for v, d in sorted(durations.items())},
                     op_durations_ms={ids[v]: d for v, d in sorted(durations.items())})
 
 
