@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cpu_relief", "state_caps", "knapsack_bound"]
+from dnnplace.graphs.instance import Instance
+
+__all__ = ["cpu_relief", "state_caps", "knapsack_bound", "load_lower_bound"]
 
 
 def cpu_relief(acc_c: np.ndarray, cpu_c: np.ndarray, cpu_ok: np.ndarray, capacity: float) -> float:
@@ -83,3 +85,30 @@ def knapsack_bound(acc_c: np.ndarray, cpu_c: np.ndarray, cpu_ok: np.ndarray, k: 
         else:
             lo = mid
     return lo
+
+
+def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
+    """A lower bound on the max-load of every split (any contiguity, either objective):
+    every node runs somewhere, and a device's load is at least its compute, so the
+    optimum is at least the largest ``min(p_acc(v), p_cpu(v))`` (divided by ``replicas``,
+    the largest replication factor) and at least the total of these minima spread over
+    all ``k + l`` devices (a stage on ``r`` replicas takes ``r`` devices).
+
+    >>> from dnnplace.graphs import OpGraph, Cluster
+    >>> from dnnplace.graphs.instance import Instance
+    >>> g = OpGraph(ids=[0, 1, 2], kinds=("acc", "cpu"), compute=[[2, 9], [2, 9], [5, 9]],
+    ...             memory=[0, 0, 0], src=[0, 1], dst=[1, 2])
+    >>> load_lower_bound(Instance(g, Cluster.tarnawski(2, 0, 10)))  # max(5, 9 / 2)
+    5.0
+    """
+    from dnnplace.heuristics.transfer_costs import dp_devices
+
+    g, cl = inst.graph, inst.require_cluster()
+    accs, cpus = dp_devices(cl)
+    comp = cl.compute_matrix(g)
+    cols = [comp[:, accs[0]]] if accs.size else []
+    cols += [comp[:, cpus[0]]] if cpus.size else []
+    best = np.nanmin(np.where(np.isnan(np.stack(cols, axis=1)), np.inf, np.stack(cols, axis=1)), axis=1)
+    if not np.isfinite(best).all():
+        return float("inf")
+    return float(max(best.max(initial=0.0) / replicas, best.sum() / max(1, accs.size + cpus.size)))

@@ -30,12 +30,12 @@ import numpy as np
 from dnnplace.graphs.components import strong_components, weak_components
 from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.orders import stack_topological_order
+from dnnplace.graphs.orders import narrow_topological_order, stack_topological_order
 from dnnplace.heuristics.dp_lattice import LatticeBuffers, grown_nbytes
 from dnnplace.runtime.termination import Termination
 
 __all__ = ["DPGraph", "build_dp_graph", "IdealLattice", "enumerate_ideals", "antichain_width", "linearize",
-           "TooManyIdeals"]
+           "LINEAR_ORDERS", "TooManyIdeals"]
 
 
 class TooManyIdeals(InputError):
@@ -345,7 +345,19 @@ def enumerate_ideals(n: int, src: np.ndarray, dst: np.ndarray, *, max_ideals: in
     return IdealLattice(n, member, ptr, cover_node, cover_to)
 
 
-def linearize(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """DPL (Sec. 5.1.2): the edges of a depth-first topological order made into a path."""
-    order = stack_topological_order(n, src, dst)
-    return order[:-1].copy(), order[1:].copy()
+LINEAR_ORDERS = ("dfs", "narrow")
+"""The topological orders DPL can linearise with: ``dfs``, the paper's depth-first one
+(Sec. 5.1.2, :func:`~dnnplace.graphs.orders.stack_topological_order`), and ``narrow``, which
+keeps the transfer weight of every prefix's boundary small
+(:func:`~dnnplace.graphs.orders.narrow_topological_order`)."""
+
+
+def linearize(n: int, src: np.ndarray, dst: np.ndarray, order: str = "dfs",
+              weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """DPL (Sec. 5.1.2): the edges of a topological order (one of :data:`LINEAR_ORDERS`;
+    ``narrow`` weighs each node by ``weight``) made into a path."""
+    if order not in LINEAR_ORDERS:
+        raise InputError(f"unknown DPL order {order!r}; use one of {LINEAR_ORDERS}")
+    seq = stack_topological_order(n, src, dst) if order == "dfs" else \
+        narrow_topological_order(n, src, dst, np.zeros(n) if weight is None else weight)
+    return seq[:-1].copy(), seq[1:].copy()

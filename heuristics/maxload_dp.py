@@ -68,10 +68,12 @@ from dnnplace.graphs.placement import Placement
 from dnnplace.graphs.replication import Replication, node_weights
 from dnnplace.heuristics import aot
 from dnnplace.heuristics.dp_backward import backward_contiguity
+from dnnplace.heuristics.dp_bounds import load_lower_bound
 from dnnplace.heuristics.dp_memory import bytes_per_ideal, memory_budget
 from dnnplace.heuristics.dp_runs import Prepared, prefix_lower_bound, run_table, threshold_runs
 from dnnplace.heuristics.dp_segments import narrow_cuts, segment_arrays
 from dnnplace.heuristics.ideals import (
+    LINEAR_ORDERS,
     TooManyIdeals,
     build_dp_graph,
     enumerate_ideals,
@@ -127,42 +129,12 @@ def _replication_settings(inst: Instance, replicas: int, sync_per_byte: float | 
     return float(cl.beta1[np.ix_(accs, accs)].max(initial=0.0)) if accs.size > 1 else 0.0
 
 
-def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
-    """A lower bound on the max-load of every split (any contiguity, either objective):
-    every node runs somewhere, and a device's load is at least its compute, so the
-    optimum is at least the largest ``min(p_acc(v), p_cpu(v))`` (divided by ``replicas``,
-    the largest replication factor) and at least the total of these minima spread over
-    all ``k + l`` devices (a stage on ``r`` replicas takes ``r`` devices).
-
-    >>> from dnnplace.graphs import OpGraph, Cluster
-    >>> g = OpGraph(ids=[0, 1, 2], kinds=("acc", "cpu"), compute=[[2, 9], [2, 9], [5, 9]],
-    ...             memory=[0, 0, 0], src=[0, 1], dst=[1, 2])
-    >>> load_lower_bound(Instance(g, Cluster.tarnawski(2, 0, 10)))  # max(5, 9 / 2)
-    5.0
-    """
-    g, cl = inst.graph, inst.require_cluster()
-    accs, cpus = dp_devices(cl)
-    comp = cl.compute_matrix(g)
-    cols = [comp[:, accs[0]]] if accs.size else []
-    cols += [comp[:, cpus[0]]] if cpus.size else []
-    best = np.nanmin(np.where(np.isnan(np.stack(cols, axis=1)), np.inf, np.stack(cols, axis=1)), axis=1)
-    if not np.isfinite(best).all():
-        return float("inf")
-    return float(max(best.max(initial=0.0) / replicas, best.sum() / max(1, accs.size + cpus.size)))
-
-
 def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 6_000_000,
-             deadline: float | None = None, segments: bool = True, max_bytes: float | None = None) -> Prepared:
+             deadline: float | None = None, segments: bool = True, max_bytes: float | None = None,
+             order: str = "dfs") -> Prepared:
     g, cl = inst.graph, inst.require_cluster()
     accs, cpus = dp_devices(cl)
     h = build_dp_graph(g, trivial=trivial)
-    src, dst = h.src, h.dst
-    if linear:
-        ps, pd = linearize(h.n, src, dst)
-        src, dst = np.concatenate([src, ps]), np.concatenate([dst, pd])
-    lattice = enumerate_ideals(h.n, src, dst, max_ideals=max_ideals, deadline=deadline, max_bytes=max_bytes,
-                               bytes_per_ideal=bytes_per_ideal(g, int(accs.size), int(cpus.size)))
-    _check(deadline, lattice.size, "the ideals' arrays")
     grp = h.group
     comp = cl.compute_matrix(g)
     acc_t = comp[:, accs[0]] if accs.size else np.full(g.n, np.nan)
@@ -186,6 +158,13 @@ def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: 
     own_order = np.argsort(owner, kind="stable")
     own_ptr = np.zeros(h.n + 1, dtype=np.int64)
     np.cumsum(np.bincount(owner, minlength=h.n), out=own_ptr[1:])
+    src, dst = h.src, h.dst
+    if linear:   # DPL: the path of a topological order, the narrow one weighing each DP node by its transfers
+        ps, pd = linearize(h.n, src, dst, order, np.bincount(owner, weights=cost, minlength=h.n))
+        src, dst = np.concatenate([src, ps]), np.concatenate([dst, pd])
+    lattice = enumerate_ideals(h.n, src, dst, max_ideals=max_ideals, deadline=deadline, max_bytes=max_bytes,
+                               bytes_per_ideal=bytes_per_ideal(g, int(accs.size), int(cpus.size)))
+    _check(deadline, lattice.size, "the ideals' arrays")
     tgt = pairs[:, 1]
     tgt_order = np.argsort(tgt, kind="stable")
     tgt_ptr = np.zeros(h.n + 1, dtype=np.int64)
@@ -281,13 +260,13 @@ def _on_original_nodes(inst: Instance, sub: OpGraph, res: DPResult) -> DPResult:
 
 
 def _dpl_instead(inst: Instance, exc: TooManyIdeals, t0: float, deadline: float | None, *, objective: str,
-                 trivial: bool, replicas: int, sync: float) -> DPResult:
+                 trivial: bool, replicas: int, sync: float, order: str) -> DPResult:
     """Past the ideal, memory or time limit of the exact DP: DPL's split (within what the
     deadline leaves) as the incumbent, with ``complete=False`` and :func:`load_lower_bound`
     as the bound."""
     res = _maxload_dp(inst, linearized=True, objective=objective, upper_bound=None, trivial=trivial,
                       max_ideals=6_000_000, time_limit=_left(deadline), replicas=replicas, sync_per_byte=sync,
-                      prune=True, segments=True, max_bytes=None)
+                      prune=True, segments=True, max_bytes=None, order=order)
     why = exc.reason
     res.seconds = {why: time.perf_counter() - t0, **res.seconds}
     res.complete, res.linearized, res.stopped = False, False, why
@@ -306,7 +285,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
                upper_bound: float | None = None, trivial: bool = True, max_ideals: int = 6_000_000,
                time_limit: float | None = None, replicas: int = 1, sync_per_byte: float | None = None,
                prune: bool = True, segments: bool = True, max_bytes: float | None = None,
-               deadline: Deadline | None = None, tie_breaks: tuple[str, ...] = ()) -> DPResult:
+               deadline: Deadline | None = None, tie_breaks: tuple[str, ...] = (), order: str = "best") -> DPResult:
     """Optimal contiguous max-load split (or DPL's, with ``linearized=True``).
 
     Parameters
@@ -314,7 +293,13 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     inst : Instance
         Graph with a cluster of identical accelerators and CPUs (Tarnawski's model).
     linearized : bool
-        Run DPL (Sec. 5.1.2): add the path of a DFS topological order first.
+        Run DPL (Sec. 5.1.2): add the path of a topological order first.
+    order : {"best", "dfs", "narrow"}
+        DPL's topological order (:data:`~dnnplace.heuristics.ideals.LINEAR_ORDERS`): the
+        paper's depth-first one, the one whose prefixes cut the cheapest transfers, or
+        ``best``: both, the lower max-load kept (the time limit shared, the depth-first run
+        first). Also the order of the DPL run that bounds the exact DP and that stands in
+        for it past its limits.
     objective : {"pipedream", "overlap"}
         Load = compute + transfers (default) or their maximum (Appendix C.1).
     upper_bound : float, optional
@@ -400,7 +385,7 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
                 return _maxload_dp(inst, linearized=linearized, objective=objective, upper_bound=upper_bound,
                                    trivial=trivial, max_ideals=max_ideals, time_limit=time_limit, replicas=replicas,
                                    sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes,
-                                   tie_breaks=tie_breaks)
+                                   tie_breaks=tie_breaks, order=order)
         except Exception as exc:  # stuck in code that checks no deadline (a kernel's first compilation)
             if not (isinstance(exc, TimeLimitReached) or guard.fired):  # numba may turn it into a RuntimeError
                 raise
@@ -413,15 +398,32 @@ def maxload_dp(inst: Instance, *, linearized: bool = False, objective: str = "pi
     return _maxload_dp(inst, linearized=linearized, objective=objective, upper_bound=upper_bound,
                        trivial=trivial, max_ideals=max_ideals, time_limit=time_limit, replicas=replicas,
                        sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes,
-                       tie_breaks=tie_breaks)
+                       tie_breaks=tie_breaks, order=order)
 
 
 def _maxload_dp(inst: Instance, *, linearized: bool, objective: str, upper_bound: float | None, trivial: bool,
                 max_ideals: int, time_limit: float | None, replicas: int, sync_per_byte: float | None, prune: bool,
-                segments: bool, max_bytes: float | None, tie_breaks: tuple[str, ...] = ()) -> DPResult:
+                segments: bool, max_bytes: float | None, tie_breaks: tuple[str, ...] = (),
+                order: str = "best") -> DPResult:
     """:func:`maxload_dp` without its watchdog."""
     if objective not in OBJECTIVES:
         raise InputError(f"the DP supports objectives {OBJECTIVES}, not {objective!r}")
+    if order not in ("best", *LINEAR_ORDERS):
+        raise InputError(f"unknown DPL order {order!r}; use one of {('best', *LINEAR_ORDERS)}")
+    if linearized and order == "best":
+        t0 = time.perf_counter()
+        deadline = None if time_limit is None else t0 + float(time_limit)
+        runs = []
+        for one in LINEAR_ORDERS:   # the second only with time left
+            if runs and deadline is not None and time.perf_counter() >= deadline:
+                break
+            runs.append(_maxload_dp(inst, linearized=True, objective=objective, upper_bound=upper_bound,
+                                    trivial=trivial, max_ideals=max_ideals, time_limit=_left(deadline),
+                                    replicas=replicas, sync_per_byte=sync_per_byte, prune=prune, segments=segments,
+                                    max_bytes=max_bytes, order=one))
+        best = min(runs, key=lambda r: (r.placement is None, r.value))
+        best.seconds = {**best.seconds, "dpl_orders": time.perf_counter() - t0}
+        return best
     if tie_breaks:
         from dnnplace.heuristics.dp_ties import parse_rule
 
@@ -438,18 +440,19 @@ def _maxload_dp(inst: Instance, *, linearized: bool, objective: str, upper_bound
             Instance(sub, inst.cluster, inst.source), linearized=linearized, objective=objective,
             upper_bound=upper_bound, trivial=trivial, max_ideals=max_ideals, time_limit=_left(deadline),
             replicas=replicas, sync_per_byte=sync_per_byte, prune=prune, segments=segments, max_bytes=max_bytes,
-            tie_breaks=tie_breaks))
+            tie_breaks=tie_breaks, order=order))
     sync = _replication_settings(inst, replicas, sync_per_byte)
     try:
         prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals,
                         deadline=None if linearized else deadline,
                         segments=segments and replicas == 1 and objective == "pipedream",
-                        max_bytes=None if linearized else (memory_budget() if max_bytes is None else max_bytes))
+                        max_bytes=None if linearized else (memory_budget() if max_bytes is None else max_bytes),
+                        order=order)
     except TooManyIdeals as exc:
         if linearized:
             raise
         return _dpl_instead(inst, exc, t0, deadline, objective=objective, trivial=trivial, replicas=replicas,
-                            sync=sync)
+                            sync=sync, order=order)
     prep.arrays.update(rmax=int(replicas), sync=sync)
     t1 = time.perf_counter()
     seconds = {"prepare": t1 - t0}
@@ -457,7 +460,7 @@ def _maxload_dp(inst: Instance, *, linearized: bool, objective: str, upper_bound
     if not linearized and upper_bound is None:
         first = _maxload_dp(inst, linearized=True, objective=objective, upper_bound=None, trivial=trivial,
                             max_ideals=max_ideals, time_limit=_left(deadline), replicas=replicas, sync_per_byte=sync,
-                            prune=prune, segments=segments, max_bytes=None)
+                            prune=prune, segments=segments, max_bytes=None, order=order)
         ub = first.value
         seconds["dpl_bound"] = sum(first.seconds.values())
     ub_slack = ub * (1 + 1e-9) + 1e-12 if np.isfinite(ub) else np.inf

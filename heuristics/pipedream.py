@@ -86,7 +86,7 @@ def pipedream_split(inst: Instance, *, replicas: int = 1,
     lab = branch_labels(g)
     coarse = Instance(g.with_(colocation=lab, colocation_labels=tuple(range(int(lab.max()) + 1))),
                       inst.cluster, inst.source)
-    res = maxload_dp(coarse, linearized=True, replicas=replicas, sync_per_byte=sync_per_byte)
+    res = maxload_dp(coarse, linearized=True, replicas=replicas, sync_per_byte=sync_per_byte, order="dfs")
     if res.placement is None:
         raise RuntimeError("PipeDream partitioner found no feasible split")
     return Placement(g, inst.require_cluster(), res.placement.device, res.placement.replication), res.value

@@ -37,7 +37,7 @@ METHODS: tuple[Method, ...] = (
            "exact max-load DP over ideals (Tarnawski Sec. 5.1, App. B); for latency: the max-load split (Sec. 7)",
            options=tarnawski.DPOptions, kind="exact", default_contiguity="both"),
     Method("dpl", ("maxload",), tarnawski.run_dpl, "DP over the ideals of a linearisation (Tarnawski Sec. 5.1.2)",
-           default_contiguity="both"),
+           options=tarnawski.DPLOptions, default_contiguity="both"),
     Method("ip", ("maxload", "latency"), tarnawski_ip.run_ip,
            "Tarnawski et al. integer programs (max-load Fig. 6; latency Figs. 3-4) on any Pyomo MIP backend",
            options=tarnawski_ip.IPOptions, kind="ip", objective_exact=False, default_contiguity="both",

@@ -10,6 +10,7 @@ nothing heavy (the IP's Pyomo is loaded only when ``ip`` runs).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from dnnplace.graphs.errors import InputError
 from dnnplace.methods.base import MethodOutput, Options, SolveRequest, option
@@ -17,7 +18,7 @@ from dnnplace.runtime.deadline import capped
 from dnnplace.runtime.memory import stop_requested
 from dnnplace.runtime.termination import Termination
 
-__all__ = ["DPOptions", "LocalSearchOptions", "LatencySearchOptions", "run_dp", "run_dpl",
+__all__ = ["DPOptions", "DPLOptions", "LocalSearchOptions", "LatencySearchOptions", "run_dp", "run_dpl",
            "run_local_search", "run_pipedream", "run_partitioner", "run_latency_search"]
 
 
@@ -49,6 +50,14 @@ class DPOptions(Options):
 
 
 @dataclass(frozen=True)
+class DPLOptions(Options):
+    order: Literal["dfs", "narrow", "best"] = option(
+        "dfs", "the topological order made into a path: dfs (the paper's depth-first order), narrow (prefixes that "
+               "cut the cheapest transfers, dnnplace.graphs.orders.narrow_topological_order) or best (both, the "
+               "lower max-load kept; the exact DP's own bound uses it)")
+
+
+@dataclass(frozen=True)
 class LocalSearchOptions(Options):
     restarts: int = option(10, "seeded random starts (the paper's Sec. 6 baseline uses 10)")
 
@@ -64,7 +73,7 @@ class LatencySearchOptions(Options):
 
 
 def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, replicas: int = 1,
-        sync_per_byte: float | None = None, max_memory_gb: float | None = None) -> MethodOutput:
+        sync_per_byte: float | None = None, max_memory_gb: float | None = None, order: str = "best") -> MethodOutput:
     from dnnplace.heuristics.maxload_dp import maxload_dp
 
     # DPL's split (a heuristic) also serves the weaker modes, e.g. as a warm start of the
@@ -79,7 +88,7 @@ def _dp(inst, req: SolveRequest, linearized: bool, max_ideals: int = 6_000_000, 
         raise InputError("replicated stages (option replicas) are a max-load model (Tarnawski App. C.2)")
     res = maxload_dp(inst, linearized=linearized, objective=req.objective if req.problem == "maxload" else "pipedream",
                      max_ideals=max_ideals, time_limit=req.solver.time_limit, deadline=req.deadline, replicas=replicas,
-                     sync_per_byte=sync_per_byte, max_bytes=_dp_bytes(req, max_memory_gb))
+                     sync_per_byte=sync_per_byte, max_bytes=_dp_bytes(req, max_memory_gb), order=order)
     extra = {"ideals": res.ideals, "pairs_visited": res.pairs_visited, "dp_nodes": res.dp_nodes,
              "seconds": res.seconds}
     if res.placement is not None and res.placement.replication is not None:
@@ -172,8 +181,8 @@ def run_dp(inst, req: SolveRequest, opts: DPOptions) -> MethodOutput:
                sync_per_byte=opts.sync_per_byte, max_memory_gb=opts.max_memory_gb)
 
 
-def run_dpl(inst, req: SolveRequest, opts: Options) -> MethodOutput:
-    return _dp(inst, req, linearized=True)
+def run_dpl(inst, req: SolveRequest, opts: DPLOptions) -> MethodOutput:
+    return _dp(inst, req, linearized=True, order=opts.order)
 
 
 def run_local_search(inst, req: SolveRequest, opts: LocalSearchOptions) -> MethodOutput:
