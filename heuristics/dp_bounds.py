@@ -91,8 +91,10 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
     """A lower bound on the max-load of every split (any contiguity, either objective):
     every node runs somewhere, and a device's load is at least its compute, so the
     optimum is at least the largest ``min(p_acc(v), p_cpu(v))`` (divided by ``replicas``,
-    the largest replication factor) and at least the total of these minima spread over
-    all ``k + l`` devices (a stage on ``r`` replicas takes ``r`` devices).
+    the largest replication factor), at least the total of these minima spread over the
+    devices of the kinds that can run some node (a stage on ``r`` replicas takes ``r``
+    devices; a host CPU beside the GPUs of a GPU-only graph takes no share), and at least
+    :func:`knapsack_bound` over all nodes ((*) at the empty ideal).
 
     >>> from dnnplace.graphs import OpGraph, Cluster
     >>> from dnnplace.graphs.instance import Instance
@@ -100,15 +102,23 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
     ...             memory=[0, 0, 0], src=[0, 1], dst=[1, 2])
     >>> load_lower_bound(Instance(g, Cluster.tarnawski(2, 0, 10)))  # max(5, 9 / 2)
     5.0
+    >>> g = OpGraph(ids=[0, 1], kinds=("acc", "cpu"), compute=[[4, np.nan], [4, np.nan]], memory=[0, 0],
+    ...             src=[0], dst=[1])
+    >>> load_lower_bound(Instance(g, Cluster.tarnawski(2, 1, 10)))  # the CPU runs neither: 8 / 2
+    4.0
     """
     from dnnplace.heuristics.transfer_costs import dp_devices
 
     g, cl = inst.graph, inst.require_cluster()
     accs, cpus = dp_devices(cl)
     comp = cl.compute_matrix(g)
-    cols = [comp[:, accs[0]]] if accs.size else []
-    cols += [comp[:, cpus[0]]] if cpus.size else []
-    best = np.nanmin(np.where(np.isnan(np.stack(cols, axis=1)), np.inf, np.stack(cols, axis=1)), axis=1)
-    if not np.isfinite(best).all():
+    acc = comp[:, accs[0]] if accs.size else np.full(g.n, np.nan)
+    cpu = comp[:, cpus[0]] if cpus.size else np.full(g.n, np.nan)
+    best = np.fmin(acc, cpu)
+    if np.isnan(best).any():
         return float("inf")
-    return float(max(best.max(initial=0.0) / replicas, best.sum() / max(1, accs.size + cpus.size)))
+    k = accs.size if np.isfinite(acc).any() else 0
+    l = cpus.size if np.isfinite(cpu).any() else 0  # noqa: E741
+    spread = best.sum() / max(1, k + l)
+    knapsack = knapsack_bound(np.nan_to_num(acc), np.nan_to_num(cpu), np.isfinite(cpu), k, l) if k else 0.0
+    return float(max(best.max(initial=0.0) / replicas, spread, knapsack))

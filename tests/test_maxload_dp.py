@@ -486,3 +486,17 @@ def test_narrow_order_cuts_cheaper_on_inception():
     assert narrow.value == pytest.approx(63.102, abs=1e-3)
     assert best.value == narrow.value
     assert maxload(best.placement, contiguity="both").objective == pytest.approx(best.value, rel=1e-9)
+
+
+def test_load_lower_bound_never_above_the_optimum():
+    """The DP's bound past its limits (work spread over the device kinds that can run a
+    node, the knapsack over the CPUs' relief) never exceeds the exhaustive optimum."""
+    from dnnplace.heuristics.dp_bounds import load_lower_bound
+
+    compared = 0
+    for inst in [random_inference(s) for s in INFERENCE_SEEDS] + [random_training(s) for s in TRAINING_SEEDS]:
+        best = brute_force(inst)
+        if np.isfinite(best):
+            assert load_lower_bound(inst) <= best * (1 + 1e-9) + 1e-12
+            compared += 1
+    assert compared >= 45
