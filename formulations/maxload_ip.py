@@ -13,7 +13,8 @@ Model (docs/semantics.md 2.2; devices ``d``: accelerators ``A`` pay communicatio
     x[g,d] in {0,1}        colocation group g on device d     (one x per group: the
                            colocation constraints x_u = x_v substituted, App. B)
     sum_d x[g,d] = 1                                         (15)  assign_once
-    sum_g m_g x[g,d] <= M_d                 (d with finite M) (3)  memory_capacity
+    sum_g (m_g / M_d) x[g,d] <= 1           (d with finite M) (3)  memory_capacity (bytes
+                           scaled by the capacity; a row its supported groups cannot fill is left out)
     CommIn[u,d]  >= x[v,d] - x[u,d]         (u,v) in E, d in A   (17/18) comm_in_link
     CommOut[u,d] >= x[u,d] - x[v,d]         (u,v) in E, d in A   (19)    comm_out_link
     FW_d = sum_{v fw} p_d(v) x[v,d] + sum_{u fw} c_u (CommIn[u,d] + CommOut[u,d])  (20)
@@ -212,11 +213,14 @@ def _add_memory(m: pyo.ConcreteModel, data: _Data) -> None:
     m.mem_devices = pyo.Set(initialize=finite, doc="devices with a finite memory capacity")
     members = {d: [a for a in range(data.n_groups) if data.supported[a, d]] for d in finite}
 
-    @m.Constraint(m.mem_devices, doc="(3) static memory per device")
+    @m.Constraint(m.mem_devices, doc="(3) static memory per device, as a share of its capacity")
     def memory_capacity(m, d):
-        if not members[d]:
+        # bytes against a capacity of some 1e10 put coefficients of 1e8 and more beside the
+        # loads' milliseconds (HiGHS warns of bad scaling); a row that cannot bind is left out
+        if sum(pyo.value(m.mem_bytes[a]) for a in members[d]) <= float(cap[d]):
             return pyo.Constraint.Skip
-        return sum(m.mem_bytes[a] * m.x[a, d] for a in members[d]) <= float(cap[d])
+        scale = float(cap[d]) if cap[d] > 0 else 1.0
+        return sum(m.mem_bytes[a] / scale * m.x[a, d] for a in members[d]) <= float(cap[d]) / scale
 
 
 def _add_communication(m: pyo.ConcreteModel, data: _Data) -> None:

@@ -213,6 +213,10 @@ def test_registry_rescoring_and_warm_start(tarnawski_dir):
     assert r.evaluation["feasible"] and r.evaluation["objective"] == pytest.approx(r.objective)
     assert r.extra["warm_start"] == "method greedy"
     assert r.trace and r.trace[0][1] == pytest.approx(r.extra["warm_start_objective"])
+    assert r.extra["solver_options_added"] == {"mip_allow_restart": False}   # HiGHS without restarts
+    mine = SolverOptions(rel_gap=1e-4, solver_options={"mip_allow_restart": True})
+    again = solve(inst, "ip", SolveRequest("maxload", warm_start="greedy", solver=mine))
+    assert "solver_options_added" not in again.extra and again.objective == pytest.approx(17.79, abs=0.005)
 
 
 def test_warm_start_from_placement_file_and_infeasible_start_skipped(tmp_path):

@@ -111,7 +111,10 @@ def run_ip(inst, req: SolveRequest, opts: IPOptions) -> MethodOutput:
             values = module.warm_start_values(model, start)
         except InputError as exc:
             extra["warm_start"] = f"{note} skipped: {exc}"
-    out = solve_model(model, req.solver, warm_start=values, build_seconds=build, deadline=req.deadline)
+    solver = _no_restarts(req.solver) if req.problem == "maxload" else req.solver
+    if solver is not req.solver:
+        extra["solver_options_added"] = {"mip_allow_restart": False}
+    out = solve_model(model, solver, warm_start=values, build_seconds=build, deadline=req.deadline)
     extra.update(ip_incumbent=out.incumbent, solver_gap=out.gap, nodes=out.nodes, variables=out.n_vars,
                  constraints=out.n_cons, binaries=out.n_binaries, handoff_seconds=out.handoff_seconds)
     if out.trace and out.trace[0][1] is not None:
@@ -187,6 +190,20 @@ def _build_ip(inst, req: SolveRequest, opts: IPOptions, opts_ml, start, note, ex
         model = latency_ip.build_latency_ip(inst, latency_ip.LatencyOptions(subgraphs_per_device=q,
                                                                             horizon=float(horizon)))
     return model
+
+
+def _no_restarts(solver):
+    """The max-load IP's HiGHS runs without restarts (``mip_allow_restart=false``) unless the run
+    sets that option. After its root, HiGHS restarts the search when it has fixed enough columns,
+    presolving the smaller model again; on the IP of a large graph that second presolve (its
+    probing) took as long as the first and left the tree search too little of a 10-minute
+    limit (NASNet-A by call: not proven with restarts, proven without; on three mid-size graphs
+    no difference beyond the machine's noise: results/dp-layers.md, "HiGHS without restarts")."""
+    import dataclasses
+
+    if solver.solver.lower() != "highs" or "mip_allow_restart" in solver.solver_options:
+        return solver
+    return dataclasses.replace(solver, solver_options={**solver.solver_options, "mip_allow_restart": False})
 
 
 def _dpl_incumbent(inst, req: SolveRequest, score, seconds: float):
