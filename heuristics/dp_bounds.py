@@ -107,6 +107,7 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
     >>> load_lower_bound(Instance(g, Cluster.tarnawski(2, 1, 10)))  # the CPU runs neither: 8 / 2
     4.0
     """
+    from dnnplace.evaluation.bounds import work_lower_bound
     from dnnplace.heuristics.transfer_costs import dp_devices
 
     g, cl = inst.graph, inst.require_cluster()
@@ -119,6 +120,5 @@ def load_lower_bound(inst: Instance, replicas: int = 1) -> float:
         return float("inf")
     k = accs.size if np.isfinite(acc).any() else 0
     l = cpus.size if np.isfinite(cpu).any() else 0  # noqa: E741
-    spread = best.sum() / max(1, k + l)
     knapsack = knapsack_bound(np.nan_to_num(acc), np.nan_to_num(cpu), np.isfinite(cpu), k, l) if k else 0.0
-    return float(max(best.max(initial=0.0) / replicas, spread, knapsack))
+    return float(max(best.max(initial=0.0) / replicas, work_lower_bound(g, cl), knapsack))

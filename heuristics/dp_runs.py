@@ -34,7 +34,7 @@ starts with the rising runs (no first run)."""
 
 @dataclass
 class Prepared:
-    """The DP graph, its ideals and the kernel's arrays (built by ``maxload_dp._prepare``)."""
+    """The DP graph, its ideals and the kernel's arrays (built by :func:`~dnnplace.heuristics.dp_prepare.prepare`)."""
 
     h: DPGraph
     lattice: IdealLattice

@@ -47,7 +47,8 @@ from dnnplace.graphs.hierarchy import server_of
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
 from dnnplace.heuristics.dp_kernel import new_tables, run_dp
-from dnnplace.heuristics.maxload_dp import _prepare, maxload_dp
+from dnnplace.heuristics.dp_prepare import prepare
+from dnnplace.heuristics.maxload_dp import maxload_dp
 
 __all__ = ["HierarchyResult", "hierarchical_dp"]
 
@@ -108,7 +109,7 @@ def hierarchical_dp(inst: Instance, *, max_ideals: int = 3000) -> HierarchyResul
         raise InputError("hierarchical_dp needs servers with the same number of GPUs")
     rho = float(cl.meta["hierarchy"]["inter_factor"])
     one = Cluster.tarnawski(g_count, 0, float(cl.memory[servers[0][0]]), acc_kind=cl.kinds[0])
-    prep = _prepare(Instance(inst.graph, one, inst.source), linear=False, max_ideals=max_ideals)
+    prep = prepare(Instance(inst.graph, one, inst.source), linear=False, max_ideals=max_ideals)
     lat = prep.lattice
     n_i = lat.size
     member = np.unpackbits(lat.member.view(np.uint8), axis=1, bitorder="little")[:, :lat.n_nodes].astype(bool)

@@ -65,21 +65,17 @@ from dnnplace.graphs.errors import InputError
 from dnnplace.graphs.graph import OpGraph
 from dnnplace.graphs.instance import Instance
 from dnnplace.graphs.placement import Placement
-from dnnplace.graphs.replication import Replication, node_weights
+from dnnplace.graphs.replication import Replication
 from dnnplace.heuristics import aot
-from dnnplace.heuristics.dp_backward import backward_contiguity
 from dnnplace.heuristics.dp_bounds import load_lower_bound
-from dnnplace.heuristics.dp_memory import bytes_per_ideal, memory_budget
+from dnnplace.heuristics.dp_memory import memory_budget
+from dnnplace.heuristics.dp_prepare import prepare
 from dnnplace.heuristics.dp_runs import Prepared, prefix_lower_bound, run_table, threshold_runs
-from dnnplace.heuristics.dp_segments import narrow_cuts, segment_arrays
 from dnnplace.heuristics.ideals import (
     LINEAR_ORDERS,
     TooManyIdeals,
-    build_dp_graph,
-    enumerate_ideals,
-    linearize,
 )
-from dnnplace.heuristics.transfer_costs import dp_devices, node_transfer_cost, subdivide_out_costs
+from dnnplace.heuristics.transfer_costs import dp_devices, subdivide_out_costs
 from dnnplace.runtime import memory
 from dnnplace.runtime.deadline import NO_DEADLINE, Deadline, TimeLimitReached
 from dnnplace.runtime.memory import stop_requested
@@ -127,96 +123,6 @@ def _replication_settings(inst: Instance, replicas: int, sync_per_byte: float | 
         return float(sync_per_byte)
     cl = inst.require_cluster()
     return float(cl.beta1[np.ix_(accs, accs)].max(initial=0.0)) if accs.size > 1 else 0.0
-
-
-def _prepare(inst: Instance, *, linear: bool, trivial: bool = True, max_ideals: int = 6_000_000,
-             deadline: float | None = None, segments: bool = True, max_bytes: float | None = None,
-             order: str = "dfs") -> Prepared:
-    g, cl = inst.graph, inst.require_cluster()
-    accs, cpus = dp_devices(cl)
-    h = build_dp_graph(g, trivial=trivial)
-    grp = h.group
-    comp = cl.compute_matrix(g)
-    acc_t = comp[:, accs[0]] if accs.size else np.full(g.n, np.nan)
-    cpu_t = comp[:, cpus[0]] if cpus.size else np.full(g.n, np.nan)
-    acc_ok = np.bincount(grp, weights=np.isnan(acc_t).astype(float), minlength=h.n) == 0
-    cpu_ok = np.bincount(grp, weights=np.isnan(cpu_t).astype(float), minlength=h.n) == 0
-    acc_c = np.bincount(grp, weights=np.nan_to_num(acc_t), minlength=h.n)
-    cpu_c = np.bincount(grp, weights=np.nan_to_num(cpu_t), minlength=h.n)
-    mem = np.bincount(grp, weights=g.memory, minlength=h.n)
-    wgt = np.bincount(grp, weights=node_weights(g), minlength=h.n)
-    # one transfer term per original node with an out-edge to another DP node
-    c = node_transfer_cost(g, cl)
-    gs, gd = grp[g.src], grp[g.dst]
-    cross = gs != gd
-    pairs = np.unique(np.stack([g.src[cross], gd[cross]], axis=1), axis=0) if cross.any() \
-        else np.empty((0, 2), np.int64)
-    owners_u, term_of = np.unique(pairs[:, 0], return_inverse=True)
-    owner = grp[owners_u].astype(np.int64)
-    cost = c[owners_u]
-    ntarget = np.bincount(term_of, minlength=owners_u.size).astype(np.int64)
-    own_order = np.argsort(owner, kind="stable")
-    own_ptr = np.zeros(h.n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(owner, minlength=h.n), out=own_ptr[1:])
-    src, dst = h.src, h.dst
-    if linear:   # DPL: the path of a topological order, the narrow one weighing each DP node by its transfers
-        ps, pd = linearize(h.n, src, dst, order, np.bincount(owner, weights=cost, minlength=h.n))
-        src, dst = np.concatenate([src, ps]), np.concatenate([dst, pd])
-    lattice = enumerate_ideals(h.n, src, dst, max_ideals=max_ideals, deadline=deadline, max_bytes=max_bytes,
-                               bytes_per_ideal=bytes_per_ideal(g, int(accs.size), int(cpus.size)))
-    _check(deadline, lattice.size, "the ideals' arrays")
-    tgt = pairs[:, 1]
-    tgt_order = np.argsort(tgt, kind="stable")
-    tgt_ptr = np.zeros(h.n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(tgt, minlength=h.n), out=tgt_ptr[1:])
-    arrays = dict(acc_c=acc_c, acc_ok_node=acc_ok, cpu_c=cpu_c, cpu_ok_node=cpu_ok, mem=mem, wgt=wgt,
-                  mem_cap=float(cl.memory[accs[0]]) if accs.size else 0.0,
-                  owner=owner, cost=cost, ntarget=ntarget, own_ptr=own_ptr, own_term=own_order.astype(np.int64),
-                  tgt_ptr=tgt_ptr, tgt_term=term_of[tgt_order].astype(np.int64),
-                  **backward_contiguity(g, grp, h.n, lattice),
-                  k=int(accs.size), l=int(cpus.size), accs=accs, cpus=cpus)
-    if segments and not linear:
-        _check(deadline, lattice.size, "the backward-contiguity sets")
-        arrays.update(_blocks(h, lattice, arrays, pairs, term_of))
-    return Prepared(h, lattice, arrays)
-
-
-SMALL_LATTICE = 1 << 16
-"""A lattice of at most this many ideals goes through each phase in milliseconds: past the
-deadline, it still goes on to the table's first chunk (as a time limit of 0 does)."""
-
-
-def _check(deadline: float | None, count: int, before: str) -> None:
-    """Past ``deadline`` (a ``perf_counter`` time), or past the run's memory limit (the watchdog's
-    stop, :func:`~dnnplace.runtime.memory.stop_requested`): stop the preparation of a lattice of
-    ``count`` ideals (more than :data:`SMALL_LATTICE`) before ``before``."""
-    if count <= SMALL_LATTICE:
-        return
-    if stop_requested():
-        raise TooManyIdeals(f"memory limit before {before} ({count} ideals); use DPL instead", count=count,
-                            reason=Termination.MEMORY_LIMIT)
-    if deadline is not None and time.perf_counter() > deadline:
-        raise TooManyIdeals(f"time limit before {before} ({count} ideals); use DPL instead", count=count,
-                            reason=Termination.TIME_LIMIT)
-
-
-def _blocks(h, lattice, arrays: dict, pairs: np.ndarray, term_of: np.ndarray) -> dict:
-    """The cut nodes of the DP graph and the per-ideal arrays of the cross-block queries
-    (:mod:`dnnplace.heuristics.dp_segments`), or nothing where the conditions fail.
-    ``pairs``: (original node, target DP node) of every transfer term's edge, ``term_of``
-    its term."""
-    if arrays["check_bw"] or not arrays["acc_ok_node"].all() \
-            or (arrays["l"] > 0 and not arrays["cpu_ok_node"].all()):
-        return {}
-    cut = narrow_cuts(h.n, h.src, h.dst, also=np.stack([arrays["owner"][term_of], pairs[:, 1]], axis=1))
-    if cut is None:
-        return {}
-    term_ptr = np.zeros(arrays["ntarget"].size + 1, dtype=np.int64)
-    np.cumsum(arrays["ntarget"], out=term_ptr[1:])
-    by_term = np.argsort(term_of, kind="stable")
-    seg = segment_arrays(cut, lattice, {**arrays, "term_ptr": term_ptr,
-                                        "term_node": pairs[by_term, 1].astype(np.int64)})
-    return {"seg": seg, "stop": cut}
 
 
 def _decode(inst: Instance, prep: Prepared, parent: np.ndarray, kind: np.ndarray, rep: np.ndarray) -> Placement:
@@ -443,7 +349,7 @@ def _maxload_dp(inst: Instance, *, linearized: bool, objective: str, upper_bound
             tie_breaks=tie_breaks, order=order))
     sync = _replication_settings(inst, replicas, sync_per_byte)
     try:
-        prep = _prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals,
+        prep = prepare(inst, linear=linearized, trivial=trivial, max_ideals=max_ideals,
                         deadline=None if linearized else deadline,
                         segments=segments and replicas == 1 and objective == "pipedream",
                         max_bytes=None if linearized else (memory_budget() if max_bytes is None else max_bytes),

@@ -21,8 +21,9 @@ from dnnplace.graphs.generators.cells import cell_network
 from dnnplace.graphs.instance import Instance
 from dnnplace.heuristics import dp_runs
 from dnnplace.heuristics.dp_bounds import knapsack_bound
+from dnnplace.heuristics.dp_prepare import prepare as _prepare
 from dnnplace.heuristics.ideals import enumerate_ideals
-from dnnplace.heuristics.maxload_dp import _prepare, maxload_dp
+from dnnplace.heuristics.maxload_dp import maxload_dp
 
 
 @pytest.fixture(autouse=True)

@@ -19,8 +19,9 @@ from dnnplace.evaluation.evaluate import maxload
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.generators.cells import cell_network
 from dnnplace.graphs.instance import Instance
+from dnnplace.heuristics.dp_prepare import prepare as _prepare
 from dnnplace.heuristics.dp_segments import narrow_cuts
-from dnnplace.heuristics.maxload_dp import _prepare, maxload_dp
+from dnnplace.heuristics.maxload_dp import maxload_dp
 
 
 def _blob_chain(seed: int, blobs: int, size: tuple[int, int], skip: float = 0.0,
