@@ -83,8 +83,10 @@ def _deliveries(placement: Placement, tx: Transfers,
 
 def run_events(placement: Placement, dur: np.ndarray, tx: Transfers, by_rank: np.ndarray, *,
                policy: str, congestion: bool,
-               link_seq: list[list[int]] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Simulate; return node ``start, finish`` (n,) and transfer ``start, finish`` (X,).
+               link_seq: list[list[int]] | None = None) -> tuple[np.ndarray, ...]:
+    """Simulate; return node ``start, finish`` (n,), transfer ``start, finish`` (X,) and
+    the nodes' dispatch sequence (n,): ``0..n-1`` in the order devices started them, which
+    orders equal starts as the loop did (see :meth:`dnnplace.graphs.placement.Schedule.priorities`).
 
     Parameters
     ----------
@@ -125,11 +127,12 @@ def run_events(placement: Placement, dur: np.ndarray, tx: Transfers, by_rank: np
     links = None
     if lorder:  # (sequence per resource, next position per resource, released flags, destinations CSR)
         links = (link_seq, [0] * n_res, [False] * X, tx.dst_ptr.tolist(), tx.dst_nodes.tolist())
-    start, fin, xs, xf, done = _loop(n, D, X, n_res, lists, seq, nxt, strict, fifo, congestion, links)
+    start, fin, xs, xf, sequence, done = _loop(n, D, X, n_res, lists, seq, nxt, strict, fifo, congestion, links)
     if done < n:  # only a strict order can stall on a DAG
         raise_deadlock(placement, seq, nxt, (tx, links[0], links[1]) if links is not None else None)
     return (np.asarray(start, dtype=np.float64), np.asarray(fin, dtype=np.float64),
-            np.asarray(xs, dtype=np.float64), np.asarray(xf[:X], dtype=np.float64))
+            np.asarray(xs, dtype=np.float64), np.asarray(xf[:X], dtype=np.float64),
+            np.asarray(sequence, dtype=np.int64))
 
 
 def _serve(x: int, a: int, b: int, t: float, xdur: list, link_free: list, xs: list, xf: list) -> float:
@@ -150,7 +153,8 @@ def _serve(x: int, a: int, b: int, t: float, xdur: list, link_free: list, xs: li
 
 
 def _loop(n: int, D: int, X: int, n_res: int, lists: tuple, seq: list[list[int]], nxt: list[int],
-          strict: bool, fifo: bool, congestion: bool, links: tuple | None = None) -> tuple[list, list, list, list, int]:
+          strict: bool, fifo: bool, congestion: bool,
+          links: tuple | None = None) -> tuple[list, list, list, list, list, int]:
     """The event loop proper, on Python lists (the hot path); advances ``nxt`` (and, with
     a link order, each resource's position) in place."""
     dur, dev, tp, order, rank, by_rank, xdur, xres1, xres2, x_ptr, r_ptr, r_nodes, r_slot, cnt = lists
@@ -158,6 +162,8 @@ def _loop(n: int, D: int, X: int, n_res: int, lists: tuple, seq: list[list[int]]
     if links is not None:
         lseq, lnxt, xrel, d_ptr, d_nodes = links
     start, fin, rt = [0.0] * n, [0.0] * n, [0.0] * n  # rt: latest arrival so far per node
+    sequence = [0] * n  # dispatch position of each node
+    dispatched = 0
     xs = [0.0] * X
     xf = [0.0] * (X + 1)  # xf[X]: the current time, when same-device outputs arrive
     is_ready = [False] * n if strict else []
@@ -252,8 +258,10 @@ def _loop(n: int, D: int, X: int, n_res: int, lists: tuple, seq: list[list[int]]
                     continue
                 v = order[heappop(q)[1]] if fifo else by_rank[heappop(q)]
             start[v] = t
+            sequence[v] = dispatched
+            dispatched += 1
             f = t + dur[v]
             fin[v] = f
             running[d] = True
             heappush(heap, (f, tp[v]))
-    return start, fin, xs, xf, done
+    return start, fin, xs, xf, sequence, done

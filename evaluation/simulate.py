@@ -258,12 +258,12 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
     dur = placed_durations(placement, tx)
     by_rank = dispatch_order(placement, policy, prio)
     lseq = link_sequences(placement, tx, lprio, dedup) if lprio is not None and congestion else None
-    start, fin, xs, xf = run_events(placement, dur, tx, by_rank, policy=policy, congestion=congestion,
+    start, fin, xs, xf, sequence = run_events(placement, dur, tx, by_rank, policy=policy, congestion=congestion,
                                     link_seq=lseq)
     busy = np.bincount(placement.device, weights=dur, minlength=placement.cluster.size).astype(np.float64)
     link_busy, link_bytes, link_count = link_totals(placement, tx)
     return SimResult(
-        makespan=float(fin.max()) if g.n else 0.0, schedule=Schedule(placement, start, fin), busy=busy,
+        makespan=float(fin.max()) if g.n else 0.0, schedule=Schedule(placement, start, fin, sequence), busy=busy,
         link_bytes=link_bytes, link_busy=link_busy, link_count=link_count,
         xfer_edge=tx.edge.astype(np.int64), xfer_src_dev=tx.src_dev.astype(np.int64),
         xfer_dst_dev=tx.dst_dev.astype(np.int64), xfer_start=xs, xfer_finish=xf,

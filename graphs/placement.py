@@ -70,13 +70,25 @@ class Placement:
 class Schedule:
     """A placement plus start times and the order each device runs its nodes in.
 
-    ``order[d]`` lists node indices on device ``d`` by start time; ``start[i]`` is the
-    start of node ``i`` and ``finish[i]`` its completion (both in ``graph.unit``).
+    ``start[i]`` is the start of node ``i`` and ``finish[i]`` its completion (both in
+    ``graph.unit``). ``sequence`` (optional, a simulation's) is the order the nodes were
+    dispatched in, ``0..n-1``; it orders equal starts as the simulation did, so a strict
+    replay of :meth:`priorities` reproduces the schedule even where zero-duration nodes
+    (parameters, views) start together and release transfers that share a link.
     """
 
     placement: Placement
     start: np.ndarray
     finish: np.ndarray
+    sequence: np.ndarray | None = None
+
+    def _order(self) -> np.ndarray:
+        """Node indices by start; ties by dispatch sequence where known, else zero-duration
+        nodes first, then topological position."""
+        g = self.placement.graph
+        if self.sequence is not None:
+            return np.lexsort((self.sequence, self.start))
+        return np.lexsort((g.topo_position, self.finish, self.start))
 
     @property
     def makespan(self) -> float:
@@ -84,21 +96,21 @@ class Schedule:
         return float(self.finish.max()) if self.finish.size else 0.0
 
     def device_order(self) -> list[np.ndarray]:
-        """Per device, its node indices sorted by start time (ties: zero-duration nodes,
-        which finish at their start, first; then topological position)."""
-        g = self.placement.graph
-        key = np.lexsort((g.topo_position, self.finish, self.start))
+        """Per device, its node indices sorted by start time (ties: the dispatch sequence
+        where known, else zero-duration nodes, which finish at their start, first; then
+        topological position)."""
+        key = self._order()
         dev = self.placement.device[key]
         return [key[dev == d] for d in range(self.placement.cluster.size)]
 
     def priorities(self) -> np.ndarray:
         """Rank of every node by start time: a total order the simulator can replay.
 
-        Ties are broken by finish time (a zero-duration node that ran at ``t`` comes
-        before a node that starts at ``t`` and lasts longer), then by topological
-        position.
+        Ties are broken by the dispatch sequence where the schedule carries one (a
+        simulation's: its replay under ``policy="order"`` is then the same schedule), else
+        by finish time (a zero-duration node that ran at ``t`` comes before a node that
+        starts at ``t`` and lasts longer), then by topological position.
         """
-        g = self.placement.graph
-        rank = np.empty(g.n, dtype=np.int64)
-        rank[np.lexsort((g.topo_position, self.finish, self.start))] = np.arange(g.n)
+        rank = np.empty(self.placement.graph.n, dtype=np.int64)
+        rank[self._order()] = np.arange(rank.size)
         return rank
