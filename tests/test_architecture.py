@@ -155,6 +155,9 @@ def test_option_values_are_parsed_and_range_checked():
         method_options("ip", SolveRequest("latency", params={"subgraphs_per_device": 0}))
     with pytest.raises(InputError, match="expected true or false"):
         method_options("pesto", SolveRequest("makespan", params={"memory": "maybe"}))
+    assert method_options("pesto", SolveRequest("makespan", params={"kicks": "0"})).kicks == 0
+    with pytest.raises(InputError, match="kicks' must be >= 0"):
+        method_options("pesto", SolveRequest("makespan", params={"kicks": -1}))
 
 
 def test_cli_typo_in_param_exits_2(tarnawski_dir):

@@ -47,6 +47,11 @@ class PestoMethodOptions(Options):
                                    "(formulations/multilevel/vcycle.py)")
     expert_rival: bool = option(True, "coarsened runs: the last stage also compares with the layer-wise expert "
                                       "(layer-split) where the graph has layer ids")
+    kicks: int = option(200, "coarsened runs: after the last stage's node moves converge, kick a stretch of the "
+                             "critical chain to another device and descend again, until this many kicks in a row "
+                             "improve nothing (at most one per eight units, at least 10) or time is up "
+                             "(heuristics/refine.py; 0: stop at the first local "
+                             "optimum)")
     subclusters: bool = option(True, "with fallback, on k interchangeable devices: also solve the sub-clusters with "
                                      "k/2, k/4, ..., 1 of them (30% of the time together) and return the best answer "
                                      "lifted to the whole cluster: never worse than any of them "
@@ -55,6 +60,8 @@ class PestoMethodOptions(Options):
     def __post_init__(self):
         if self.coarsen_to is not None and self.coarsen_to < 1:
             raise ValueError(f"option 'coarsen_to' must be >= 1, got {self.coarsen_to}")
+        if self.kicks < 0:
+            raise ValueError(f"option 'kicks' must be >= 0, got {self.kicks}")
         if self.vcycle_levels < 1:
             raise ValueError(f"option 'vcycle_levels' must be >= 1, got {self.vcycle_levels}")
         if self.vcycle_levels > 1 and self.coarsen_to is None:
@@ -129,7 +136,7 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
                                transfer_mode=req.transfer_mode, engine=opts.engine, solver=sopts,
                                model=PestoOptions(memory=opts.memory), warm_start=(req.warm_start or "list") != "none",
                                relaxed_start=opts.relaxed_start, fallback=opts.fallback,
-                               subclusters=opts.subclusters)
+                               kicks=opts.kicks, subclusters=opts.subclusters)
     starts = Starts(extra_starts=given.get("extra_starts", ()), guide=given.get("guide"), rivals=rivals)
     if opts.vcycle_levels > 1:
         from dnnplace.formulations.multilevel.vcycle import pesto_vcycle

@@ -68,12 +68,14 @@ def against_obvious(graph: OpGraph, cluster: Cluster, pl: Placement, pr: np.ndar
 
 def refine_last_stage(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: Placement, pr: np.ndarray,
                       ms: float, source: str, lp: np.ndarray | None, congestion: bool, size: dict, orig_list: tuple,
-                      rivals: Sequence[tuple[str, Placement]], seconds: float):
+                      rivals: Sequence[tuple[str, Placement]], seconds: float, kicks: int = 0):
     """The last stage of a coarsened run (see
     :attr:`~dnnplace.formulations.multilevel.options.PipelineOptions.refine_share`): never
     worse than the best list schedule of the original graph (``orig_list``, as
     :func:`~dnnplace.heuristics.list_scheduling.best_list_schedule` returns it) or any
-    of the ``rivals`` (replayed in their ``fifo`` order), then unit moves."""
+    of the ``rivals`` (replayed in their ``fifo`` order), then unit moves: of coarse nodes,
+    then of single nodes with up to ``kicks`` unsuccessful kicks in a row (an iterated
+    local search around the incumbent, :func:`~dnnplace.heuristics.refine.refine_placement`)."""
     from dnnplace.heuristics.refine import refine_placement
 
     t0 = time.perf_counter()
@@ -90,10 +92,10 @@ def refine_last_stage(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: 
             pl, pr, ms, source, lp = pl_x, pr_x, ms_x, name, None
     dev = pl.device
     # coarse nodes first (few units, big moves), then single nodes (colocation groups) with the time left
-    for level, units in (("coarse", labels), ("nodes", None)):
+    for level, units, k in (("coarse", labels, 0), ("nodes", None, kicks)):
         left = max(0.0, seconds - (time.perf_counter() - t0))
         dev, _, info = refine_placement(graph, cluster, dev, units=units, policy="critical_path",
-                                        congestion=congestion, time_limit=left)
+                                        congestion=congestion, time_limit=left, kicks=k)
         size[f"refine_{level}"] = info
     pl_r = Placement(graph, cluster, dev)
     pr_r = simulate(pl_r, policy="critical_path", congestion=congestion).schedule.priorities()

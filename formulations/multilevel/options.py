@@ -109,6 +109,11 @@ class PipelineOptions:
         (:func:`~dnnplace.heuristics.refine.refine_placement`: coarse nodes as units,
         then single nodes, scored by the simulator under the critical-path policy and
         replayed in its order). ``0`` skips the stage.
+    kicks : int
+        The last stage's iterated local search: after the single-node moves converge,
+        kicks (a stretch of the critical chain moved to another device, then moves
+        around it) until this many in a row improve nothing (at most one per eight units,
+        at least 10) or the deadline; ``0`` stops at the first local optimum.
     subclusters : bool
         With ``fallback``, on a cluster with several interchangeable devices: also solve the
         sub-clusters with fewer of them (``k/2``, ``k/4``, ..., ``1`` of ``k``), each started
@@ -131,7 +136,8 @@ class PipelineOptions:
     warm_start: bool = True
     relaxed_start: float = 0.0
     fallback: bool = True
-    refine_share: float = 0.2
+    refine_share: float = 0.5
+    kicks: int = 200
     subclusters: bool = False
 
     @property

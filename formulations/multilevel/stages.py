@@ -239,8 +239,11 @@ class PestoPipeline:
         return bound, trace
 
     def refine_seconds(self) -> float:
-        """What the deadline leaves the refinement after the closing simulations (60 s without a limit)."""
+        """What the deadline (else the solver's time limit, counted from the run's start)
+        leaves the refinement after the closing simulations (60 s without either)."""
         left = self.deadline.remaining()
+        if left is None and self.o.solver.time_limit is not None:
+            left = self.o.solver.time_limit - (time.perf_counter() - self.t0)
         return 60.0 if left is None else max(0.0, left - 8 * self.t_sim)
 
     # ---- stage 7a: no ILP answer
@@ -320,7 +323,8 @@ class PestoPipeline:
 
     def refine(self, ans: _Answer, labels: np.ndarray, size: dict) -> _Answer:
         return _Answer(*refine_last_stage(self.graph, self.cluster, labels, *ans, self.o.congestion, size,
-                                          self.orig_list, self.starts.rivals, self.refine_seconds()))
+                                          self.orig_list, self.starts.rivals, self.refine_seconds(),
+                                          self.o.kicks))
 
     def obvious(self, ans: _Answer, size: dict) -> _Answer:
         return _Answer(*against_obvious(self.graph, self.cluster, *ans, self.o.congestion, size, self.orig_list,
