@@ -103,15 +103,15 @@ def _recorded_mode(doc: Any) -> str | None:
 
 def _result_order(policy: str, doc: Any, graph, source: str) -> dict[str, Any]:
     """Simulator arguments of ``--policy order|priority`` from a result JSON: its
-    priorities (``priority``: its ``priorities`` map, else its ``start`` times; ``order``:
-    its start times) and, for ``order``, its order of transfers on each link
+    priorities (its ``priorities`` map, else its ``start`` times) and, for ``order``, its
+    order of transfers on each link
     (``link_priorities``; without it links are first come first served)."""
     from dnnplace.evaluation.link_orders import link_priorities_from_doc
     from dnnplace.graphs.io import result_priorities
 
     if policy not in ("order", "priority"):
         return {}
-    pr = result_priorities(doc, graph, source, policy)
+    pr = result_priorities(doc, graph, source)
     if pr is None:
         what = "'priorities' or 'start' times" if policy == "priority" else "'start' times (its order)"
         raise InputError(f"--policy {policy} needs {what}: give a result JSON with them ({source} has none), or "

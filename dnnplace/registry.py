@@ -291,6 +291,8 @@ def _run_method(instance: Instance, method: str | Method, request: SolveRequest)
     res.evaluation = ev.to_dict()
     if res.start is None and ev.schedule is not None:  # makespan: the start times the evaluator simulated
         res.start = {str(v): float(t) for v, t in zip(ids, ev.schedule.start, strict=True)}
+    if ev.schedule is not None:  # and its order, which equal start times alone do not fix
+        res.priorities = {str(v): int(r) for v, r in zip(ids, ev.schedule.priorities(), strict=True)}
     if res.objective is None:
         res.objective = ev.objective
     elif ev.objective is not None:

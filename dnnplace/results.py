@@ -98,6 +98,7 @@ class Result:
     wall_seconds: float = 0.0
     placement: dict[str, str] | None = None
     start: dict[str, float] | None = None
+    priorities: dict[str, int] | None = None
     link_priorities: dict[str, int] | None = None
     evaluation: dict[str, Any] | None = None
     trace: list[tuple[float, float | None, float | None]] = field(default_factory=list)

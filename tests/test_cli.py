@@ -387,3 +387,36 @@ def test_solve_with_a_transform_answers_the_layer_graph(tmp_path, capsys):
     from dnnplace.api_scoring import evaluate
     ev = evaluate("captured/resnet-50", str(out), cluster="single-host-4-nvlink")
     assert ev.feasible and ev.objective == pytest.approx(doc["objective"], rel=1e-9)
+
+
+def test_a_result_replays_its_order_where_start_times_tie(tmp_path):
+    """Two zero-duration parameters start together on gpu0 and send over one link: q's
+    short tensor first lets y (5) start at 0.03 and ends at 6.03 ms. A makespan result
+    records each node's rank as ``priorities``, so ``simulate --policy order`` replays
+    that order; start times alone rank the tie by topological position (p first) and
+    replay 9.03 ms."""
+    import json
+
+    from dnnplace.cli import main
+    from dnnplace.graphs import Cluster, Device, OpGraph
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.graphs.io import save_instance
+    from dnnplace.registry import SolveRequest, solve
+
+    g = OpGraph.from_ids(list("pqxy"), [("p", "x"), ("q", "y")], kinds=["gpu"], compute=[[0], [0], [1], [5]],
+                         memory=[0] * 4, edge_bytes=[100.0, 1.0])
+    cl = Cluster.from_links([Device("gpu0", "gpu"), Device("gpu1", "gpu")], default={"beta0": 0.0, "beta1": 0.03})
+    inst = Instance(g, cl, "tie")
+    save_instance(inst, tmp_path / "g.json")
+    doc = solve(inst, "heft", SolveRequest(problem="makespan")).to_dict()
+    assert sorted(doc["priorities"].values()) == [0, 1, 2, 3]  # every result carries its order
+    doc.update(placement={"p": "gpu0", "q": "gpu0", "x": "gpu1", "y": "gpu1"}, link_priorities=None,
+               start={"p": 0.0, "q": 0.0, "x": 5.03, "y": 0.03})
+    replayed = {}
+    for name, order in (("ranks", {"p": 1, "q": 0, "x": 3, "y": 2}), ("starts", None)):
+        doc["priorities"] = order
+        (tmp_path / "r.json").write_text(json.dumps(doc))
+        assert main(["simulate", str(tmp_path / "g.json"), str(tmp_path / "r.json"), "--policy", "order",
+                     "--out", str(tmp_path / "s.json")]) == 0
+        replayed[name] = json.loads((tmp_path / "s.json").read_text())["makespan"]
+    assert replayed == {"ranks": pytest.approx(6.03), "starts": pytest.approx(9.03)}

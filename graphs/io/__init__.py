@@ -298,14 +298,16 @@ def check_result_doc(doc: Any, graph, source: str = "result", graph_source: str 
                          f"solved on ({_shown(want)}); give the graph it was solved on")
 
 
-def result_priorities(doc: Any, graph, source: str = "result", policy: str = "order") -> np.ndarray | None:
+def result_priorities(doc: Any, graph, source: str = "result") -> np.ndarray | None:
     """The dispatch priorities a result carries for ``graph`` (lowest first), ``None``
-    when it carries none: for ``policy="priority"`` its ``priorities`` map where it has
-    one, else (and for ``"order"``) its ``start`` times, which order every device's nodes
-    as the method ran them. A node without a value is an :class:`InputError`."""
+    when it carries none: its ``priorities`` map where it has one (a makespan result's
+    rank of every node in the schedule it was scored on, which also orders nodes that
+    started at the same time), else its ``start`` times, which order every device's nodes
+    as the method ran them up to such ties (broken by topological position). A node
+    without a value is an :class:`InputError`."""
     if not isinstance(doc, dict):
         return None
-    key = "priorities" if policy == "priority" and isinstance(doc.get("priorities"), dict) else "start"
+    key = "priorities" if isinstance(doc.get("priorities"), dict) else "start"
     values = doc.get(key)
     if not isinstance(values, dict):
         return None
