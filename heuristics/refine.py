@@ -66,7 +66,7 @@ def critical_chain(sim: SimResult) -> np.ndarray:
     node that finishes last, repeatedly the node that held it up -- the previous node of
     its device where that finished at its start and no input came later, else the
     predecessor that finished last (its output, sent or not, arrived last) -- until a node
-    that started at 0. ``O(n + m)``."""
+    that started at 0. ``O((n + m) log(n + m))`` (the sorts)."""
     sch = sim.schedule
     g = sch.placement.graph
     if g.n == 0:
@@ -129,9 +129,9 @@ class _Moves:
         return bool(self.allowed[u, d]) and self.used[d] + self.umem[u] <= self.cap[d] * (1 + 1e-12)
 
     def put(self, u: int, d: int) -> None:
+        """Move every member of unit ``u`` to device ``d`` (a split unit joins there)."""
         nodes = self.nodes(u)
-        here = int(self.device[nodes[0]])
-        self.used[here] -= self.umem[u]
+        np.subtract.at(self.used, self.device[nodes], self.graph.memory[nodes])
         self.used[d] += self.umem[u]
         self.device[nodes] = d
 
@@ -213,7 +213,7 @@ def refine_placement(graph: OpGraph, cluster: Cluster, device: np.ndarray, *, un
     best = mv.descend(np.lexsort((rng.permutation(mv.k), -mv.work)).tolist(), best, info, deadline, max_rounds)
     failed, stall = 0, min(kicks, max(10, mv.k // 8))
     while failed < stall and graph.n and time.perf_counter() < deadline:
-        kept = mv.device.copy()
+        kept, kept_used = mv.device.copy(), mv.used.copy()
         near = mv.kick(rng)
         info["kicks"] += 1
         if near is None:
@@ -224,8 +224,7 @@ def refine_placement(graph: OpGraph, cluster: Cluster, device: np.ndarray, *, un
             best, failed = ms, 0
             info["kicks_kept"] += 1
         else:
-            for u in np.flatnonzero(np.bincount(mv.labels, weights=(mv.device != kept), minlength=mv.k)).tolist():
-                mv.put(u, int(kept[mv.nodes(u)[0]]))
+            mv.device[:], mv.used[:] = kept, kept_used
             failed += 1
     info["evaluations"] = mv.evaluations
     info["seconds"] = time.perf_counter() - t0
