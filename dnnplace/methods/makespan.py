@@ -50,8 +50,7 @@ class PestoMethodOptions(Options):
     kicks: int = option(200, "coarsened runs: after the last stage's node moves converge, kick a stretch of the "
                              "critical chain to another device and descend again, until this many kicks in a row "
                              "improve nothing (at most one per eight units, at least 10) or time is up "
-                             "(heuristics/refine.py; 0: stop at the first local "
-                             "optimum)")
+                             "(heuristics/refine.py; 0: stop at the first local optimum)")
     subclusters: bool = option(True, "with fallback, on k interchangeable devices: also solve the sub-clusters with "
                                      "k/2, k/4, ..., 1 of them (30% of the time together) and return the best answer "
                                      "lifted to the whole cluster: never worse than any of them "
