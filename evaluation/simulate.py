@@ -259,7 +259,7 @@ def simulate(placement: Placement, *, policy: str = "fifo", priorities: Any = No
     by_rank = dispatch_order(placement, policy, prio)
     lseq = link_sequences(placement, tx, lprio, dedup) if lprio is not None and congestion else None
     start, fin, xs, xf, sequence = run_events(placement, dur, tx, by_rank, policy=policy, congestion=congestion,
-                                    link_seq=lseq)
+                                              link_seq=lseq)
     busy = np.bincount(placement.device, weights=dur, minlength=placement.cluster.size).astype(np.float64)
     link_busy, link_bytes, link_count = link_totals(placement, tx)
     return SimResult(

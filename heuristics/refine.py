@@ -182,7 +182,7 @@ class _Moves:
                 members = np.concatenate([self.nodes(u) for u in moved])
                 touching = np.isin(g.src, members) | np.isin(g.dst, members)
                 near = np.unique(self.labels[np.concatenate([g.src[touching], g.dst[touching]])])
-                return moved + [u for u in near.tolist() if u not in set(moved)]
+                return moved + np.setdiff1d(near, moved).tolist()
         return None
 
 
