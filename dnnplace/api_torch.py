@@ -179,6 +179,7 @@ def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, in
             run = execute("tests/exec_models.py:mlp", solve(inst, "heft"), graph=inst, inputs=["32x64"])
             print(run.matches_reference)   # True
     """
+    from dnnplace.graphs.io import result_order
     from dnnplace.main_guard import check_main_guard
 
     check_main_guard()
@@ -193,7 +194,7 @@ def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, in
         raise InputError(f"lr={lr:g}: must be a finite learning rate >= 0")
     doc, source = _placement_doc(plan)
     placement = doc["placement"] if isinstance(doc.get("placement"), dict) else doc
-    start = doc.get("start") if isinstance(doc.get("start"), dict) else None
+    start = result_order(doc)   # its priorities, else its start times
     if not placement or not all(isinstance(v, str) for v in placement.values()):
         raise InputError(f"{source}: 'placement' must map node ids to device names")
     if graph is None and isinstance(doc.get("instance"), str) and os.path.isfile(doc["instance"]):
@@ -209,7 +210,7 @@ def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, in
 
     names, kinds = list(p.cluster.names), list(p.cluster.kinds)
     sim = predict(Instance(p.graph, p.cluster), placement, start)
-    order = start or dict(zip(p.graph.ids, sim.schedule.start.tolist()))
+    order = start or dict(zip(p.graph.ids, sim.schedule.priorities().tolist()))
     spec = ModelSpec(spec=model, inputs=(inputs,) if isinstance(inputs, str) else tuple(inputs), loss=loss,
                      batch=batch, seq=seq, params=dict(params or {}), optimizer=optimizer, lr=lr)
     return run_plan(spec, [Plan(placement, order)], names, steps=steps, warmup=warmup, timeout_s=timeout,

@@ -22,19 +22,20 @@ def model_spec(args: argparse.Namespace):
                      params=params, optimizer=args.optimizer, lr=args.lr)
 
 
-def predict(inst: Any, placement: dict, start: dict | None) -> Any:
+def predict(inst: Any, placement: dict, order: dict | None) -> Any:
     """The simulator's step on the plan, on the instance's graph costs and cluster: each
-    device in the order of the plan's start times, or, for a placement without a
-    schedule, TensorFlow's FIFO ready queue (whose order the executor then follows)."""
+    device in the plan's order (``{node: value}``, lowest first: a result's priorities
+    or start times, :func:`~dnnplace.graphs.io.result_order`), or, for a placement
+    without one, TensorFlow's FIFO ready queue (whose order the executor then follows)."""
     import numpy as np
 
     from dnnplace.evaluation.simulate import simulate
     from dnnplace.graphs.placement import Placement
     pl = Placement.from_mapping(inst.graph, inst.cluster, placement)
     links = inst.cluster.default_congestion
-    if not start:
+    if not order:
         return simulate(pl, policy="fifo", congestion=links)
-    return simulate(pl, policy="order", priorities=np.array([float(start[v]) for v in inst.graph.ids]),
+    return simulate(pl, policy="order", priorities=np.array([float(order[v]) for v in inst.graph.ids]),
                     congestion=links)
 
 
@@ -106,6 +107,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
         instance_for_placement,
         read_cluster,
         read_json,
+        result_order,
         write_json,
     )
     from dnnplace.graphs.io.native import cluster_to_dict
@@ -120,7 +122,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     if not isinstance(doc, dict):
         raise InputError(f"{args.result}: expected a result JSON or a {{node: device}} map")
     placement = doc["placement"] if isinstance(doc.get("placement"), dict) else doc
-    start = doc.get("start") if isinstance(doc.get("start"), dict) else None
+    start = result_order(doc)   # its priorities, else its start times
     if not all(isinstance(v, str) for v in placement.values()):
         raise InputError(f"{args.result}: 'placement' must map node ids to device names")
     rank = torchrun_rank(args, placement, args.result)
@@ -145,7 +147,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
         from dnnplace.pytorch.execution.pipeline import cmd_pipeline
         return cmd_pipeline(args, spec, placement, names, inst)
     sim = predict(inst, placement, start) if note is None else None
-    order = start or (dict(zip(inst.graph.ids, sim.schedule.start.tolist())) if sim is not None else None)
+    order = start or (dict(zip(inst.graph.ids, sim.schedule.priorities().tolist())) if sim is not None else None)
     gpus = gpu_map(names, kinds) if args.cuda else {}
     runs = execute(spec, [Plan(placement, order)], names, steps=args.steps, warmup=args.warmup,
                    timeout_s=args.timeout, torch_devices=gpus, captured=captured_meta(inst), torchrun=rank is not None)
@@ -206,7 +208,7 @@ def add_parser(sub: Any) -> None:
                                    "consumes it, each device running its operators in the result's order; checks "
                                    "the loss and every gradient against an eager single-process step.")
     p.add_argument("model", help="zoo name, FILE.py:FACTORY or package.module:FACTORY (as for capture)")
-    p.add_argument("result", help="result JSON (placement and start times) or a {node: device} map")
+    p.add_argument("result", help="result JSON (placement, and priorities or start times) or a {node: device} map")
     add_model_flags(p)
     p.add_argument("--graph", help="the graph with costs the plan was made on (default: the result's instance)")
     p.add_argument("--cluster", help="cluster preset or file for the prediction and the device names (default: the "

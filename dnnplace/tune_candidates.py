@@ -45,13 +45,14 @@ REFINE_SHARE = 0.5
 """A layer plan's refinement runs within this share of the method's time limit."""
 
 
-def _candidate(inst: Any, name: str, placement: dict, start: dict | None, took: float) -> tuple:
-    """``(name, Plan, predicted SimResult, seconds)``; a placement without an order runs
-    in the simulated FIFO order."""
+def _candidate(inst: Any, name: str, placement: dict, order: dict | None, took: float) -> tuple:
+    """``(name, Plan, predicted SimResult, seconds)``; ``order`` ranks each device's nodes
+    (a result's priorities or start times); a placement without one runs in the
+    simulated FIFO order."""
     from dnnplace.execute_command import predict
     from dnnplace.pytorch.execution.launch import Plan
-    sim = predict(inst, placement, start)
-    order = start or dict(zip(inst.graph.ids, sim.schedule.start.tolist()))
+    sim = predict(inst, placement, order)
+    order = order or dict(zip(inst.graph.ids, sim.schedule.priorities().tolist()))
     return name, Plan(dict(placement), dict(order)), sim, took
 
 
@@ -70,7 +71,7 @@ def refined(inst: Any, layers: Any, cand: tuple, time_limit: float) -> tuple:
     links = cl.default_congestion
     dev, _, _ = refine_placement(layers.graph, cl, dev, policy="critical_path", congestion=links,
                                  time_limit=time_limit)
-    order = simulate(Placement(inst.graph, cl, dev), policy="critical_path", congestion=links).schedule.start
+    order = simulate(Placement(inst.graph, cl, dev), policy="critical_path", congestion=links).schedule.priorities()
     better = _candidate(inst, name, {v: cl.names[int(d)] for v, d in zip(ids, dev)},
                         dict(zip(ids, order.tolist())), took + time.perf_counter() - t0)
     return better if float(better[2].makespan) < float(sim.makespan) else cand
@@ -99,7 +100,8 @@ def method_plans(inst: Any, methods: dict[str, dict], time_limit: float | None,
             if res.placement is None:
                 print(f"{method}{suffix}: no placement ({res.status}: {res.message})", file=sys.stderr)
                 continue
-            cand = _candidate(inst, method + suffix, res.placement, res.start, time.perf_counter() - t0)
+            cand = _candidate(inst, method + suffix, res.placement, res.priorities or res.start,
+                              time.perf_counter() - t0)
             out.append(refined(inst, layers, cand, refine_s) if view is layers else cand)
     if layers is not None:
         one = one_device_plan(inst)

@@ -269,8 +269,13 @@ def test_cli_capture_solve_execute(tmp_path, capfd):
     assert doc["matches_reference"] is True and doc["losses_checked"] == 3
     assert doc["measured_min_ms"] <= doc["measured_step_ms"] <= doc["measured_max_ms"]
     assert doc["predicted_step_ms"] > 0
-    placed = json.loads(Path(res).read_text())["placement"]
+    result = json.loads(Path(res).read_text())
+    placed, ranks = result["placement"], result["priorities"]
     assert {o["node"] for o in doc["ops"]} == set(placed) and len(doc["ops"]) == len(placed)
+    assert doc["plan"]["start"] == ranks   # each device ran the result's dispatch order (docs/execution.md)
+    for dev in set(placed.values()):
+        ran = [o["node"] for o in sorted(doc["ops"], key=lambda o: o["start_ms"]) if placed[o["node"]] == dev]
+        assert [ranks[v] for v in ran] == sorted(ranks[v] for v in ran), dev
     assert all(o["end_ms"] >= o["start_ms"] >= 0 for o in doc["ops"])
     assert Path(png).stat().st_size > 10_000
     got = capfd.readouterr()

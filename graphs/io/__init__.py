@@ -36,7 +36,7 @@ from dnnplace.graphs.presets import cluster_preset
 __all__ = ["jsonable", "read_text", "read_json", "write_json", "write_atomic", "write_figure",
            "load_instance", "save_instance", "load_placement",
            "placement_from_doc", "placement_to_split", "result_cluster", "instance_for_placement", "graph_fingerprint",
-           "check_result_doc", "check_same_graph", "result_priorities", "read_cluster"]
+           "check_result_doc", "check_same_graph", "result_order", "result_priorities", "read_cluster"]
 
 
 _COMPRESSED = {b"\x1f\x8b": ("gzip", "gunzip -c"), b"BZh": ("bzip2", "bunzip2 -c"), b"\xfd7zXZ\x00": ("xz", "unxz -c"),
@@ -298,19 +298,27 @@ def check_result_doc(doc: Any, graph, source: str = "result", graph_source: str 
                          f"solved on ({_shown(want)}); give the graph it was solved on")
 
 
-def result_priorities(doc: Any, graph, source: str = "result") -> np.ndarray | None:
-    """The dispatch priorities a result carries for ``graph`` (lowest first), ``None``
-    when it carries none: its ``priorities`` map where it has one (a makespan result's
-    rank of every node in the schedule it was scored on, which also orders nodes that
-    started at the same time), else its ``start`` times, which order every device's nodes
-    as the method ran them up to such ties (broken by topological position). A node
-    without a value is an :class:`InputError`."""
+def result_order(doc: Any) -> dict | None:
+    """The map that orders each device's nodes in a result (lowest first), as read, ``None``
+    when it has none: its ``priorities`` (the rank of every node in the schedule it was
+    scored on) where it has them, else its ``start`` times (equal starts then fall to
+    topological position). :func:`result_priorities` checks it against a graph."""
     if not isinstance(doc, dict):
         return None
-    key = "priorities" if isinstance(doc.get("priorities"), dict) else "start"
-    values = doc.get(key)
-    if not isinstance(values, dict):
+    for key in ("priorities", "start"):
+        if isinstance(doc.get(key), dict):
+            return doc[key]
+    return None
+
+
+def result_priorities(doc: Any, graph, source: str = "result") -> np.ndarray | None:
+    """The map of :func:`result_order` as one number per node of ``graph`` (lowest first),
+    ``None`` when the result has none; a node without a value, or a value that is not a
+    finite number, is an :class:`InputError` naming it."""
+    values = result_order(doc)
+    if values is None:
         return None
+    key = "priorities" if values is doc.get("priorities") else "start"
     try:
         return np.array([float(values[str(i)]) for i in graph.ids])
     except KeyError as exc:
