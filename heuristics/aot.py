@@ -233,7 +233,7 @@ def _key() -> str:
     h.update(f"format {FORMAT}\n{sys.version}\n{sys.implementation.cache_tag}\nnumpy {np.__version__}\n".encode())
     for pkg in ("numba", "llvmlite"):
         h.update(_package_version_text(pkg).encode())
-    for mod in [__name__, "dnnplace.heuristics.jit", *_MODULES]:
+    for mod in [__name__, "dnnplace.heuristics.aot_build", "dnnplace.heuristics.jit", *_MODULES]:
         h.update(mod.encode() + b"\n" + _source_bytes(mod))
     return h.hexdigest()[:20]
 
@@ -393,8 +393,8 @@ def _build(file: Path) -> str:
     """Build the extension into ``file`` in a child process; ``""`` or why not."""
     tmp = Path(tempfile.mkdtemp(dir=file.parent, prefix=".build-"))
     try:
-        cmd = [sys.executable, "-c", "import sys; from dnnplace.heuristics.aot import _build_here; "
-               "_build_here(sys.argv[1])", str(tmp / file.name)]
+        cmd = [sys.executable, "-c", "import sys; from dnnplace.heuristics.aot_build import build_here; "
+               "build_here(sys.argv[1])", str(tmp / file.name)]
         env = {**os.environ, "DNNPLACE_AOT": "0"}
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, env=env,
@@ -432,38 +432,6 @@ def numba_for(kernel_type: type):
     return numba
 
 
-def _numba_type(dt: np.dtype, ndim: int):
-    from numba import from_dtype, types
-
-    return types.Array(from_dtype(dt), ndim, "C") if ndim else from_dtype(dt)
-
-
-def _build_here(out: str) -> None:
-    """In the child: compile the kernels of :data:`SIGNATURES` with ``numba.pycc`` into ``out``."""
-    import logging
-
-    logging.disable(logging.WARNING)  # distutils' progress lines
-    from numba.pycc import CC
-
-    cc = CC(_NAME)
-    cc.output_dir, cc.output_file = os.path.dirname(out), os.path.basename(out)
-    kernels = []
-    for name in SIGNATURES:
-        k = kernel_named(name)
-        if k is not None and len(k.aot_signature) == k.py_func.__code__.co_argcount:
-            kernels.append(k)
-        else:  # its calls take the JIT path; tests/test_aot.py says so
-            print(f"AOT: {name} is missing or its signature has the wrong number of arguments", file=sys.stderr)
-    kernel_type = type(kernels[0])
-    numba_for(kernel_type)  # kernels calling kernels
-    for k in kernels:
-        cc.export(_symbol(k), tuple(_numba_type(dt, nd) for dt, nd in k.aot_signature))(k.py_func)
-    outside = sorted({c.__module__ for k in kernels for c in _called(k, kernel_type)} - set(_MODULES))
-    if outside:
-        raise RuntimeError(f"AOT kernels call kernels of modules not in SIGNATURES' key: {outside}")
-    cc.compile()
-
-
 def kernel_named(name: str):
     """The kernel ``module.name`` of :data:`SIGNATURES`, or ``None`` where there is none."""
     mod, _, attr = name.rpartition(".")
@@ -471,16 +439,3 @@ def kernel_named(name: str):
         return getattr(importlib.import_module(mod), attr, None)
     except ImportError:
         return None
-
-
-def _called(kernel, kernel_type) -> list:
-    """The kernels ``kernel`` calls, transitively."""
-    seen, todo, out = {id(kernel)}, [kernel], []
-    while todo:
-        fn = todo.pop().py_func
-        for v in (fn.__globals__.get(n) for n in fn.__code__.co_names):
-            if isinstance(v, kernel_type) and id(v) not in seen:
-                seen.add(id(v))
-                out.append(v)
-                todo.append(v)
-    return out
