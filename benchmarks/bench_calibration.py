@@ -166,8 +166,9 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
     queue = links_queue([x for x, r in zip(replayed, rows) if r["method"] in TRAIN])   # chosen on the training plans
     own = {m: fit([run for r, run in zip(rows, runs) if r["model"] == m]) for m in graphs}
     key = "replayed_ms" if queue else "replayed_ms_overlap"
-    own_err = [abs(replays(graphs[r["model"]], cluster_preset(CLUSTER, graphs[r["model"]]), own[r["model"]], run)[key]
-                   / run.replay_target_ms - 1) for r, run in zip(rows, runs)]
+    own_signed = [replays(graphs[r["model"]], cluster_preset(CLUSTER, graphs[r["model"]]), own[r["model"]], run)[key]
+                  / run.replay_target_ms - 1 for r, run in zip(rows, runs)]
+    own_err = [abs(e) for e in own_signed]
     executed = {m: fit_model(g, cluster_preset(CLUSTER, g),
                              [run for r, run in zip(rows, runs) if r["model"] == m and r["method"] in TRAIN],
                              congestion=queue)[:2] for m, g in graphs.items()}
@@ -211,10 +212,28 @@ def analyse(rows: list[dict]) -> tuple[list[dict], dict]:
                "calibration": train.to_dict(), "every": every.to_dict(), "congestion": queue,
                "cluster": calibrated_cluster(cluster_preset(CLUSTER), train, congestion=queue),
                "replay_per_model": {"median": statistics.median(own_err), "worst": max(own_err)},
+               "wake_ups": wake_ups(rows, runs, own, own_signed),
                "replay_queue": {"median": statistics.median(abs(x["replayed_queue_ms"] / x["recorded_ms"] - 1)
                                                             for x in out),
                                 "worst": max(abs(x["replayed_queue_ms"] / x["recorded_ms"] - 1) for x in out)}}
     return out, summary
+
+
+def wake_ups(rows: list[dict], runs: list, fits: dict, errors: list[float], late_ms: float = 1.0) -> dict:
+    """How long a blocked receiver waits after its message departed beyond the bytes' time on
+    the link (``link_samples``, less ``beta1 * bytes`` of its model's fit ``fits[model]``):
+    quantiles over every run, and for each run whose replay on its own model's fit is off by
+    more than 10 %, its error, step and the waits over ``late_ms``."""
+    from dnnplace.pytorch.execution.calibration import link_samples
+    per_run = [[ms - fits[r["model"]].links[(a, b)][1] * nbytes for a, b, nbytes, ms in link_samples(run)]
+               for r, run in zip(rows, runs)]
+    every = np.array([ms for x in per_run for ms in x])
+    q = dict(zip(("median", "p90", "p99", "max"), np.quantile(every, [0.5, 0.9, 0.99, 1.0]).tolist()))
+    worst = [{"model": r["model"], "method": r["method"], "error": e, "step_ms": run.replay_target_ms,
+              "late": sorted((ms for ms in x if ms > late_ms), reverse=True)}
+             for r, run, x, e in zip(rows, runs, per_run, errors) if abs(e) > 0.10]
+    return {"samples": int(every.size), "late_ms": late_ms, "late_share": float((every > late_ms).mean()), **q,
+            "worst": sorted(worst, key=lambda w: -abs(w["error"]))}
 
 
 def markdown(out: list[dict], s: dict, meta: dict) -> str:
@@ -268,6 +287,17 @@ def markdown(out: list[dict], s: dict, meta: dict) -> str:
     own = s["replay_per_model"]
     lines += ["", f"Replayed with the messages and links fitted on each model's own runs (not pooled over the "
                   f"models): median |error| {100 * own['median']:.1f} %, worst {100 * own['worst']:.1f} %."]
+    w = s["wake_ups"]
+    lines += ["", f"Blocked receives ({w['samples']} messages whose receiver waited for them): beyond the time "
+                  "its bytes take on the link (each model's own fit), the wait ended "
+                  f"{w['median']:.3f} ms after the message departed at the median, {w['p90']:.2f} ms at the 90th "
+                  f"percentile, {w['p99']:.2f} ms at the 99th, {w['max']:.2f} ms at most; "
+                  f"{100 * w['late_share']:.1f} % took over {w['late_ms']:g} ms. The replays off by more than 10 % "
+                  "on their own model's fit, with their waits over that:", "",
+                  "| model | plan | replay error | recorded step ms | waits over the limit (ms) |",
+                  "|---|---|---:|---:|---|"]
+    lines += [f"| {x['model']} | {x['method']} | {100 * x['error']:+.1f} % | {x['step_ms']:.2f} | "
+              f"{', '.join(f'{t:.2f}' for t in x['late']) or '-'} |" for x in w["worst"]]
     n = len(s["per_model"])
     for label, suffix in (("calibrated", ""), ("executed", "_executed")):
         taus = [p["tau" + suffix] for p in s["per_model"].values()]

@@ -16,6 +16,7 @@ from dnnplace.pytorch.execution.calibration import (
     calibrated_cluster,
     fit,
     link_fit,
+    link_samples,
     read_run,
     replay,
 )
@@ -177,6 +178,10 @@ def test_a_pack_counts_once_split_over_its_tensors():
     cal = fit([read_run(doc)])
     assert cal.send_overhead["cpu0"] == pytest.approx(0.2) and cal.recv_overhead["cpu1"] == pytest.approx(0.1)
     assert cal.samples["blocked"] == 1 and cal.links[("cpu0", "cpu1")] == (pytest.approx(1.6), 0.0)
+    # its one sample: the pack (one message) departs after its first post and one typical post, at
+    # 1.4 ms, and the receiver stops waiting at 3.0
+    [(a, b, nbytes, ms)] = link_samples(read_run(doc))
+    assert (a, b, nbytes, ms) == ("cpu0", "cpu1", 400.0, pytest.approx(1.6))
 
 
 def test_a_clusters_own_link_model_is_the_default_of_simulate_and_solve():

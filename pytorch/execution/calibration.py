@@ -58,7 +58,7 @@ import numpy as np
 from dnnplace.graphs.cluster import Cluster, Device
 from dnnplace.graphs.errors import InputError
 
-__all__ = ["BLOCKED_MS", "RunTrace", "Calibration", "read_run", "fit", "calibrated_cluster", "replay",
+__all__ = ["BLOCKED_MS", "RunTrace", "Calibration", "read_run", "fit", "link_samples", "calibrated_cluster", "replay",
            "simulate_run", "link_fit", "links_queue", "replays"]
 
 BLOCKED_MS = 0.05
@@ -195,6 +195,33 @@ def _producers(run: RunTrace) -> list[str | None]:
     return out
 
 
+def link_samples(run: RunTrace) -> list[tuple[str, str, float, float]]:
+    """``(sender, receiver, bytes, ms)`` per message whose receiver was blocked (longer
+    than :data:`BLOCKED_MS`): the time from the message's departure (its producer's
+    first post plus as many typical posts of that device as it posts tensors, see the
+    module docstring) to the end of the receiver's wait, one sample per message (a pack
+    once, with the pack's bytes)."""
+    producer = _producers(run)
+    posts: dict[str, list[float]] = {}
+    first_post: dict[tuple[str, str | None], list[float]] = {}
+    for msg, p in zip(run.messages, producer):
+        posts.setdefault(msg["src"], []).append(float(msg["send_end_ms"]) - float(msg["send_start_ms"]))
+        f = first_post.setdefault((msg["src"], p), [np.inf, 0.0])
+        f[0] = min(f[0], float(msg["send_start_ms"]))
+        f[1] += msg.get("share", 1.0)
+    typical = {d: statistics.median(v) for d, v in posts.items()}
+    departs = {key: t + count * typical[key[0]] for key, (t, count) in first_post.items()}
+    seen: set = set()
+    out = []
+    for msg, p in zip(run.messages, producer):
+        pack = (msg["src"], msg["dst"], msg.get("pack", id(msg)))
+        if float(msg["wait_end_ms"]) - float(msg["wait_start_ms"]) > BLOCKED_MS and pack not in seen:
+            seen.add(pack)
+            out.append((msg["src"], msg["dst"], float(msg.get("pack_bytes", msg["bytes"])),
+                        float(msg["wait_end_ms"]) - departs[(msg["src"], p)]))
+    return out
+
+
 def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = ()) -> Calibration:
     """Fit the per-device and per-link figures (see the module docstring) over ``runs``;
     ``costs[k]`` (optional) are run ``k``'s graph's profiled compute times by node id."""
@@ -205,22 +232,15 @@ def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = 
     shares: dict[str, tuple[list[float], list[float]]] = {}   # per device: shares of tensors sent, received
     pairs: dict[str, tuple[list[float], list[float]]] = {}
     for k, run in enumerate(runs):
-        producer = _producers(run)
-        posts: dict[str, list[float]] = {}
-        first_post: dict[tuple[str, str | None], list[float]] = {}
-        for msg, p in zip(run.messages, producer):
-            posts.setdefault(msg["src"], []).append(float(msg["send_end_ms"]) - float(msg["send_start_ms"]))
-            f = first_post.setdefault((msg["src"], p), [np.inf, 0.0])
-            f[0] = min(f[0], float(msg["send_start_ms"]))
-            f[1] += msg.get("share", 1.0)
-        typical = {d: statistics.median(v) for d, v in posts.items()}
-        departs = {key: t + count * typical[key[0]] for key, (t, count) in first_post.items()}
-        seen: set = set()
+        for a, b, nbytes, ms in link_samples(run):
+            xs, ys = transit.setdefault((a, b), ([], []))
+            xs.append(nbytes)
+            ys.append(ms)
         packs_out: dict[str, float] = {}
         packs_in: dict[str, float] = {}
         spent: dict[str, float] = {}
         last: dict[str, float] = {}
-        for msg, p in zip(run.messages, producer):
+        for msg in run.messages:
             a, b = msg["src"], msg["dst"]
             share = msg.get("share", 1.0)
             wait = float(msg["wait_end_ms"]) - float(msg["wait_start_ms"])
@@ -237,12 +257,6 @@ def fit(runs: Sequence[RunTrace], costs: Sequence[Mapping[str, float] | None] = 
             spent[a] = spent.get(a, 0.0) + s
             spent[b] = spent.get(b, 0.0) + r + (wait if blocked else 0.0)
             last[a] = max(last.get(a, -np.inf), float(msg["send_end_ms"]))
-            pack = (a, b, msg.get("pack", id(msg)))
-            if blocked and pack not in seen:   # one link sample per message
-                seen.add(pack)
-                xs, ys = transit.setdefault((a, b), ([], []))
-                xs.append(float(msg.get("pack_bytes", msg["bytes"])))
-                ys.append(float(msg["wait_end_ms"]) - departs[(a, p)])
         by_dev: dict[str, list[dict]] = {}
         for o in run.ops:
             by_dev.setdefault(o["device"], []).append(o)
