@@ -136,11 +136,12 @@ def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, in
         A zoo name, ``"FILE.py:FACTORY"`` or ``"package.module:FACTORY"`` (as for
         :func:`capture`; the step is rebuilt in every process from this).
     plan : Result, path or dict
-        A result (placement and start times: each device runs its operators in that
-        order) or a ``{node id: device}`` map (then in the simulated FIFO order).
+        A result (placement, and its priorities or start times: each device runs its
+        operators in that order) or a ``{node id: device}`` map (then in the simulated
+        FIFO order).
     graph : str, path, Instance or OpGraph, optional
         The graph with costs the plan was made on (default: the result's ``instance``
-        file); gives the simulated order of a plan without start times and checks that
+        file); gives the simulated order of a plan without an order and checks that
         the plan is of this model's step (inputs, loss).
     cluster : str, path or Cluster, optional
         The devices' names (default: the cluster the result was solved on).
@@ -194,7 +195,7 @@ def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, in
         raise InputError(f"lr={lr:g}: must be a finite learning rate >= 0")
     doc, source = _placement_doc(plan)
     placement = doc["placement"] if isinstance(doc.get("placement"), dict) else doc
-    start = result_order(doc)   # its priorities, else its start times
+    given = result_order(doc)   # its priorities, else its start times
     if not placement or not all(isinstance(v, str) for v in placement.values()):
         raise InputError(f"{source}: 'placement' must map node ids to device names")
     if graph is None and isinstance(doc.get("instance"), str) and os.path.isfile(doc["instance"]):
@@ -209,8 +210,8 @@ def execute(model: str, plan: Any, *, graph: Any = None, cluster: Any = None, in
     from dnnplace.pytorch.execution.worker import ModelSpec
 
     names, kinds = list(p.cluster.names), list(p.cluster.kinds)
-    sim = predict(Instance(p.graph, p.cluster), placement, start)
-    order = start or dict(zip(p.graph.ids, sim.schedule.priorities().tolist()))
+    sim = predict(Instance(p.graph, p.cluster), placement, given)
+    order = given or dict(zip(p.graph.ids, sim.schedule.priorities().tolist()))
     spec = ModelSpec(spec=model, inputs=(inputs,) if isinstance(inputs, str) else tuple(inputs), loss=loss,
                      batch=batch, seq=seq, params=dict(params or {}), optimizer=optimizer, lr=lr)
     return run_plan(spec, [Plan(placement, order)], names, steps=steps, warmup=warmup, timeout_s=timeout,

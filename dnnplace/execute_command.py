@@ -122,7 +122,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     if not isinstance(doc, dict):
         raise InputError(f"{args.result}: expected a result JSON or a {{node: device}} map")
     placement = doc["placement"] if isinstance(doc.get("placement"), dict) else doc
-    start = result_order(doc)   # its priorities, else its start times
+    given = result_order(doc)   # its priorities, else its start times
     if not all(isinstance(v, str) for v in placement.values()):
         raise InputError(f"{args.result}: 'placement' must map node ids to device names")
     rank = torchrun_rank(args, placement, args.result)
@@ -146,8 +146,8 @@ def cmd_execute(args: argparse.Namespace) -> int:
             raise InputError("--cuda runs placed steps; the pipeline (--pipeline) runs on CPU processes only")
         from dnnplace.pytorch.execution.pipeline import cmd_pipeline
         return cmd_pipeline(args, spec, placement, names, inst)
-    sim = predict(inst, placement, start) if note is None else None
-    order = start or (dict(zip(inst.graph.ids, sim.schedule.priorities().tolist())) if sim is not None else None)
+    sim = predict(inst, placement, given) if note is None else None
+    order = given or (dict(zip(inst.graph.ids, sim.schedule.priorities().tolist())) if sim is not None else None)
     gpus = gpu_map(names, kinds) if args.cuda else {}
     runs = execute(spec, [Plan(placement, order)], names, steps=args.steps, warmup=args.warmup,
                    timeout_s=args.timeout, torch_devices=gpus, captured=captured_meta(inst), torchrun=rank is not None)
@@ -160,7 +160,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
            "plan": {"placement": placement, "start": order}}
     out["graph_fingerprint"] = graph_fingerprint(inst.graph) if inst is not None else doc.get("graph_fingerprint")
     out["predicted_step_ms"] = float(sim.makespan) if sim is not None else None
-    out["prediction"] = note or ("simulator, each device in the plan's order" if start else
+    out["prediction"] = note or ("simulator, each device in the plan's order" if given else
                                  "simulator, FIFO ready queue (the plan has no schedule; the executor ran "
                                  "the simulated order)")
     if sim is not None and out["measured_step_ms"] > 0:

@@ -303,11 +303,16 @@ def result_order(doc: Any) -> dict | None:
     when it has none: its ``priorities`` (the rank of every node in the schedule it was
     scored on) where it has them, else its ``start`` times (equal starts then fall to
     topological position). :func:`result_priorities` checks it against a graph."""
-    if not isinstance(doc, dict):
-        return None
-    for key in ("priorities", "start"):
-        if isinstance(doc.get(key), dict):
-            return doc[key]
+    key = _order_field(doc)
+    return None if key is None else doc[key]
+
+
+def _order_field(doc: Any) -> str | None:
+    """Which field of a result orders its devices' nodes (:func:`result_order`)."""
+    if isinstance(doc, dict):
+        for key in ("priorities", "start"):
+            if isinstance(doc.get(key), dict):
+                return key
     return None
 
 
@@ -315,10 +320,10 @@ def result_priorities(doc: Any, graph, source: str = "result") -> np.ndarray | N
     """The map of :func:`result_order` as one number per node of ``graph`` (lowest first),
     ``None`` when the result has none; a node without a value, or a value that is not a
     finite number, is an :class:`InputError` naming it."""
-    values = result_order(doc)
-    if values is None:
+    key = _order_field(doc)
+    if key is None:
         return None
-    key = "priorities" if values is doc.get("priorities") else "start"
+    values = doc[key]
     try:
         return np.array([float(values[str(i)]) for i in graph.ids])
     except KeyError as exc:
