@@ -51,6 +51,10 @@ class PestoMethodOptions(Options):
                              "critical chain to another device and descend again, until this many kicks in a row "
                              "improve nothing (at most one per eight units, at least 10) or time is up "
                              "(heuristics/refine.py; 0: stop at the first local optimum)")
+    windows: float = option(0.5, "coarsened runs: share of the last stage for re-solving windows of the schedule "
+                                 "around its critical chain with CP-SAT, the rest held, each kept where the "
+                                 "simulator replays it faster (formulations/window_search.py; 0: off; needs "
+                                 "dnnplace[cpsat], else the moves keep the whole stage)")
     subclusters: bool = option(True, "with fallback, on k interchangeable devices: also solve the sub-clusters with "
                                      "k/2, k/4, ..., 1 of them (30% of the time together) and return the best answer "
                                      "lifted to the whole cluster: never worse than any of them "
@@ -61,6 +65,8 @@ class PestoMethodOptions(Options):
             raise ValueError(f"option 'coarsen_to' must be >= 1, got {self.coarsen_to}")
         if self.kicks < 0:
             raise ValueError(f"option 'kicks' must be >= 0, got {self.kicks}")
+        if not 0.0 <= self.windows < 1.0:
+            raise ValueError(f"option 'windows' must be in [0, 1), got {self.windows}")
         if self.vcycle_levels < 1:
             raise ValueError(f"option 'vcycle_levels' must be >= 1, got {self.vcycle_levels}")
         if self.vcycle_levels > 1 and self.coarsen_to is None:
@@ -135,7 +141,7 @@ def run_pesto(inst, req: SolveRequest, opts: PestoMethodOptions) -> MethodOutput
                                transfer_mode=req.transfer_mode, engine=opts.engine, solver=sopts,
                                model=PestoOptions(memory=opts.memory), warm_start=(req.warm_start or "list") != "none",
                                relaxed_start=opts.relaxed_start, fallback=opts.fallback,
-                               kicks=opts.kicks, subclusters=opts.subclusters)
+                               kicks=opts.kicks, windows=opts.windows, subclusters=opts.subclusters)
     starts = Starts(extra_starts=given.get("extra_starts", ()), guide=given.get("guide"), rivals=rivals)
     if opts.vcycle_levels > 1:
         from dnnplace.formulations.multilevel.vcycle import pesto_vcycle

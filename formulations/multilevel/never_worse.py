@@ -1,7 +1,7 @@
 """The comparisons that keep Pesto's answer never worse: memory feasibility (:func:`memory_ok`),
 the evaluator's verdict that admits a candidate (:func:`feasible`), the obvious answers
 (:func:`against_obvious`: one device, the original graph's best list schedule) and the last
-stage of a coarsened run (:func:`refine_last_stage`: rivals, then unit moves)."""
+stage of a coarsened run (:func:`refine_last_stage`: rivals, unit moves, then windows solved again)."""
 
 from __future__ import annotations
 
@@ -68,17 +68,25 @@ def against_obvious(graph: OpGraph, cluster: Cluster, pl: Placement, pr: np.ndar
 
 def refine_last_stage(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: Placement, pr: np.ndarray,
                       ms: float, source: str, lp: np.ndarray | None, congestion: bool, size: dict, orig_list: tuple,
-                      rivals: Sequence[tuple[str, Placement]], seconds: float, kicks: int = 0):
+                      rivals: Sequence[tuple[str, Placement]], seconds: float, kicks: int = 0,
+                      windows: float = 0.0):
     """The last stage of a coarsened run (see
     :attr:`~dnnplace.formulations.multilevel.options.PipelineOptions.refine_share`): never
     worse than the best list schedule of the original graph (``orig_list``, as
     :func:`~dnnplace.heuristics.list_scheduling.best_list_schedule` returns it) or any
     of the ``rivals`` (replayed in their ``fifo`` order), then unit moves: of coarse nodes,
     then of single nodes with up to ``kicks`` unsuccessful kicks in a row (an iterated
-    local search around the incumbent, :func:`~dnnplace.heuristics.refine.refine_placement`)."""
+    local search around the incumbent, :func:`~dnnplace.heuristics.refine.refine_placement`),
+    then, with the share ``windows`` of ``seconds`` kept for it, windows of the schedule
+    around its critical chain solved again by CP-SAT
+    (:func:`~dnnplace.formulations.window_search.window_search`; skipped without OR-Tools,
+    whose share the moves then keep)."""
+    from dnnplace.formulations.pesto_cpsat import available
+    from dnnplace.formulations.window_search import window_search
     from dnnplace.heuristics.refine import refine_placement
 
     t0 = time.perf_counter()
+    windows = windows if available() else 0.0
     ls, ls_ms, _ = orig_list
     size["original_best_list"] = {"algorithm": ls.algorithm, "makespan": ls_ms}
     tol = 1e-9 * max(1.0, ms)
@@ -93,7 +101,7 @@ def refine_last_stage(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: 
     dev = pl.device
     # coarse nodes first (few units, big moves), then single nodes (colocation groups) with the time left
     for level, units, k in (("coarse", labels, 0), ("nodes", None, kicks)):
-        left = max(0.0, seconds - (time.perf_counter() - t0))
+        left = max(0.0, seconds * (1 - windows if level == "nodes" else 1) - (time.perf_counter() - t0))
         dev, _, info = refine_placement(graph, cluster, dev, units=units, policy="critical_path",
                                         congestion=congestion, time_limit=left, kicks=k)
         size[f"refine_{level}"] = info
@@ -102,4 +110,12 @@ def refine_last_stage(graph: OpGraph, cluster: Cluster, labels: np.ndarray, pl: 
     ms_r = simulate(pl_r, policy="order", priorities=pr_r, congestion=congestion).makespan
     if ms_r < ms - tol and feasible(pl_r):
         pl, pr, ms, source, lp = pl_r, pr_r, ms_r, f"refined({source})", None
+    if windows > 0:
+        left = max(0.0, seconds - (time.perf_counter() - t0))
+        dev_w, pr_w, ms_w, size["window_search"] = window_search(graph, cluster, pl.device, pr, time_limit=left,
+                                                                 congestion=congestion)
+        pl_w = Placement(graph, cluster, dev_w)
+        if ms_w < ms - tol and feasible(pl_w):
+            pl, pr, ms, lp = pl_w, pr_w, ms_w, None
+            source = source if source.startswith("refined(") else f"refined({source})"
     return pl, pr, ms, source, lp

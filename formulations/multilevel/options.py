@@ -114,6 +114,12 @@ class PipelineOptions:
         kicks (a stretch of the critical chain moved to another device, then moves
         around it) until this many in a row improve nothing (at most one per eight units,
         at least 10) or the deadline; ``0`` stops at the first local optimum.
+    windows : float
+        The share of the last stage kept for its window search: windows of the schedule
+        around its critical chain solved again by CP-SAT with the rest held, each kept
+        where the simulator replays it faster
+        (:func:`~dnnplace.formulations.window_search.window_search`; ``0`` skips it, and so
+        does a machine without OR-Tools, the moves then keeping the whole stage).
     subclusters : bool
         With ``fallback``, on a cluster with several interchangeable devices: also solve the
         sub-clusters with fewer of them (``k/2``, ``k/4``, ..., ``1`` of ``k``), each started
@@ -138,6 +144,7 @@ class PipelineOptions:
     fallback: bool = True
     refine_share: float = 0.5
     kicks: int = 200
+    windows: float = 0.5
     subclusters: bool = False
 
     @property

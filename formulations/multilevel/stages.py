@@ -324,7 +324,7 @@ class PestoPipeline:
     def refine(self, ans: _Answer, labels: np.ndarray, size: dict) -> _Answer:
         return _Answer(*refine_last_stage(self.graph, self.cluster, labels, *ans, self.o.congestion, size,
                                           self.orig_list, self.starts.rivals, self.refine_seconds(),
-                                          self.o.kicks))
+                                          self.o.kicks, self.o.windows))
 
     def obvious(self, ans: _Answer, size: dict) -> _Answer:
         return _Answer(*against_obvious(self.graph, self.cluster, *ans, self.o.congestion, size, self.orig_list,
