@@ -185,7 +185,7 @@ def _write(args, rows: list[dict]) -> None:
         f"{args.pesto_seconds:g} s, the better kept); the captured rows' are the stored runs of "
         "results/pesto/bench.jsonl behind results/pesto/models.md (best feasible over the methods run there, "
         "re-scored by the evaluator of that time)" + (
-            f", or where better, HEFT or today's `pesto` (CP-SAT, 100 coarse nodes, its sub-clusters, "
+            f", or where better, HEFT or today's `pesto` (CP-SAT, 100 coarse nodes, its sub-clusters and windows, "
             f"{args.pesto_seconds:g} s; `(rerun)`), re-scored now." if args.rerun_answers else ", not rerun."), "",
         "| graph | GPUs | link | nodes | answer (ms) | from | old bound | heads-tails | relaxation "
         "| old gap | new gap | gap closed | relaxation s | best kept set |",

@@ -158,6 +158,9 @@ def test_option_values_are_parsed_and_range_checked():
     assert method_options("pesto", SolveRequest("makespan", params={"kicks": "0"})).kicks == 0
     with pytest.raises(InputError, match="kicks' must be >= 0"):
         method_options("pesto", SolveRequest("makespan", params={"kicks": -1}))
+    assert method_options("pesto", SolveRequest("makespan", params={"windows": "0"})).windows == 0.0
+    with pytest.raises(InputError, match="windows' must be in"):
+        method_options("pesto", SolveRequest("makespan", params={"windows": 1}))
 
 
 def test_cli_typo_in_param_exits_2(tarnawski_dir):

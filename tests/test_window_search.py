@@ -89,3 +89,25 @@ def test_latest_finish_is_the_finish_on_the_critical_chain_and_never_earlier_els
     assert (late >= sim.schedule.finish - 1e-9).all()
     assert late[int(np.argmax(sim.schedule.finish))] == pytest.approx(sim.makespan)
     assert (late <= sim.makespan + 1e-12).all()
+
+
+def test_pesto_gives_the_windows_their_share_of_the_last_stage():
+    """A coarsened run through the registry: the window search runs after the moves (it is
+    recorded), the answer is the evaluator's and never worse than the same run without it
+    would have kept from the moves (the search starts from that answer); ``windows=0``
+    leaves it out."""
+    from dnnplace.formulations.solvers.options import SolverOptions
+    from dnnplace.graphs.instance import Instance
+    from dnnplace.registry import SolveRequest, solve
+
+    g = generate("random-dag", n=150, seed=4)
+    inst = Instance(g, Cluster.single_host(3, with_cpu=False), "dag150")
+    for share in (0.5, 0.0):
+        res = solve(inst, "pesto", SolveRequest(problem="makespan", solver=SolverOptions(time_limit=8, threads=1),
+                                                params={"coarsen_to": 20, "engine": "cpsat", "windows": share}))
+        assert res.evaluation["feasible"] and res.objective == pytest.approx(res.evaluation["objective"], rel=1e-9)
+        searched = res.extra["model_size"].get("window_search")
+        if share:
+            assert searched["windows"] >= 1 and searched["start_makespan"] >= res.objective * (1 - 1e-9)
+        else:
+            assert searched is None
