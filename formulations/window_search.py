@@ -60,7 +60,7 @@ import numpy as np
 from dnnplace.evaluation.simulate import SimResult, simulate
 from dnnplace.graphs.cluster import Cluster
 from dnnplace.graphs.graph import OpGraph
-from dnnplace.graphs.placement import Placement
+from dnnplace.graphs.placement import Placement, Schedule
 from dnnplace.heuristics.refine import critical_chain
 
 __all__ = ["SCALE", "latest_finish", "window_search"]
@@ -80,22 +80,26 @@ def latest_finish(sim: SimResult) -> np.ndarray:
     order of start. A node with :math:`L_v` = its finish is on a longest path."""
     sch = sim.schedule
     pl = sch.placement
-    g, order = pl.graph, sch._order()
+    g = pl.graph
     t = pl.cluster.transfer_time(pl.device[g.src], pl.device[g.dst], g.edge_bytes, g.edge_cost)
-    nxt = np.full(g.n, -1, dtype=np.int64)
-    for seq in sch.device_order():
-        nxt[seq[:-1]] = seq[1:]
-    by = np.argsort(g.src, kind="stable")
-    ptr = np.searchsorted(g.src[by], np.arange(g.n + 1))
+    nxt = next_on_device(sch)
     dur, M = sch.finish - sch.start, sch.makespan
     late, late_start = np.full(g.n, M), np.empty(g.n)
-    for v in order[::-1].tolist():
+    for v in np.argsort(sch.priorities())[::-1].tolist():
         lf = M if nxt[v] < 0 else min(M, late_start[nxt[v]])
-        es = by[ptr[v]:ptr[v + 1]]
+        es = g.out_eid[g.out_ptr[v]:g.out_ptr[v + 1]]
         if es.size:
             lf = min(lf, float(np.min(late_start[g.dst[es]] - t[es])))
         late[v], late_start[v] = lf, lf - dur[v]
     return late
+
+
+def next_on_device(sch: Schedule) -> np.ndarray:
+    """Per node, the node its device runs next in the schedule ``sch`` (``-1``: its last)."""
+    nxt = np.full(sch.placement.graph.n, -1, dtype=np.int64)
+    for seq in sch.device_order():
+        nxt[seq[:-1]] = seq[1:]
+    return nxt
 
 
 class _Window:
@@ -116,10 +120,7 @@ class _Window:
         t0, horizon = u_(sch.start[window].min()), u_(sch.makespan) + 1
         self.S, self.x = {}, {}
         C, spans = {}, [[] for _ in range(cl.size)]
-        late_start = late - (sch.finish - sch.start)
-        nxt = np.full(g.n, -1, dtype=np.int64)
-        for seq in sch.device_order():
-            nxt[seq[:-1]] = seq[1:]
+        late_start, nxt = late - (sch.finish - sch.start), next_on_device(sch)
         edges = np.flatnonzero(inside[g.src] | inside[g.dst])
         bound = {v: sch.makespan for v in window.tolist()}
         for e in edges[~inside[g.dst[edges]]].tolist():
@@ -237,9 +238,8 @@ def window_search(graph: OpGraph, cluster: Cluster, device: np.ndarray, prioriti
     failed, stall, largest = 0, min(stall, 4 * -(-graph.n // size)), 2 * size
     while not info["skipped"] and failed < stall and time.perf_counter() < deadline:
         sch = sim.schedule
-        order = sch._order()
-        rank = np.empty(graph.n, dtype=np.int64)
-        rank[order] = np.arange(graph.n)
+        rank = sch.priorities()
+        order = np.argsort(rank)
         chain = critical_chain(sim)
         at = int(rank[chain[rng.integers(chain.size)]])
         first = min(max(0, at - size // 2), max(0, graph.n - size))
