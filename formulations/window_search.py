@@ -108,76 +108,110 @@ class _Window:
     def __init__(self, sim: SimResult, window: np.ndarray, late: np.ndarray, comp: np.ndarray):
         from ortools.sat.python import cp_model
 
-        self.cp_model = cp_model
-        sch = sim.schedule
-        pl = sch.placement
-        g, cl, dev = pl.graph, pl.cluster, pl.device
-        self.window = window
-        inside = np.zeros(g.n, dtype=bool)
-        inside[window] = True
-        m = self.m = cp_model.CpModel()
-        u_, len_ = self.at, self.length
-        t0, horizon = u_(sch.start[window].min()), u_(sch.makespan) + 1
-        self.S, self.x = {}, {}
-        C, spans = {}, [[] for _ in range(cl.size)]
-        late_start, nxt = late - (sch.finish - sch.start), next_on_device(sch)
-        edges = np.flatnonzero(inside[g.src] | inside[g.dst])
-        bound = {v: sch.makespan for v in window.tolist()}
-        for e in edges[~inside[g.dst[edges]]].tolist():
-            bound[int(g.src[e])] = min(bound[int(g.src[e])], float(sch.start[g.dst[e]]))
+        self.cp_model, self.sch, self.comp = cp_model, sim.schedule, comp
+        self.g, self.cl = self.sch.placement.graph, self.sch.placement.cluster
+        self.inside = np.zeros(self.g.n, dtype=bool)
+        self.inside[window] = True
+        self.m = cp_model.CpModel()
+        self.z = self.m.NewIntVar(0, 2 * self.at(self.sch.makespan) + 2, "")
+        self.late_start = late - (self.sch.finish - self.sch.start)
+        edges = np.flatnonzero(self.inside[self.g.src] | self.inside[self.g.dst])
+        self._nodes(window, edges)
+        self._held(window)
+        self._edges(edges)
+        self._tails(window)
+        self._memory(window)
+        self.m.Minimize(self.z)
+
+    def _nodes(self, window: np.ndarray, edges: np.ndarray) -> None:
+        """Device literals, starts and ends of the window's nodes, each no later than the
+        makespan and the start of any node after the window it feeds; the incumbent as hint."""
+        sch, g, m, at, length = self.sch, self.g, self.m, self.at, self.length
+        dev = sch.placement.device
+        latest = {v: sch.makespan for v in window.tolist()}
+        for e in edges[~self.inside[g.dst[edges]]].tolist():
+            latest[int(g.src[e])] = min(latest[int(g.src[e])], float(sch.start[g.dst[e]]))
+        self.S, self.x, self.C = {}, {}, {}
+        self.spans = [[] for _ in range(self.cl.size)]
+        first, horizon = at(sch.start[window].min()), at(sch.makespan) + 1
         for v in window.tolist():
-            where = [int(dev[v])] if g.colocation[v] >= 0 else np.flatnonzero(~np.isnan(comp[v])).tolist()
-            S = self.S[v] = m.NewIntVar(t0, horizon, "")
+            where = [int(dev[v])] if g.colocation[v] >= 0 else np.flatnonzero(~np.isnan(self.comp[v])).tolist()
+            S = self.S[v] = m.NewIntVar(first, horizon, "")
             x = self.x[v] = {d: m.NewBoolVar("") for d in where}
             m.AddExactlyOne(x.values())
-            C[v] = S + sum(len_(comp[v, d]) * lit for d, lit in x.items())
-            m.Add(C[v] <= u_(bound[v]))
-            m.AddHint(S, u_(sch.start[v]))
+            self.C[v] = S + sum(length(self.comp[v, d]) * lit for d, lit in x.items())
+            m.Add(self.C[v] <= at(latest[v]))
+            m.AddHint(S, at(sch.start[v]))
             for d, lit in x.items():
                 m.AddHint(lit, int(d == dev[v]))
-                if len_(comp[v, d]) > 0:
-                    spans[d].append(m.NewOptionalFixedSizeIntervalVar(S, len_(comp[v, d]), lit, ""))
-        lo, hi = sch.start[window].min(), max(bound.values())
-        for u in np.flatnonzero(~inside & (sch.finish > lo) & (sch.start < hi)).tolist():
-            a, p = u_(sch.start[u]), len_(sch.finish[u] - sch.start[u])
+                if length(self.comp[v, d]) > 0:
+                    self.spans[d].append(m.NewOptionalFixedSizeIntervalVar(S, length(self.comp[v, d]), lit, ""))
+        self.until = max(latest.values())
+
+    def _held(self, window: np.ndarray) -> None:
+        """The intervals of the nodes outside the window that overlap its span, fixed, in
+        each device's ``NoOverlap`` with the window's optional intervals."""
+        sch = self.sch
+        lo = sch.start[window].min()
+        for u in np.flatnonzero(~self.inside & (sch.finish > lo) & (sch.start < self.until)).tolist():
+            a, p = self.at(sch.start[u]), self.length(sch.finish[u] - sch.start[u])
             if p > 0:
-                spans[int(dev[u])].append(m.NewIntervalVar(a, p, a + p, ""))
-        for d_spans in spans:
-            if len(d_spans) > 1:
-                m.AddNoOverlap(d_spans)
-        z = m.NewIntVar(0, 2 * horizon, "")
+                self.spans[int(sch.placement.device[u])].append(self.m.NewIntervalVar(a, p, a + p, ""))
+        for spans in self.spans:
+            if len(spans) > 1:
+                self.m.AddNoOverlap(spans)
+
+    def _transfer(self, e: int, a: int, b: int) -> int:
+        g = self.g
+        return self.length(float(self.cl.transfer_time(np.array([a]), np.array([b]), g.edge_bytes[e:e + 1],
+                                                       g.edge_cost[e:e + 1])[0]))
+
+    def _edges(self, edges: np.ndarray) -> None:
+        """Precedence with the transfer of the devices chosen, inside the window, from a node
+        before it and to a node after it (whose tail then bounds the objective)."""
+        sch, g, m, S, C, x = self.sch, self.g, self.m, self.S, self.C, self.x
+        dev = sch.placement.device
         for e in edges.tolist():
             u, v = int(g.src[e]), int(g.dst[e])
-            def t(a, b, e=e):
-                return len_(float(cl.transfer_time(np.array([a]), np.array([b]), g.edge_bytes[e:e + 1],
-                                                 g.edge_cost[e:e + 1])[0]))
-            if inside[u] and inside[v]:
-                m.Add(self.S[v] >= C[u])
-                for a, la in self.x[u].items():
-                    for b, lb in self.x[v].items():
+            if self.inside[u] and self.inside[v]:
+                m.Add(S[v] >= C[u])
+                for a, la in x[u].items():
+                    for b, lb in x[v].items():
                         if a != b:
-                            m.Add(self.S[v] >= C[u] + t(a, b)).OnlyEnforceIf([la, lb])
-            elif inside[v]:   # an input from a node before the window
-                for b, lb in self.x[v].items():
-                    m.Add(self.S[v] >= u_(sch.finish[u]) + t(int(dev[u]), b)).OnlyEnforceIf(lb)
-            else:             # an output to a node after it, and the tail it starts
-                for a, la in self.x[u].items():
-                    m.Add(C[u] + t(a, int(dev[v])) <= u_(sch.start[v])).OnlyEnforceIf(la)
-                    m.Add(z >= C[u] + t(a, int(dev[v])) + len_(sch.makespan - late_start[v])).OnlyEnforceIf(la)
+                            m.Add(S[v] >= C[u] + self._transfer(e, a, b)).OnlyEnforceIf([la, lb])
+            elif self.inside[v]:
+                for b, lb in x[v].items():
+                    m.Add(S[v] >= self.at(sch.finish[u]) + self._transfer(e, int(dev[u]), b)).OnlyEnforceIf(lb)
+            else:
+                tail = self.length(sch.makespan - self.late_start[v])
+                for a, la in x[u].items():
+                    t = self._transfer(e, a, int(dev[v]))
+                    m.Add(C[u] + t <= self.at(sch.start[v])).OnlyEnforceIf(la)
+                    m.Add(self.z >= C[u] + t + tail).OnlyEnforceIf(la)
+
+    def _tails(self, window: np.ndarray) -> None:
+        """``z`` at least every end, and an end plus the tail of the next node on the device
+        where the node stays and that node is after the window."""
+        dev, nxt = self.sch.placement.device, next_on_device(self.sch)
         for v in window.tolist():
-            m.Add(z >= C[v])
-            y = int(nxt[v])
-            if y >= 0 and not inside[y] and int(dev[v]) in self.x[v]:   # the next node on its device, if it stays
-                m.Add(z >= C[v] + len_(sch.makespan - late_start[y])).OnlyEnforceIf(self.x[v][int(dev[v])])
-        cap = np.asarray(cl.memory, dtype=np.float64)
-        used = np.bincount(dev, weights=g.memory, minlength=cl.size)
-        q = max(1.0, float(cap[np.isfinite(cap)].max(initial=0.0)) / 2**20)   # bytes per memory unit
-        for d in range(cl.size):
+            self.m.Add(self.z >= self.C[v])
+            y, here = int(nxt[v]), int(dev[v])
+            if y >= 0 and not self.inside[y] and here in self.x[v]:
+                tail = self.length(self.sch.makespan - self.late_start[y])
+                self.m.Add(self.z >= self.C[v] + tail).OnlyEnforceIf(self.x[v][here])
+
+    def _memory(self, window: np.ndarray) -> None:
+        """Static memory per device (Pesto (8)) in units of at least a byte, nodes rounded up
+        and the room the held nodes leave rounded down."""
+        g, dev = self.g, self.sch.placement.device
+        cap = np.asarray(self.cl.memory, dtype=np.float64)
+        used = np.bincount(dev, weights=g.memory, minlength=self.cl.size)
+        q = max(1.0, float(cap[np.isfinite(cap)].max(initial=0.0)) / 2**20)
+        for d in range(self.cl.size):
             on = [v for v in window.tolist() if d in self.x[v] and g.memory[v] > 0]
             if on and np.isfinite(cap[d]):
                 room = cap[d] - (used[d] - g.memory[window[dev[window] == d]].sum())
-                m.Add(sum(math.ceil(g.memory[v] / q) * self.x[v][d] for v in on) <= math.floor(room / q))
-        m.Minimize(z)
+                self.m.Add(sum(math.ceil(g.memory[v] / q) * self.x[v][d] for v in on) <= math.floor(room / q))
 
     @staticmethod
     def at(t: float) -> int:
@@ -190,7 +224,7 @@ class _Window:
         down, satisfies every constraint: ``floor(a + b) >= floor(a) + floor(b)``)."""
         return max(0, math.floor(float(t) * SCALE - 1e-6))
 
-    def solve(self, seconds: float) -> tuple[dict, dict] | None:
+    def solve(self, seconds: float) -> tuple[dict, dict, bool] | None:
         """New ``(devices, starts, proven)`` of the window's nodes (``proven``: CP-SAT's
         optimum of the window), or ``None`` without a solution."""
         cp = self.cp_model
