@@ -105,17 +105,22 @@ def next_on_device(sch: Schedule) -> np.ndarray:
 class _Window:
     """The CP-SAT model of one window of a schedule (module docstring)."""
 
-    def __init__(self, sim: SimResult, window: np.ndarray, late: np.ndarray, comp: np.ndarray):
+    def __init__(self, sim: SimResult, window: np.ndarray, late: np.ndarray, nxt: np.ndarray, comp: np.ndarray):
         from ortools.sat.python import cp_model
 
-        self.cp_model, self.sch, self.comp = cp_model, sim.schedule, comp
-        self.g, self.cl = self.sch.placement.graph, self.sch.placement.cluster
-        self.inside = np.zeros(self.g.n, dtype=bool)
+        self.cp_model, self.sch, self.comp, self.nxt = cp_model, sim.schedule, comp, nxt
+        g, cl = self.g, self.cl = self.sch.placement.graph, self.sch.placement.cluster
+        self.inside = np.zeros(g.n, dtype=bool)
         self.inside[window] = True
         self.m = cp_model.CpModel()
         self.z = self.m.NewIntVar(0, 2 * self.at(self.sch.makespan) + 2, "")
         self.late_start = late - (self.sch.finish - self.sch.start)
-        edges = np.flatnonzero(self.inside[self.g.src] | self.inside[self.g.dst])
+        edges = np.flatnonzero(self.inside[g.src] | self.inside[g.dst])
+        # every touched edge's transfer time between every pair of devices, in model units
+        d = np.arange(cl.size)
+        t = cl.transfer_time(d[None, :, None], d[None, None, :], g.edge_bytes[edges, None, None],
+                             g.edge_cost[edges, None, None])
+        self.tt = dict(zip(edges.tolist(), np.maximum(0, np.floor(t * SCALE - 1e-6)).astype(np.int64)))
         self._nodes(window, edges)
         self._held(window)
         self._edges(edges)
@@ -162,9 +167,7 @@ class _Window:
                 self.m.AddNoOverlap(spans)
 
     def _transfer(self, e: int, a: int, b: int) -> int:
-        g = self.g
-        return self.length(float(self.cl.transfer_time(np.array([a]), np.array([b]), g.edge_bytes[e:e + 1],
-                                                       g.edge_cost[e:e + 1])[0]))
+        return int(self.tt[e][a, b])
 
     def _edges(self, edges: np.ndarray) -> None:
         """Precedence with the transfer of the devices chosen, inside the window, from a node
@@ -192,7 +195,7 @@ class _Window:
     def _tails(self, window: np.ndarray) -> None:
         """``z`` at least every end, and an end plus the tail of the next node on the device
         where the node stays and that node is after the window."""
-        dev, nxt = self.sch.placement.device, next_on_device(self.sch)
+        dev, nxt = self.sch.placement.device, self.nxt
         for v in window.tolist():
             self.m.Add(self.z >= self.C[v])
             y, here = int(nxt[v]), int(dev[v])
@@ -270,16 +273,17 @@ def window_search(graph: OpGraph, cluster: Cluster, device: np.ndarray, prioriti
     rng = np.random.default_rng(seed)
     comp = cluster.compute_matrix(graph)
     failed, stall, largest = 0, min(stall, 4 * -(-graph.n // size)), 2 * size
+    changed = True
     while not info["skipped"] and failed < stall and time.perf_counter() < deadline:
         sch = sim.schedule
-        rank = sch.priorities()
-        order = np.argsort(rank)
-        chain = critical_chain(sim)
+        if changed:   # what every window of this incumbent reads
+            rank, chain, late, nxt = sch.priorities(), critical_chain(sim), latest_finish(sim), next_on_device(sch)
+            order, changed = np.argsort(rank), False
         at = int(rank[chain[rng.integers(chain.size)]])
         first = min(max(0, at - size // 2), max(0, graph.n - size))
         window = order[first:first + size]
         t_solve = time.perf_counter()
-        found = _Window(sim, window, latest_finish(sim), comp).solve(min(solve_seconds, deadline - t_solve))
+        found = _Window(sim, window, late, nxt, comp).solve(min(solve_seconds, deadline - t_solve))
         info["windows"] += 1
         failed += 1
         if found is None or not found[2]:
@@ -288,14 +292,14 @@ def window_search(graph: OpGraph, cluster: Cluster, device: np.ndarray, prioriti
             size = min(largest, int(size * 1.1) + 1)      # proven quickly: try more at once
         if found is None:
             continue
-        dev, when = sch.placement.device.copy(), np.floor(sch.start * SCALE + 1e-6)
+        dev, when = sch.placement.device.copy(), np.floor(sch.start * SCALE + 1e-6)   # _Window.at of every start
         for v, d in found[0].items():
             dev[v], when[v] = d, found[1][v]
         pr = np.empty(graph.n, dtype=np.int64)
         pr[np.lexsort((rank, when))] = np.arange(graph.n)
         cand = replay(dev, pr)
         if cand.makespan < sim.makespan * (1 - 1e-9):
-            sim, failed = cand, 0
+            sim, failed, changed = cand, 0, True
             info["kept"] += 1
         if window.size == graph.n:
             break   # the whole graph: nothing is held, another window is the same problem
