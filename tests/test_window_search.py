@@ -78,9 +78,8 @@ def test_windows_never_lose_and_replay_exactly():
 
 
 def test_latest_finish_is_the_finish_on_the_critical_chain_and_never_earlier_elsewhere():
-    """On a simulated schedule every node can finish no earlier than it does, and the node
-    that ends last has ``L = M``; moving any node's finish later than ``L`` by a strict
-    replay of the same orders would lengthen the makespan (checked on the sink)."""
+    """On a simulated schedule no node's latest finish is before its finish or after the
+    makespan ``M``, and the node that ends last has ``L = M``."""
     g = generate("random-dag", n=60, seed=3)
     cl = Cluster.single_host(2, with_cpu=False)
     dev = np.arange(g.n) % 2
